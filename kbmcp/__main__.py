@@ -1,0 +1,3 @@
+from kbmcp.cli import main
+
+main()

@@ -1,0 +1,85 @@
+"""The `kbmcp` command line: a thin adapter over the service layer (no SQL here)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from kbmcp import __version__
+from kbmcp.cli.commands import add, doctor, ls, read, reembed
+from kbmcp.errors import KbError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The knowledge-base file (default: $KBMCP_DB, else the user data dir).",
+)
+@click.version_option(__version__, prog_name="kbmcp")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """kbmcp: a local-first knowledge base for AI agents, in one SQLite file, served over MCP.
+
+    \b
+    Typical use:
+      kbmcp add ./docs --kb handbook      # ingest files (again: only changes are re-indexed)
+      kbmcp search "how do I rotate keys" # hybrid keyword + semantic search
+      kbmcp serve                         # MCP over stdio for desktop agents
+    """
+    ctx.obj = {"db": db}
+
+
+for command in (add, ls, read, reembed, doctor):
+    cli.add_command(command)
+
+
+def _register_optional_commands() -> None:
+    """Commands that live in their own modules (search, serve, eval)."""
+    import importlib
+
+    for module_name, attribute in (
+        ("kbmcp.cli.search", "search"),
+        ("kbmcp.cli.serve", "serve"),
+        ("kbmcp.cli.eval", "eval_command"),
+    ):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        cli.add_command(getattr(module, attribute))
+
+
+_register_optional_commands()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: KbError and other failures become one line on stderr and a non-zero exit."""
+    try:
+        cli.main(args=argv, prog_name="kbmcp", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KbError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("KBMCP_DEBUG"):
+            traceback.print_exc()
+        click.echo(
+            f"error: unexpected {type(exc).__name__}: {exc} (set KBMCP_DEBUG=1 for a traceback)",
+            err=True,
+        )
+        sys.exit(1)

@@ -1,0 +1,222 @@
+"""`kbmcp add`, `ls`, `read`, `reembed`, `doctor`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from kbmcp.cli.common import echo_json, open_workspace, pairs_option, progress_bar
+from kbmcp.service.admin import doctor as doctor_report
+from kbmcp.service.admin import reembed as reembed_all
+from kbmcp.service.ingest import IngestOptions, add_paths
+from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
+from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--kb",
+    "kb_name",
+    default="default",
+    show_default=True,
+    help="Knowledge base name (created if new).",
+)
+@click.option(
+    "--tag",
+    "tags",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Tag every added document (repeatable).",
+)
+@click.option(
+    "--meta",
+    "meta",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Metadata on every added document (repeatable).",
+)
+@click.option(
+    "--prune", is_flag=True, help="Archive documents whose files are gone from the added folders."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def add(
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    kb_name: str,
+    tags: tuple[str, ...],
+    meta: tuple[str, ...],
+    prune: bool,
+    as_json: bool,
+) -> None:
+    """Add files and folders to a knowledge base.
+
+    Folders are walked (hidden and .gitignore'd paths and binary files are skipped). Unchanged
+    files are skipped by content hash; changed files get a new revision.
+    """
+    options = IngestOptions(
+        knowledge_base=kb_name,
+        tags=pairs_option(tags, "--tag"),
+        metadata=pairs_option(meta, "--meta"),
+        prune=prune,
+    )
+    with open_workspace(ctx) as workspace, progress_bar("indexing") as progress:
+        report = add_paths(workspace, workspace.local_principal(), list(paths), options, progress)
+    if as_json:
+        echo_json(report.to_dict())
+    else:
+        for warning in report.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        for error in report.errors:
+            click.echo(f"error: {error}", err=True)
+        click.echo(report.summary_line())
+    if report.errors:
+        sys.exit(1)
+
+
+@click.command()
+@click.argument("knowledge_bases", nargs=-1)
+@click.option(
+    "--all", "all_documents", is_flag=True, help="List the documents of every knowledge base."
+)
+@click.option(
+    "--path", "path_prefix", default=None, help="Only documents whose path starts with this."
+)
+@click.option(
+    "--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Only documents with this tag."
+)
+@click.option("--archived", is_flag=True, help="Include archived documents.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 200))
+@click.option("--cursor", default=None, help="Continue a listing (printed as next_cursor).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def ls(
+    ctx: click.Context,
+    knowledge_bases: tuple[str, ...],
+    all_documents: bool,
+    path_prefix: str | None,
+    tags: tuple[str, ...],
+    archived: bool,
+    limit: int,
+    cursor: str | None,
+    as_json: bool,
+) -> None:
+    """List knowledge bases, or the documents of the given ones (names or ids)."""
+    with open_workspace(ctx) as workspace:
+        principal = workspace.local_principal()
+        if not knowledge_bases and not all_documents:
+            kbs = list_knowledge_bases(workspace, principal)
+            if as_json:
+                echo_json(kbs)
+                return
+            if not kbs:
+                click.echo("no knowledge bases yet: add some files with `kbmcp add PATH`")
+            for kb in kbs:
+                click.echo(
+                    f"{kb.knowledge_base_id}  {kb.name}  "
+                    f"{kb.document_count} documents, {kb.chunk_count} chunks"
+                )
+            return
+        kb_ids = (
+            resolve_knowledge_bases(workspace, principal, knowledge_bases)
+            if knowledge_bases
+            else None
+        )
+        page = list_documents(
+            workspace,
+            principal,
+            knowledge_base_ids=kb_ids,
+            path_prefix=path_prefix,
+            tags=dict(pairs_option(tags, "--tag")),
+            include_archived=archived,
+            cursor=cursor,
+            limit=limit,
+        )
+    if as_json:
+        echo_json(page)
+        return
+    for doc in page.documents:
+        status = "" if doc.status == "published" else f"  [{doc.status}]"
+        click.echo(
+            f"{doc.document_id}  {doc.path}  {doc.title!r}  rev {doc.revision_number}  "
+            f"{doc.size_chars} chars  {doc.updated_at}{status}"
+        )
+    if page.next_cursor:
+        click.echo(f"more: --cursor {page.next_cursor}")
+
+
+@click.command()
+@click.argument("document_id")
+@click.option("--revision", "revision_id", default=None, help="A revision id (default: current).")
+@click.option("--offset", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option(
+    "--limit-chars",
+    default=DEFAULT_LIMIT_CHARS,
+    show_default=True,
+    type=click.IntRange(1, MAX_LIMIT_CHARS),
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def read(
+    ctx: click.Context,
+    document_id: str,
+    revision_id: str | None,
+    offset: int,
+    limit_chars: int,
+    as_json: bool,
+) -> None:
+    """Print a window of a document's current (or given) revision."""
+    with open_workspace(ctx) as workspace:
+        window = read_document(
+            workspace,
+            workspace.local_principal(),
+            document_id,
+            revision_id=revision_id,
+            offset=offset,
+            limit_chars=limit_chars,
+        )
+    if as_json:
+        echo_json(window)
+        return
+    click.echo(window.content, nl=not window.content.endswith("\n"))
+    if window.next_offset is not None:
+        click.echo(
+            f"-- {window.content_offset}..{window.next_offset} of {window.content_total_chars} "
+            f"chars; continue with --offset {window.next_offset}",
+            err=True,
+        )
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def reembed(ctx: click.Context, as_json: bool) -> None:
+    """Re-embed every document with the configured model (after changing KBMCP_EMBEDDER)."""
+    with open_workspace(ctx) as workspace, progress_bar("embedding") as progress:
+        result = reembed_all(workspace, workspace.local_principal(), progress)
+    if as_json:
+        echo_json(result)
+    else:
+        click.echo(
+            f"re-embedded {result['chunks']} chunks with {result['model']['name']} "
+            f"in {result['seconds']:.1f}s"
+        )
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Versions, database path, model status and counts."""
+    with open_workspace(ctx) as workspace:
+        report = doctor_report(workspace)
+    if as_json:
+        echo_json(report)
+    else:
+        for key, value in report.items():
+            click.echo(f"{key}: {value}")
+    if not report["model"]["ok"]:
+        sys.exit(1)

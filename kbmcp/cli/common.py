@@ -1,0 +1,71 @@
+"""Helpers shared by the CLI commands: opening the workspace, output, progress."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+
+from kbmcp.config import load_settings
+from kbmcp.ingest.parsing import parse_pairs
+from kbmcp.workspace import Workspace
+
+
+@contextlib.contextmanager
+def open_workspace(ctx: click.Context) -> Iterator[Workspace]:
+    settings = load_settings().with_db(ctx.find_root().obj.get("db"))
+    workspace = Workspace(settings)
+    try:
+        yield workspace
+    finally:
+        workspace.close()
+
+
+def to_jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def echo_json(value: Any) -> None:
+    click.echo(json.dumps(to_jsonable(value), ensure_ascii=False, indent=2))
+
+
+def pairs_option(values: tuple[str, ...], option: str) -> list[tuple[str, str]]:
+    try:
+        return parse_pairs(values, option=option)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+@contextlib.contextmanager
+def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress callback that draws a bar on stderr when it is a terminal (else: nothing)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    bar = None
+    shown = 0
+
+    def update(done: int, total: int) -> None:
+        nonlocal bar, shown
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - shown)
+        shown = done
+
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)

@@ -1,0 +1,54 @@
+"""Settings from the environment and the command line: the only configuration kbmcp has.
+
+Precedence for the database file: `--db PATH`, then `KBMCP_DB`, then the platform's user data dir.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import platformdirs
+
+from kbmcp.errors import InvalidRequest
+
+DEFAULT_EMBEDDER = "minilm"
+EMBEDDER_NAMES = ("minilm", "hash")
+DEFAULT_RRF_K = 60
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_path: Path
+    embedder: str = DEFAULT_EMBEDDER
+    rrf_k: int = DEFAULT_RRF_K
+
+    def with_db(self, db_path: Path | str | None) -> Settings:
+        return self if db_path is None else replace(self, db_path=Path(db_path).expanduser())
+
+
+def default_db_path() -> Path:
+    return Path(platformdirs.user_data_dir("kbmcp", appauthor=False)) / "kbmcp.db"
+
+
+def load_settings(environ: dict[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    db = env.get("KBMCP_DB")
+    embedder = env.get("KBMCP_EMBEDDER", DEFAULT_EMBEDDER).strip().lower()
+    if embedder not in EMBEDDER_NAMES:
+        raise InvalidRequest(
+            f"KBMCP_EMBEDDER={embedder!r} is not known; use one of: {', '.join(EMBEDDER_NAMES)}"
+        )
+    rrf_text = env.get("KBMCP_RRF_K", str(DEFAULT_RRF_K))
+    try:
+        rrf_k = int(rrf_text)
+    except ValueError:
+        raise InvalidRequest(f"KBMCP_RRF_K={rrf_text!r} is not an integer") from None
+    if rrf_k < 1:
+        raise InvalidRequest(f"KBMCP_RRF_K must be >= 1, got {rrf_k}")
+    return Settings(
+        db_path=Path(db).expanduser() if db else default_db_path(),
+        embedder=embedder,
+        rrf_k=rrf_k,
+    )

@@ -1,0 +1,1 @@
+"""Embedders: the protocol, the default offline MiniLM model and a hashing embedder for tests."""

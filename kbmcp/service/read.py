@@ -1,0 +1,251 @@
+"""Targeted reads: a bounded character window of a document revision, chunks by id, outlines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kbmcp.access import READ, Principal, readable_kb_ids
+from kbmcp.errors import InvalidRequest, ResourceUnavailable
+from kbmcp.ids import check_id, check_id_list
+from kbmcp.ingest.chunker import outline
+from kbmcp.workspace import Workspace
+
+DEFAULT_LIMIT_CHARS = 4000
+MAX_LIMIT_CHARS = 10_000
+MAX_CHUNK_IDS = 50
+
+SELECT_DOCUMENT_REVISION = """
+SELECT d.public_id, kb.public_id, d.path, d.title, d.kind, d.status,
+       r.public_id, r.number, r.content, r.char_count, r.line_count, r.created_at,
+       cur.public_id
+FROM document AS d
+JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+JOIN revision AS r ON r.document_id = d.id
+LEFT JOIN revision AS cur ON cur.id = d.current_revision_id
+WHERE d.public_id = :document_id
+  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
+  AND (CASE WHEN :revision_id IS NULL THEN r.id = d.current_revision_id
+            ELSE r.public_id = :revision_id END)
+"""
+
+SELECT_CHUNKS = """
+SELECT c.public_id, d.public_id, kb.public_id, r.public_id, d.path, d.title, c.heading_path,
+       c.char_start, c.char_end, c.line_start, c.line_end, c.text,
+       r.id = d.current_revision_id AS is_current
+FROM chunk AS c
+JOIN revision AS r ON r.id = c.revision_id
+JOIN document AS d ON d.id = r.document_id
+JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+WHERE c.public_id IN (SELECT value FROM json_each(:chunk_ids))
+  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
+"""
+
+
+@dataclass(frozen=True)
+class Citation:
+    path: str
+    revision_id: str
+    line_start: int
+    line_end: int
+    char_start: int
+    char_end: int
+
+
+@dataclass(frozen=True)
+class DocumentWindow:
+    document_id: str
+    knowledge_base_id: str
+    revision_id: str
+    revision_number: int
+    is_current_revision: bool
+    path: str
+    title: str
+    status: str
+    revision_created_at: str
+    content: str
+    content_offset: int
+    content_limit: int
+    content_total_chars: int
+    content_truncated: bool
+    next_offset: int | None
+    line_start: int
+    line_end: int
+
+
+@dataclass(frozen=True)
+class OutlineSection:
+    level: int
+    title: str
+    heading_path: list[str]
+    char_start: int
+    char_end: int
+    line_start: int
+    line_end: int
+
+
+@dataclass(frozen=True)
+class DocumentOutline:
+    document_id: str
+    knowledge_base_id: str
+    revision_id: str
+    path: str
+    title: str
+    content_total_chars: int
+    sections: list[OutlineSection]
+
+
+@dataclass(frozen=True)
+class FetchedChunk:
+    chunk_id: str
+    document_id: str
+    knowledge_base_id: str
+    revision_id: str
+    is_current_revision: bool
+    title: str
+    path: str
+    heading_path: list[str]
+    text: str
+    citation: Citation
+
+
+@dataclass(frozen=True)
+class FetchedChunks:
+    chunks: list[FetchedChunk]
+    missing: list[str]
+
+
+def read_document(
+    workspace: Workspace,
+    principal: Principal,
+    document_id: str,
+    *,
+    revision_id: str | None = None,
+    offset: int = 0,
+    limit_chars: int = DEFAULT_LIMIT_CHARS,
+) -> DocumentWindow:
+    """A window of `limit_chars` characters starting at `offset` of the current (or given)
+    revision. Past the end is an empty window, not an error, so a reader can loop on
+    `next_offset` until it is None."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidRequest("offset must be an integer >= 0", details={"argument": "offset"})
+    if (
+        isinstance(limit_chars, bool)
+        or not isinstance(limit_chars, int)
+        or not 1 <= limit_chars <= MAX_LIMIT_CHARS
+    ):
+        raise InvalidRequest(
+            f"limit_chars must be an integer from 1 to {MAX_LIMIT_CHARS}",
+            details={"argument": "limit_chars"},
+        )
+    row = _document_revision(workspace, principal, document_id, revision_id)
+    (doc_id, kb_id, path, title, _kind, status, rev_id, number, content, total, _lines,
+     created_at, current_rev_id) = row  # fmt: skip
+    window = content[offset : offset + limit_chars]
+    end = offset + len(window)
+    truncated = end < total
+    return DocumentWindow(
+        document_id=doc_id,
+        knowledge_base_id=kb_id,
+        revision_id=rev_id,
+        revision_number=number,
+        is_current_revision=rev_id == current_rev_id,
+        path=path,
+        title=title,
+        status=status,
+        revision_created_at=created_at,
+        content=window,
+        content_offset=offset,
+        content_limit=limit_chars,
+        content_total_chars=total,
+        content_truncated=truncated,
+        next_offset=end if truncated else None,
+        line_start=_line_of(content, min(offset, total)),
+        line_end=_line_of(content, max(min(end, total) - 1, 0)),
+    )
+
+
+def document_outline(
+    workspace: Workspace, principal: Principal, document_id: str, *, revision_id: str | None = None
+) -> DocumentOutline:
+    row = _document_revision(workspace, principal, document_id, revision_id)
+    doc_id, kb_id, path, title, kind, _status, rev_id, _number, content, total, *_ = row
+    sections = [
+        OutlineSection(
+            level=h.level,
+            title=h.title,
+            heading_path=list(h.heading_path),
+            char_start=h.char_start,
+            char_end=h.char_end,
+            line_start=h.line_start,
+            line_end=h.line_end,
+        )
+        for h in outline(content, kind)
+    ]
+    return DocumentOutline(doc_id, kb_id, rev_id, path, title, total, sections)
+
+
+def fetch_chunks(
+    workspace: Workspace, principal: Principal, chunk_ids: Sequence[str]
+) -> FetchedChunks:
+    """The stored text of chunks by id, in the order asked; unknown or unreadable ids are listed
+    in `missing` while the rest are returned."""
+    principal.require(READ)
+    wanted = check_id_list("chunk", chunk_ids, argument="chunk_ids", limit=MAX_CHUNK_IDS)
+    rows = workspace.conn.execute(
+        SELECT_CHUNKS,
+        {
+            "chunk_ids": json.dumps(wanted),
+            "readable_kb_ids": json.dumps(readable_kb_ids(workspace.conn, principal)),
+        },
+    ).fetchall()
+    found = {}
+    for (chunk_id, doc_id, kb_id, rev_id, path, title, heading, char_start, char_end,
+         line_start, line_end, text, is_current) in rows:  # fmt: skip
+        found[chunk_id] = FetchedChunk(
+            chunk_id=chunk_id,
+            document_id=doc_id,
+            knowledge_base_id=kb_id,
+            revision_id=rev_id,
+            is_current_revision=bool(is_current),
+            title=title,
+            path=path,
+            heading_path=json.loads(heading),
+            text=text,
+            citation=Citation(path, rev_id, line_start, line_end, char_start, char_end),
+        )
+    return FetchedChunks(
+        chunks=[found[c] for c in wanted if c in found],
+        missing=[c for c in wanted if c not in found],
+    )
+
+
+def _document_revision(
+    workspace: Workspace, principal: Principal, document_id: str, revision_id: str | None
+) -> tuple:
+    principal.require(READ)
+    doc_id = check_id("document", document_id, argument="document_id")
+    rev_id = (
+        None if revision_id is None else check_id("revision", revision_id, argument="revision_id")
+    )
+    row = workspace.conn.execute(
+        SELECT_DOCUMENT_REVISION,
+        {
+            "document_id": doc_id,
+            "revision_id": rev_id,
+            "readable_kb_ids": json.dumps(readable_kb_ids(workspace.conn, principal)),
+        },
+    ).fetchone()
+    if row is None:
+        what = f"revision {rev_id} of document {doc_id}" if rev_id else f"document {doc_id}"
+        raise ResourceUnavailable(
+            f"{what} does not exist or is not readable",
+            details={"document_id": doc_id, "revision_id": rev_id},
+        )
+    return row
+
+
+def _line_of(content: str, index: int) -> int:
+    """1-based line number of the character at `index`."""
+    return content.count("\n", 0, index) + 1

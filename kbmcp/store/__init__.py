@@ -1,0 +1,1 @@
+"""The single SQLite file: connection, migrations, and the SQL that reads and writes it."""

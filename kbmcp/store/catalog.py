@@ -1,0 +1,138 @@
+"""SQL for tenants, knowledge bases, documents, revisions and chunks (the write side of ingest)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import apsw
+
+from kbmcp.clock import now_iso
+from kbmcp.ids import make_id
+
+LOCAL_TENANT = "local"
+DEFAULT_KB = "default"
+
+INSERT_TENANT = """
+INSERT INTO tenant (public_id, name, created_at) VALUES (:public_id, :name, :now)
+ON CONFLICT (name) DO NOTHING
+"""
+SELECT_TENANT = "SELECT id, public_id FROM tenant WHERE name = :name"
+
+INSERT_KB = """
+INSERT INTO knowledge_base (public_id, tenant_id, name, description, created_at, updated_at)
+VALUES (:public_id, :tenant_id, :name, :description, :now, :now)
+ON CONFLICT (tenant_id, name) DO NOTHING
+"""
+SELECT_KB_BY_NAME = """
+SELECT id, public_id FROM knowledge_base WHERE tenant_id = :tenant_id AND name = :name
+"""
+
+# Everything ingest needs to decide skip / update / restore for each path, in one query per run.
+SELECT_DOCUMENT_STATES = """
+SELECT d.id, d.public_id, d.path, d.title, d.status, d.source, d.attributes_hash,
+       r.id, r.content_hash
+FROM document AS d
+LEFT JOIN revision AS r ON r.id = d.current_revision_id
+WHERE d.knowledge_base_id = :kb_id
+"""
+
+INSERT_DOCUMENT = """
+INSERT INTO document (public_id, knowledge_base_id, path, title, kind, source, metadata,
+                      status, created_at, updated_at)
+VALUES (:public_id, :kb_id, :path, :title, :kind, :source, :metadata, 'published', :now, :now)
+"""
+SELECT_DOCUMENT_FOR_UPDATE = """
+SELECT id, public_id, status, current_revision_id
+FROM document WHERE knowledge_base_id = :kb_id AND path = :path
+"""
+NEXT_REVISION_NUMBER = """
+SELECT COALESCE(MAX(number), 0) + 1 FROM revision WHERE document_id = :document_id
+"""
+UPDATE_DOCUMENT = """
+UPDATE document
+SET title = :title, kind = :kind, source = :source, metadata = :metadata,
+    status = 'published', current_revision_id = :revision_id,
+    attributes_hash = :attributes_hash, updated_at = :now
+WHERE id = :document_id
+"""
+ARCHIVE_DOCUMENT = """
+UPDATE document SET status = 'archived', updated_at = :now WHERE id = :document_id
+"""
+DELETE_TAGS = "DELETE FROM document_tag WHERE document_id = :document_id"
+INSERT_TAG = """
+INSERT OR IGNORE INTO document_tag (document_id, key, value) VALUES (:document_id, :key, :value)
+"""
+INSERT_REVISION = """
+INSERT INTO revision (public_id, document_id, number, content, content_hash, char_count,
+                      line_count, created_at)
+VALUES (:public_id, :document_id, :number, :content, :content_hash, :char_count, :line_count, :now)
+"""
+INSERT_CHUNK = """
+INSERT INTO chunk (public_id, revision_id, ordinal, heading_path, char_start, char_end,
+                   line_start, line_end, text)
+VALUES (:public_id, :revision_id, :ordinal, :heading_path, :char_start, :char_end,
+        :line_start, :line_end, :text)
+"""
+SELECT_CHUNKS_WITH_VECTORS = """
+SELECT c.heading_path, c.text, v.embedding
+FROM chunk AS c JOIN chunk_vector AS v ON v.chunk_id = c.id
+WHERE c.revision_id = :revision_id
+"""
+
+
+@dataclass(frozen=True)
+class TenantRef:
+    id: int
+    public_id: str
+
+
+@dataclass(frozen=True)
+class KnowledgeBaseRef:
+    id: int
+    public_id: str
+    name: str
+
+
+def ensure_tenant(conn: apsw.Connection, name: str = LOCAL_TENANT) -> TenantRef:
+    """The tenant named `name`, created on first use (the single-user default is 'local')."""
+    row = conn.execute(SELECT_TENANT, {"name": name}).fetchone()
+    if row is None:
+        conn.execute(
+            INSERT_TENANT, {"public_id": make_id("tenant", name), "name": name, "now": now_iso()}
+        )
+        row = conn.execute(SELECT_TENANT, {"name": name}).fetchone()
+    return TenantRef(row[0], row[1])
+
+
+def find_knowledge_base(
+    conn: apsw.Connection, tenant: TenantRef, name: str
+) -> KnowledgeBaseRef | None:
+    row = conn.execute(SELECT_KB_BY_NAME, {"tenant_id": tenant.id, "name": name}).fetchone()
+    return None if row is None else KnowledgeBaseRef(row[0], row[1], name)
+
+
+def ensure_knowledge_base(
+    conn: apsw.Connection, tenant: TenantRef, name: str = DEFAULT_KB, description: str = ""
+) -> KnowledgeBaseRef:
+    found = find_knowledge_base(conn, tenant, name)
+    if found is not None:
+        return found
+    conn.execute(
+        INSERT_KB,
+        {
+            "public_id": make_id("knowledge_base", tenant.public_id, name),
+            "tenant_id": tenant.id,
+            "name": name,
+            "description": description,
+            "now": now_iso(),
+        },
+    )
+    found = find_knowledge_base(conn, tenant, name)
+    assert found is not None
+    return found
+
+
+def dump_json(value: object) -> str:
+    """Canonical JSON for stored objects (sorted keys, no ASCII escaping)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))

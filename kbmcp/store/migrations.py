@@ -1,0 +1,68 @@
+"""Versioned schema migrations.
+
+Migrations are the numbered `sql/NNN_name.sql` files, applied in order, each in its own transaction
+together with the `PRAGMA user_version` bump that records it. A fresh file and an upgraded file pass
+through the same steps, so they end in the same schema (tests/test_migrations.py checks it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import apsw
+
+_FILE_NAME = re.compile(r"^(?P<version>\d{3})_(?P<name>\w+)\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def all_migrations() -> list[Migration]:
+    found = []
+    for entry in resources.files("kbmcp.store").joinpath("sql").iterdir():
+        match = _FILE_NAME.match(entry.name)
+        if match:
+            found.append(
+                Migration(int(match["version"]), match["name"], entry.read_text(encoding="utf-8"))
+            )
+    found.sort(key=lambda m: m.version)
+    versions = [m.version for m in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migration files must be numbered 1..n without gaps, found {versions}")
+    return found
+
+
+def latest_version() -> int:
+    return len(all_migrations())
+
+
+def current_version(conn: apsw.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: apsw.Connection, *, target: int | None = None) -> list[int]:
+    """Apply the pending migrations up to `target` (default: all). Returns the versions applied."""
+    migrations = all_migrations()
+    goal = len(migrations) if target is None else target
+    applied = []
+    for migration in migrations[current_version(conn) : goal]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-check under the write lock: another process may have migrated meanwhile.
+            if current_version(conn) >= migration.version:
+                conn.execute("ROLLBACK")
+                continue
+            conn.execute(migration.sql)
+            conn.execute(f"PRAGMA user_version = {migration.version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        applied.append(migration.version)
+    return applied
