@@ -1,0 +1,54 @@
+"""Shared fixtures: a real file per test, the hashing embedder, and JSON snapshots in snapshots/."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+from syrupy.extensions.json import JSONSnapshotExtension
+from syrupy.location import PyTestLocation
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.workspace import Workspace
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SNAPSHOT_DIR = REPO_ROOT / "snapshots"
+
+
+class TopLevelJSONSnapshot(JSONSnapshotExtension):
+    """Snapshots as JSON files under the repository's top-level snapshots/<test module>/."""
+
+    @classmethod
+    def dirname(cls, *, test_location: PyTestLocation) -> str:
+        return str(SNAPSHOT_DIR / Path(test_location.filepath).stem)
+
+
+@pytest.fixture
+def snapshot_json(snapshot: SnapshotAssertion) -> SnapshotAssertion:
+    return snapshot.use_extension(TopLevelJSONSnapshot)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Tests never touch the user's real database and use the fast hashing embedder unless they
+    ask for the default model explicitly."""
+    monkeypatch.setenv("KBMCP_DB", str(tmp_path / "env-default.db"))
+    monkeypatch.setenv("KBMCP_EMBEDDER", "hash")
+    monkeypatch.delenv("KBMCP_NOW", raising=False)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "kb.db"
+
+
+@pytest.fixture
+def workspace(db_path: Path) -> Iterator[Workspace]:
+    ws = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
+    try:
+        yield ws
+    finally:
+        ws.close()
