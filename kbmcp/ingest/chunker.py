@@ -79,13 +79,10 @@ class OutlineHeading:
     line_end: int
 
 
-KINDS = ("markdown", "rst", "text", "code")
-
-
 def chunk_document(
     content: str, kind: str, options: ChunkingOptions = ChunkingOptions()
 ) -> list[ChunkSpan]:
-    """Cut ``content`` (of ``kind`` markdown, rst, text or code; anything else is text) into chunks."""
+    """Cut ``content`` into chunks; ``kind`` is markdown, rst, text or code (else: text)."""
     lines = _Lines(content)
     overlap = min(options.overlap_chars, options.max_chars // 2)
     chunks: list[ChunkSpan] = []
@@ -544,7 +541,7 @@ def _cut(content: str, start: int, end: int, max_chars: int, overlap: int) -> li
     position = must = start
     while end - position > max_chars:
         limit = position + max_chars
-        cut, kind = _find_cut(content, max(position, must) + 1, limit, end)
+        cut, kind = _find_cut(content, max(position, must) + 1, limit, end, max_chars)
         pieces.append((position, position + len(content[position:cut].rstrip())))
         must = _next_non_space(content, cut, end)
         position = _next_non_space(
@@ -562,7 +559,7 @@ def _next_non_space(content: str, position: int, end: int) -> int:
     return match.start()
 
 
-def _find_cut(content: str, low: int, limit: int, end: int) -> tuple[int, str]:
+def _find_cut(content: str, low: int, limit: int, end: int, max_chars: int) -> tuple[int, str]:
     """Where to end a piece: an index in ``[low, limit]`` and how it was found.
 
     The last line break wins, unless the line after it is too long for any chunk: that line must
@@ -570,7 +567,7 @@ def _find_cut(content: str, low: int, limit: int, end: int) -> tuple[int, str]:
     early, which keeps e.g. a heading with the start of a long one-line paragraph.
     """
     index = max(content.rfind("\n", low, limit + 1), content.rfind("\r", low, limit + 1))
-    if index >= 0 and not _long_line_after(content, index, end, limit - low + 1):
+    if index >= 0 and not _long_line_after(content, index, end, max_chars):
         return index, "line"
     low = max(low, index + 1)
     space = _last_space(content, low, limit + 1)
@@ -580,7 +577,8 @@ def _find_cut(content: str, low: int, limit: int, end: int) -> tuple[int, str]:
 
 
 def _long_line_after(content: str, index: int, end: int, width: int) -> bool:
-    """Whether the line after the line break at ``index`` is longer than ``width`` (before ``end``)."""
+    """Whether the line after the line break at ``index`` (and before ``end``) is longer than
+    ``width``."""
     start = index + 2 if content.startswith("\r\n", index) else index + 1
     stop = min(end, start + width + 1)
     return (
