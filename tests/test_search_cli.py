@@ -41,9 +41,10 @@ def _without_elapsed(response: dict[str, Any]) -> dict[str, Any]:
 
 
 def _stable(value: Any) -> Any:
-    """Scores rounded to 9 digits: BLAS kernels differ in the last bits between CPUs."""
+    """Scores rounded to 6 digits: similarities are float32 (~7 significant digits) and BLAS
+    kernels differ in the last bits between CPUs."""
     if isinstance(value, float):
-        return round(value, 9)
+        return round(value, 6)
     if isinstance(value, dict):
         return {k: _stable(v) for k, v in value.items()}
     if isinstance(value, list):

