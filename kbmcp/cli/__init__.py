@@ -60,14 +60,22 @@ _register_optional_commands()
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: KbError and other failures become one line on stderr and a non-zero exit."""
+    """Entry point: usage errors, KbError and other failures become one line on stderr and a
+    non-zero exit (2 for usage errors, 1 otherwise)."""
     try:
         cli.main(args=argv, prog_name="kbmcp", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # `kbmcp` alone prints the help
+        sys.exit(exc.exit_code)
+    except click.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        click.echo(f"error: {exc.format_message()}{hint}", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except KbError as exc:
         click.echo(f"error: {exc.message}", err=True)

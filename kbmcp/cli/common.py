@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from kbmcp.config import load_settings
+from kbmcp.errors import InvalidRequest
 from kbmcp.ingest.parsing import parse_pairs
 from kbmcp.workspace import Workspace
 
@@ -41,10 +42,11 @@ def echo_json(value: Any) -> None:
 
 
 def pairs_option(values: tuple[str, ...], option: str) -> list[tuple[str, str]]:
+    """`--tag` / `--meta` values as pairs; a malformed one is a one-line `InvalidRequest`."""
     try:
         return parse_pairs(values, option=option)
     except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise InvalidRequest(str(exc), details={"argument": option}) from None
 
 
 @contextlib.contextmanager

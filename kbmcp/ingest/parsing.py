@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
 import yaml
+
+from kbmcp.ingest.chunker import outline
 
 MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdx", ".mdown", ".mkd"}
 RST_SUFFIXES = {".rst", ".rest"}
@@ -24,10 +27,10 @@ CODE_SUFFIXES = {
 _FRONT_MATTER = re.compile(
     r"\A---[ \t]*\r?\n(?P<body>.*?)(?:\r?\n)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S
 )
-_ATX_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(?P<title>.+?)[ \t#]*$", re.M)
-_RST_TITLE = re.compile(
-    r"^(?P<title>\S.*?)[ \t]*\r?\n(?P<rule>[=\-~^\"'`#*+])(?P=rule){2,}[ \t]*$", re.M
-)
+
+
+# libyaml's safe loader when PyYAML was built with it (~10x faster), else the pure-Python one.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,8 @@ def parse_document(text: str, relative_path: str) -> ParsedDocument:
     metadata = {
         key: _jsonable(value) for key, value in front.items() if key not in ("title", "tags")
     }
-    title = front.get("title")
-    if not isinstance(title, str) or not title.strip():
+    title = _scalar_text(front.get("title"))
+    if not title.strip():
         title = _first_heading(text, kind) or PurePosixPath(relative_path).name
     return ParsedDocument(
         kind=kind,
@@ -87,7 +90,7 @@ def _front_matter(text: str) -> tuple[dict[str, Any], str | None]:
     if match is None:
         return {}, None
     try:
-        loaded = yaml.safe_load(match["body"])
+        loaded = yaml.load(match["body"], Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         first_line = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
         return {}, f"front matter ignored: {first_line}"
@@ -99,21 +102,25 @@ def _front_matter(text: str) -> tuple[dict[str, Any], str | None]:
 
 
 def _first_heading(text: str, kind: str) -> str | None:
-    body = text
-    if kind == "markdown":
-        match = _FRONT_MATTER.match(text)
-        body = text[match.end() :] if match else text
-        heading = _ATX_HEADING.search(_without_fences(body))
-        return heading["title"].strip() if heading else None
-    if kind == "rst":
-        heading = _RST_TITLE.search(body)
-        return heading["title"].strip() if heading else None
-    return None
+    """The first heading as the chunker sees it (ATX and setext Markdown headings outside code
+    fences and front matter, reStructuredText section titles), so the title and the outline
+    agree."""
+    if kind not in ("markdown", "rst"):
+        return None
+    headings = outline(text, kind)
+    title = headings[0].title.strip() if headings else ""
+    return title or None
 
 
-def _without_fences(text: str) -> str:
-    """Blank out fenced code so a `# comment` in a code block is not taken for the title."""
-    return re.sub(r"^ {0,3}(```|~~~).*?^ {0,3}\1", "", text, flags=re.M | re.S)
+def _scalar_text(value: Any) -> str:
+    """A front-matter scalar as text (`title: 2024` is the title "2024"); '' for none or a
+    list/mapping."""
+    if value is None or isinstance(value, dict | list):
+        return ""
+    if isinstance(value, bool):
+        return _tag_value(value)
+    jsonable = _jsonable(value)
+    return jsonable if isinstance(jsonable, str) else str(jsonable)
 
 
 def _tags(value: Any) -> list[tuple[str, str]]:
@@ -136,13 +143,15 @@ def _tag_value(value: Any) -> str:
 
 
 def _jsonable(value: Any) -> Any:
-    """YAML can hold dates and other non-JSON values; metadata is stored as JSON."""
+    """YAML can hold dates, NaN and other non-JSON values; metadata is stored as strict JSON."""
     if isinstance(value, dt.date | dt.datetime):
         return value.isoformat()
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set):
         return [_jsonable(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # YAML's .nan / .inf have no JSON form
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return str(value)

@@ -44,7 +44,11 @@ def iter_source_files(paths: list[Path], report: WalkReport) -> Iterator[SourceF
 
 def _walk_folder(root: Path, report: WalkReport) -> Iterator[SourceFile]:
     specs: dict[Path, list[tuple[Path, pathspec.PathSpec]]] = {}
-    for folder, dirnames, filenames in os.walk(root, followlinks=False):
+
+    def unreadable(exc: OSError) -> None:
+        report.errors.append(f"{exc.filename}: cannot read folder ({exc.strerror or exc})")
+
+    for folder, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=False):
         here = Path(folder)
         inherited = specs.get(here.parent, []) if here != root else []
         active = [*inherited, *_load_gitignore(here)]

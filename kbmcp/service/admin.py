@@ -14,6 +14,7 @@ import apsw
 
 from kbmcp import __version__
 from kbmcp.access import ADMIN, Principal
+from kbmcp.embed.base import Embedder
 from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.store.connection import write_transaction
 from kbmcp.store.migrations import current_version, latest_version
@@ -100,32 +101,50 @@ def reembed(
 
     Vectors are computed first, outside any transaction; the switch (drop the old vectors and
     index, write the new ones) is one transaction, so searches see either the old model's
-    vectors or the new one's, never a mix.
+    vectors or the new one's, never a mix. Chunks that another process wrote (or retitled)
+    while the vectors were computed are embedded inside that transaction.
     """
     principal.require(ADMIN)
     started = time.perf_counter()
     conn = workspace.conn
     embedder = workspace.embedder
-    rows = conn.execute(SELECT_CURRENT_CHUNKS).fetchall()
-    vectors: list[bytes] = []
-    for start in range(0, len(rows), REEMBED_BATCH):
-        batch = rows[start : start + REEMBED_BATCH]
-        inputs = [chunk_embedding_input(t, json.loads(h), text) for _, t, h, text, _ in batch]
-        vectors.extend(to_blob(v) for v in embedder.embed(inputs))
-        if progress:
-            progress(min(start + REEMBED_BATCH, len(rows)), len(rows))
+    vectors = _embed_chunks(embedder, conn.execute(SELECT_CURRENT_CHUNKS).fetchall(), progress)
     with write_transaction(conn):
+        rows = conn.execute(SELECT_CURRENT_CHUNKS).fetchall()
+        late = [row for row in rows if vectors.get(row[0], ("", b""))[0] != _input_of(row)]
+        vectors.update(_embed_chunks(embedder, late, None))
         previous = recorded_model(conn)
         record_model(conn, embedder.fingerprint)
-        store_vectors(conn, [(row[0], vector) for row, vector in zip(rows, vectors, strict=True)])
+        store_vectors(conn, [(row[0], vectors[row[0]][1]) for row in rows])
         # Only published documents are in the vec0 index; FTS5 rows do not depend on the model.
-        index_vectors(conn, [(row[0], v) for row, v in zip(rows, vectors, strict=True) if row[4]])
+        index_vectors(conn, [(row[0], vectors[row[0]][1]) for row in rows if row[4]])
     return {
         "previous_model": None if previous is None else previous.__dict__,
         "model": embedder.fingerprint.__dict__,
         "chunks": len(rows),
         "seconds": round(time.perf_counter() - started, 3),
     }
+
+
+def _input_of(row: tuple) -> str:
+    _chunk_id, title, heading, text, _indexed = row
+    return chunk_embedding_input(title, json.loads(heading), text)
+
+
+def _embed_chunks(
+    embedder: Embedder, rows: list[tuple], progress: Callable[[int, int], None] | None
+) -> dict[int, tuple[str, bytes]]:
+    """chunk id -> (embedding input, vector) for rows of SELECT_CURRENT_CHUNKS, in batches."""
+    vectors: dict[int, tuple[str, bytes]] = {}
+    for start in range(0, len(rows), REEMBED_BATCH):
+        batch = rows[start : start + REEMBED_BATCH]
+        inputs = [_input_of(row) for row in batch]
+        embedded = embedder.embed(inputs)
+        for row, text, vector in zip(batch, inputs, embedded, strict=True):
+            vectors[row[0]] = (text, to_blob(vector))
+        if progress:
+            progress(min(start + REEMBED_BATCH, len(rows)), len(rows))
+    return vectors
 
 
 def _package_version(name: str) -> str | None:

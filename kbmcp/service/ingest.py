@@ -1,13 +1,17 @@
 """`kbmcp add`: files and folders in, documents, revisions, chunks and index entries out.
 
-Each changed document is written in its own short transaction (document row, new immutable
-revision, chunks, stored vectors, FTS5 and vec0 entries, tags), so an interrupted ingest never
-leaves a half-indexed document and other processes are never blocked for long. Embedding, the slow
-part, happens before the transaction, in batches across documents.
+Changed documents are embedded in batches (~EMBED_BATCH_CHUNKS chunks across documents), then each
+batch is written in one short transaction of whole documents (document row, new immutable revision,
+chunks, stored vectors, FTS5 and vec0 entries, tags): an interrupted ingest never leaves a
+half-indexed document, other processes are never blocked for long, and the file is not rewritten
+once per document (one transaction per small file cost ~40 WAL pages each). A document whose
+content is unchanged but whose title, tags, metadata, source or archived status changed is updated
+in place on its current revision: revisions are content snapshots.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -32,7 +36,7 @@ from kbmcp.store import catalog as sql
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
 from kbmcp.store.connection import write_transaction
 from kbmcp.store.index import IndexRow, add_to_index, chunk_ids_of_revision, remove_from_index
-from kbmcp.store.vectors import drop_stored_vectors, store_vectors, to_blob
+from kbmcp.store.vectors import check_model, drop_stored_vectors, store_vectors, to_blob
 from kbmcp.workspace import Workspace
 
 # Chunks collected before one embedding call: big enough for efficient batches, small enough
@@ -108,6 +112,13 @@ class _KnownDocument:
 
 @dataclass
 class _PendingDocument:
+    """A file whose document needs writing.
+
+    `reuse_revision`: the content equals the current revision's (only its title, tags, metadata,
+    source or archived status changed), so the document is refreshed in place on that revision's
+    chunks (`spans`, `chunk_ids`, loaded from the file) instead of getting a new revision.
+    """
+
     source: SourceFile
     content: str
     content_hash: str
@@ -115,9 +126,12 @@ class _PendingDocument:
     tags: list[tuple[str, str]]
     metadata: dict[str, Any]
     attributes_hash: str
-    spans: list[ChunkSpan]
     known: _KnownDocument | None
+    reuse_revision: bool = False
+    spans: list[ChunkSpan] = field(default_factory=list)
+    chunk_ids: list[int] = field(default_factory=list)  # with reuse_revision: ids of `spans`
 
+    @functools.cached_property
     def embedding_inputs(self) -> list[str]:
         return [
             chunk_embedding_input(self.parsed.title, span.heading_path, span.text)
@@ -132,11 +146,15 @@ def add_paths(
     options: IngestOptions = IngestOptions(),
     progress: Progress | None = None,
 ) -> IngestReport:
-    """Ingest files and folders into a knowledge base of the principal's tenant (created if new)."""
+    """Ingest files and folders into a knowledge base of the principal's tenant (created if new).
+
+    A path that does not exist is an `InvalidRequest` before anything is written.
+    """
     principal.require(WRITE)
     kb_name = options.knowledge_base.strip()
     if not kb_name:
         raise InvalidRequest("the knowledge base name must not be empty")
+    _check_paths(paths)
     started = time.perf_counter()
     conn = workspace.conn
     workspace.ensure_model()
@@ -158,10 +176,23 @@ def add_paths(
         if progress:
             progress(done, len(files))
     run.flush()
-    if options.prune:
+    if options.prune and walk.errors:
+        report.warnings.append("--prune skipped: some folders could not be read (see errors)")
+    elif options.prune:
         report.archived = _prune(conn, kb, paths, seen_paths)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _check_paths(paths: Sequence[Path]) -> None:
+    if not paths:
+        raise InvalidRequest("no paths to add", details={"argument": "paths"})
+    missing = [str(path) for path in paths if not path.expanduser().exists()]
+    if missing:
+        raise InvalidRequest(
+            f"no such file or folder: {', '.join(missing)}",
+            details={"argument": "paths", "missing": missing},
+        )
 
 
 def _known_documents(conn: apsw.Connection, kb: KnowledgeBaseRef) -> dict[str, _KnownDocument]:
@@ -180,7 +211,8 @@ def _prepare(
     seen_paths: set[str],
     report: IngestReport,
 ) -> _PendingDocument | None:
-    """Read one file and decide: skip it, leave it unchanged, or queue a new revision."""
+    """Read one file and decide: skip it, leave it unchanged, refresh it in place (same content,
+    other attributes) or queue a new revision (chunked here)."""
     content, skip_reason = read_text_file(source.path)
     if content is None:
         report.skipped[skip_reason or "unreadable"] += 1
@@ -200,23 +232,33 @@ def _prepare(
     attributes_hash = _sha256(dump_json([parsed.title, parsed.kind, tags, metadata]))
     content_hash = _sha256(content)
     previous = known.get(source.relative_path)
-    if (
+    same_content = (
         previous is not None
-        and previous.status == "published"
+        and previous.revision_id is not None
         and previous.content_hash == content_hash
+    )
+    if (
+        same_content
+        and previous is not None
+        and previous.status == "published"
         and previous.attributes_hash == attributes_hash
         and previous.source == str(source.path)
     ):
         report.unchanged += 1
         return None
-    spans = chunk_document(content, parsed.kind, options.chunking)
-    return _PendingDocument(
-        source, content, content_hash, parsed, tags, metadata, attributes_hash, spans, previous
+    pending = _PendingDocument(
+        source, content, content_hash, parsed, tags, metadata, attributes_hash, previous
     )
+    if same_content:
+        pending.reuse_revision = True  # its spans are loaded from the file when queued
+    else:
+        pending.spans = chunk_document(content, parsed.kind, options.chunking)
+    return pending
 
 
 class _IngestRun:
-    """Collects changed documents, embeds them in batches, writes each in its own transaction."""
+    """Collects changed documents, embeds them in batches, and writes each batch of whole
+    documents in one short transaction."""
 
     def __init__(self, workspace: Workspace, kb: KnowledgeBaseRef, report: IngestReport) -> None:
         self.workspace = workspace
@@ -227,17 +269,34 @@ class _IngestRun:
         self.pending_chunks = 0
 
     def queue(self, document: _PendingDocument) -> None:
+        if document.reuse_revision and document.known and document.known.revision_id:
+            document.chunk_ids, document.spans = _stored_spans(
+                self.conn, document.known.revision_id
+            )
         self.pending.append(document)
         self.pending_chunks += len(document.spans)
         if self.pending_chunks >= EMBED_BATCH_CHUNKS:
             self.flush()
 
     def flush(self) -> None:
+        """Embed what the pending documents need, then write them in one transaction: a batch
+        is committed whole or not at all, so no document is ever half-written."""
         if not self.pending:
             return
         vectors = self._vectors_for(self.pending)
-        for document in self.pending:
-            self._write(document, vectors)
+        written = Counter[str]()
+        with write_transaction(self.conn):
+            # `kbmcp reembed` may have switched the model while these vectors were computed.
+            check_model(self.conn, self.workspace.embedder.fingerprint)
+            for document in self.pending:
+                outcome, chunks_indexed = self._write(document, vectors)
+                written[outcome] += 1
+                written["chunks"] += chunks_indexed
+        # Counted after the commit: a rolled-back batch reports nothing.
+        self.report.added += written["added"]
+        self.report.updated += written["updated"]
+        self.report.unchanged += written["unchanged"]
+        self.report.chunks_indexed += written["chunks"]
         self.pending = []
         self.pending_chunks = 0
 
@@ -248,9 +307,7 @@ class _IngestRun:
         for document in documents:
             if document.known and document.known.revision_id is not None:
                 vectors.update(self._previous_vectors(document.known))
-        missing = sorted(
-            {text for d in documents for text in d.embedding_inputs()} - vectors.keys()
-        )
+        missing = sorted({text for d in documents for text in d.embedding_inputs} - vectors.keys())
         if missing:
             embedded = self.workspace.embedder.embed(missing)
             vectors.update(zip(missing, (to_blob(row) for row in embedded), strict=True))
@@ -264,103 +321,182 @@ class _IngestRun:
             for heading, text, embedding in rows
         }
 
-    def _write(self, document: _PendingDocument, vectors: dict[str, bytes]) -> None:
+    def _write(self, document: _PendingDocument, vectors: dict[str, bytes]) -> tuple[str, int]:
+        """Write one document inside the batch's transaction; returns ('added', 'updated' or
+        'unchanged', the number of chunks put into the indexes)."""
         conn = self.conn
-        path = document.source.relative_path
         now = now_iso()
-        with write_transaction(conn):
-            # Re-read under the write lock: another process may have written this path meanwhile.
-            row = conn.execute(
-                sql.SELECT_DOCUMENT_FOR_UPDATE, {"kb_id": self.kb.id, "path": path}
-            ).fetchone()
-            if row is None:
-                document_public_id = make_id("document", self.kb.public_id, path)
-                conn.execute(
-                    sql.INSERT_DOCUMENT,
-                    {
-                        "public_id": document_public_id,
-                        "kb_id": self.kb.id,
-                        "path": path,
-                        "title": document.parsed.title,
-                        "kind": document.parsed.kind,
-                        "source": str(document.source.path),
-                        "metadata": dump_json(document.metadata),
-                        "now": now,
-                    },
-                )
-                document_id = conn.last_insert_rowid()
-                self.report.added += 1
-            else:
-                document_id, document_public_id, status, old_revision_id = row
-                if old_revision_id is not None:
-                    old_chunk_ids = chunk_ids_of_revision(conn, old_revision_id)
-                    if status == "published":
-                        remove_from_index(conn, old_chunk_ids)
-                    drop_stored_vectors(conn, old_chunk_ids)
-                self.report.updated += 1
-            number = conn.execute(
-                sql.NEXT_REVISION_NUMBER, {"document_id": document_id}
-            ).fetchone()[0]
-            revision_public_id = make_id("revision", document_public_id, number)
+        # Re-read under the write lock: another process may have written this path meanwhile.
+        row = conn.execute(
+            sql.SELECT_DOCUMENT_FOR_UPDATE,
+            {"kb_id": self.kb.id, "path": document.source.relative_path},
+        ).fetchone()
+        if row is None:
+            document_id, document_public_id = self._insert_document(document, now)
+            revision_id = self._insert_revision(document, document_id, document_public_id, now)
+            self._index_chunks(document, vectors)
+            self._update_document(document, document_id, revision_id, now)
+            return "added", len(document.spans)
+        (document_id, document_public_id, status, current_revision_id, content_hash,
+         attributes_hash, source) = row  # fmt: skip
+        if (status, content_hash, attributes_hash, source) == (
+            "published",
+            document.content_hash,
+            document.attributes_hash,
+            str(document.source.path),
+        ):
+            return "unchanged", 0  # another process wrote exactly this since the run started
+        known = document.known
+        if (
+            document.reuse_revision
+            and known is not None
+            and current_revision_id == known.revision_id
+        ):
+            reindexed = self._refresh(document, vectors, status)
+            self._update_document(document, document_id, current_revision_id, now)
+            return "updated", len(document.spans) if reindexed else 0
+        if current_revision_id is not None:
+            old_chunk_ids = chunk_ids_of_revision(conn, current_revision_id)
+            if status == "published":
+                remove_from_index(conn, old_chunk_ids)
+            drop_stored_vectors(conn, old_chunk_ids)
+        revision_id = self._insert_revision(document, document_id, document_public_id, now)
+        self._index_chunks(document, vectors)
+        self._update_document(document, document_id, revision_id, now)
+        return "updated", len(document.spans)
+
+    def _refresh(self, document: _PendingDocument, vectors: dict[str, bytes], status: str) -> bool:
+        """Same content, other attributes: keep the revision and its chunks. The index is only
+        rebuilt when it has to be: an archived document comes back, or the title (part of the
+        keyword index and of every chunk's embedding input) changed. Returns whether it was."""
+        known = document.known
+        assert known is not None
+        reindex = status != "published" or known.title != document.parsed.title
+        if reindex:
+            rows = self._index_rows(document, vectors)
+            if status == "published":
+                remove_from_index(self.conn, document.chunk_ids)
+            store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
+            add_to_index(self.conn, document.parsed.title, rows)
+        return reindex
+
+    def _insert_document(self, document: _PendingDocument, now: str) -> tuple[int, str]:
+        public_id = make_id("document", self.kb.public_id, document.source.relative_path)
+        self.conn.execute(
+            sql.INSERT_DOCUMENT,
+            {
+                "public_id": public_id,
+                "kb_id": self.kb.id,
+                "path": document.source.relative_path,
+                "title": document.parsed.title,
+                "kind": document.parsed.kind,
+                "source": str(document.source.path),
+                "metadata": dump_json(document.metadata),
+                "now": now,
+            },
+        )
+        return self.conn.last_insert_rowid(), public_id
+
+    def _insert_revision(
+        self, document: _PendingDocument, document_id: int, document_public_id: str, now: str
+    ) -> int:
+        """A new immutable revision and its chunks; sets `document.chunk_ids`."""
+        conn = self.conn
+        number = conn.execute(sql.NEXT_REVISION_NUMBER, {"document_id": document_id}).fetchone()[0]
+        revision_public_id = make_id("revision", document_public_id, number)
+        conn.execute(
+            sql.INSERT_REVISION,
+            {
+                "public_id": revision_public_id,
+                "document_id": document_id,
+                "number": number,
+                "content": document.content,
+                "content_hash": document.content_hash,
+                "char_count": len(document.content),
+                "line_count": _line_count(document.content),
+                "now": now,
+            },
+        )
+        revision_id = conn.last_insert_rowid()
+        chunk_ids = []
+        for span in document.spans:
             conn.execute(
-                sql.INSERT_REVISION,
+                sql.INSERT_CHUNK,
                 {
-                    "public_id": revision_public_id,
-                    "document_id": document_id,
-                    "number": number,
-                    "content": document.content,
-                    "content_hash": document.content_hash,
-                    "char_count": len(document.content),
-                    "line_count": _line_count(document.content),
-                    "now": now,
-                },
-            )
-            revision_id = conn.last_insert_rowid()
-            rows = []
-            for span, embedding_input in zip(
-                document.spans, document.embedding_inputs(), strict=True
-            ):
-                conn.execute(
-                    sql.INSERT_CHUNK,
-                    {
-                        "public_id": make_id("chunk", revision_public_id, span.ordinal),
-                        "revision_id": revision_id,
-                        "ordinal": span.ordinal,
-                        "heading_path": dump_json(list(span.heading_path)),
-                        "char_start": span.char_start,
-                        "char_end": span.char_end,
-                        "line_start": span.line_start,
-                        "line_end": span.line_end,
-                        "text": span.text,
-                    },
-                )
-                rows.append(
-                    IndexRow(
-                        conn.last_insert_rowid(), span.heading_path, span.text,
-                        vectors[embedding_input],
-                    )
-                )  # fmt: skip
-            store_vectors(conn, [(row.chunk_id, row.embedding) for row in rows])
-            add_to_index(conn, document.parsed.title, rows)
-            conn.execute(
-                sql.UPDATE_DOCUMENT,
-                {
-                    "document_id": document_id,
-                    "title": document.parsed.title,
-                    "kind": document.parsed.kind,
-                    "source": str(document.source.path),
-                    "metadata": dump_json(document.metadata),
+                    "public_id": make_id("chunk", revision_public_id, span.ordinal),
                     "revision_id": revision_id,
-                    "attributes_hash": document.attributes_hash,
-                    "now": now,
+                    "ordinal": span.ordinal,
+                    "heading_path": dump_json(list(span.heading_path)),
+                    "char_start": span.char_start,
+                    "char_end": span.char_end,
+                    "line_start": span.line_start,
+                    "line_end": span.line_end,
+                    "text": span.text,
                 },
             )
-            conn.execute(sql.DELETE_TAGS, {"document_id": document_id})
-            conn.executemany(
-                sql.INSERT_TAG,
-                [{"document_id": document_id, "key": k, "value": v} for k, v in document.tags],
+            chunk_ids.append(conn.last_insert_rowid())
+        document.chunk_ids = chunk_ids
+        return revision_id
+
+    def _index_chunks(self, document: _PendingDocument, vectors: dict[str, bytes]) -> None:
+        rows = self._index_rows(document, vectors)
+        store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
+        add_to_index(self.conn, document.parsed.title, rows)
+
+    @staticmethod
+    def _index_rows(document: _PendingDocument, vectors: dict[str, bytes]) -> list[IndexRow]:
+        return [
+            IndexRow(chunk_id, span.heading_path, span.text, vectors[embedding_input])
+            for chunk_id, span, embedding_input in zip(
+                document.chunk_ids, document.spans, document.embedding_inputs, strict=True
             )
-        self.report.chunks_indexed += len(rows)
+        ]
+
+    def _update_document(
+        self, document: _PendingDocument, document_id: int, revision_id: int, now: str
+    ) -> None:
+        """Attributes, current revision, published status and tags."""
+        self.conn.execute(
+            sql.UPDATE_DOCUMENT,
+            {
+                "document_id": document_id,
+                "title": document.parsed.title,
+                "kind": document.parsed.kind,
+                "source": str(document.source.path),
+                "metadata": dump_json(document.metadata),
+                "revision_id": revision_id,
+                "attributes_hash": document.attributes_hash,
+                "now": now,
+            },
+        )
+        self.conn.execute(sql.DELETE_TAGS, {"document_id": document_id})
+        self.conn.executemany(
+            sql.INSERT_TAG,
+            [{"document_id": document_id, "key": k, "value": v} for k, v in document.tags],
+        )
+
+
+def _stored_spans(conn: apsw.Connection, revision_id: int) -> tuple[list[int], list[ChunkSpan]]:
+    """The chunks of a stored revision as (chunk ids, spans), in order."""
+    ids, spans = [], []
+    for (
+        chunk_id,
+        ordinal,
+        heading,
+        char_start,
+        char_end,
+        line_start,
+        line_end,
+        text,
+    ) in conn.execute(sql.SELECT_STORED_CHUNKS, {"revision_id": revision_id}):
+        ids.append(chunk_id)
+        spans.append(
+            ChunkSpan(
+                ordinal, tuple(json.loads(heading)), char_start, char_end, line_start, line_end,
+                text,
+            )
+        )  # fmt: skip
+    return ids, spans
 
 
 def _prune(
@@ -403,6 +539,8 @@ def _sha256(text: str) -> str:
 
 
 def _line_count(text: str) -> int:
+    """Lines as the chunker numbers them: a break is \\r\\n, \\r or \\n."""
     if not text:
         return 0
-    return text.count("\n") + (0 if text.endswith("\n") else 1)
+    breaks = text.count("\n") + text.count("\r") - text.count("\r\n")
+    return breaks + (0 if text.endswith(("\n", "\r")) else 1)

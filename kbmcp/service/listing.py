@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 from kbmcp.access import READ, Principal, readable_kb_ids
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
+from kbmcp.ids import check_id_list
 from kbmcp.workspace import Workspace
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
+MAX_KNOWLEDGE_BASE_IDS = 100
 
 SELECT_KNOWLEDGE_BASES = """
 SELECT kb.public_id, kb.name, kb.description, kb.tags, kb.created_at, kb.updated_at,
@@ -117,11 +119,19 @@ def list_documents(
             f"limit must be an integer from 1 to {MAX_PAGE}", details={"argument": "limit"}
         )
     cursor_updated, cursor_id = _decode_cursor(cursor) if cursor else (None, None)
+    if knowledge_base_ids is not None:
+        # An empty list selects nothing; it must never mean "every knowledge base".
+        knowledge_base_ids = check_id_list(
+            "knowledge_base",
+            knowledge_base_ids,
+            argument="knowledge_base_ids",
+            limit=MAX_KNOWLEDGE_BASE_IDS,
+        )
     rows = workspace.conn.execute(
         SELECT_DOCUMENTS,
         {
             "readable_kb_ids": json.dumps(readable_kb_ids(workspace.conn, principal)),
-            "kb_filter": json.dumps(list(knowledge_base_ids)) if knowledge_base_ids else None,
+            "kb_filter": None if knowledge_base_ids is None else json.dumps(knowledge_base_ids),
             "path_prefix": path_prefix or None,
             "include_archived": include_archived,
             "tags": json.dumps(dict(tags or {})),

@@ -247,5 +247,11 @@ def _document_revision(
 
 
 def _line_of(content: str, index: int) -> int:
-    """1-based line number of the character at `index`."""
-    return content.count("\n", 0, index) + 1
+    """1-based line number of the character at `index`, counted like the chunker's (and so the
+    citations'): a line break is \\r\\n, \\r or \\n."""
+    breaks = (
+        content.count("\n", 0, index)
+        + content.count("\r", 0, index)
+        - content.count("\r\n", 0, index)
+    )
+    return breaks + 1

@@ -43,8 +43,11 @@ INSERT INTO document (public_id, knowledge_base_id, path, title, kind, source, m
 VALUES (:public_id, :kb_id, :path, :title, :kind, :source, :metadata, 'published', :now, :now)
 """
 SELECT_DOCUMENT_FOR_UPDATE = """
-SELECT id, public_id, status, current_revision_id
-FROM document WHERE knowledge_base_id = :kb_id AND path = :path
+SELECT d.id, d.public_id, d.status, d.current_revision_id, r.content_hash, d.attributes_hash,
+       d.source
+FROM document AS d
+LEFT JOIN revision AS r ON r.id = d.current_revision_id
+WHERE d.knowledge_base_id = :kb_id AND d.path = :path
 """
 NEXT_REVISION_NUMBER = """
 SELECT COALESCE(MAX(number), 0) + 1 FROM revision WHERE document_id = :document_id
@@ -73,6 +76,10 @@ INSERT INTO chunk (public_id, revision_id, ordinal, heading_path, char_start, ch
                    line_start, line_end, text)
 VALUES (:public_id, :revision_id, :ordinal, :heading_path, :char_start, :char_end,
         :line_start, :line_end, :text)
+"""
+SELECT_STORED_CHUNKS = """
+SELECT id, ordinal, heading_path, char_start, char_end, line_start, line_end, text
+FROM chunk WHERE revision_id = :revision_id ORDER BY ordinal
 """
 SELECT_CHUNKS_WITH_VECTORS = """
 SELECT c.heading_path, c.text, v.embedding

@@ -10,7 +10,7 @@ import apsw
 import sqlite_vec
 
 from kbmcp.errors import StoreError
-from kbmcp.store.migrations import latest_version, migrate
+from kbmcp.store.migrations import current_version, latest_version, migrate
 
 BUSY_TIMEOUT_MS = 10_000
 MMAP_BYTES = 1 << 30
@@ -21,34 +21,56 @@ def open_connection(path: Path | str, *, apply_migrations: bool = True) -> apsw.
 
     WAL lets the stdio server, the HTTP server and the CLI share one file: readers never block the
     writer. Writers wait up to BUSY_TIMEOUT_MS for each other instead of failing with "locked".
+    A file that is not an SQLite database, is damaged, or has a newer schema is a StoreError.
     """
     db_path = Path(path)
     if str(path) != ":memory:":
-        db_path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            db_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the folder {db_path.parent} for database file {db_path}: "
+                f"{exc.strerror or exc}"
+            ) from None
     try:
         conn = apsw.Connection(str(db_path))
     except apsw.CantOpenError as exc:
         raise StoreError(f"cannot open database file {db_path}: {exc}") from None
+    try:
+        _configure(conn)
+        if apply_migrations:
+            _check_version(conn, db_path)
+            migrate(conn)
+    except apsw.NotADBError:
+        conn.close()
+        raise StoreError(f"{db_path} is not a kbmcp database (not an SQLite file)") from None
+    except apsw.CorruptError as exc:
+        conn.close()
+        raise StoreError(f"{db_path} is damaged ({exc}); restore it from a backup") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _configure(conn: apsw.Connection) -> None:
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-    try:
-        conn.execute("PRAGMA journal_mode = WAL")
-    except apsw.NotADBError:
-        raise StoreError(f"{db_path} is not a kbmcp database (not an SQLite file)") from None
+    conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
-    if apply_migrations:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > latest_version():
-            raise StoreError(
-                f"{db_path} has schema version {version}, newer than this kbmcp "
-                f"understands ({latest_version()}); upgrade kbmcp"
-            )
-        migrate(conn)
-    return conn
+
+
+def _check_version(conn: apsw.Connection, db_path: Path) -> None:
+    version = current_version(conn)
+    if version > latest_version():
+        raise StoreError(
+            f"{db_path} has schema version {version}, newer than this kbmcp "
+            f"understands ({latest_version()}); upgrade kbmcp"
+        )
 
 
 @contextlib.contextmanager
@@ -58,7 +80,10 @@ def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite rolls back by itself after some errors (a full disk, an I/O error); rolling back
+        # again would replace the real error with "no transaction is active".
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")

@@ -62,7 +62,8 @@ def migrate(conn: apsw.Connection, *, target: int | None = None) -> list[int]:
             conn.execute(f"PRAGMA user_version = {migration.version}")
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
         applied.append(migration.version)
     return applied

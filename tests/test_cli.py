@@ -1,0 +1,320 @@
+"""The `kbmcp` command line, driven through its real entry point (`kbmcp.cli.main`) in-process
+and, for a few end-to-end cases, as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from syrupy.assertion import SnapshotAssertion
+
+from kbmcp.cli import cli, main
+
+PINNED_NOW = "2026-01-01T00:00:00Z"
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> object:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def kbmcp(capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
+    """Run `kbmcp ARGS...` in-process through the real entry point, with its error handling."""
+
+    def run(*args: str | Path) -> Run:
+        code = 0
+        try:
+            main([str(arg) for arg in args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        captured = capsys.readouterr()
+        return Run(code, captured.out, captured.err)
+
+    return run
+
+
+def assert_one_line_error(run: Run, *fragments: str) -> None:
+    assert run.code != 0
+    assert run.out == ""
+    lines = run.err.splitlines()
+    assert len(lines) == 1, run.err
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in run.err
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """A small fixed corpus (its ids are deterministic: they derive from knowledge base + path)."""
+    folder = tmp_path / "corpus"
+    (folder / "guides").mkdir(parents=True)
+    (folder / "README.md").write_text(
+        "---\ntitle: Project Readme\ntags: [intro]\nowner: docs-team\n---\n"
+        "# Readme\n\nThis project keeps notes about herons.\n\n## Install\n\nRun the installer.\n"
+    )
+    (folder / "guides" / "keys.md").write_text(
+        "# Rotating keys\n\nRotate API keys every ninety days.\n"
+    )
+    (folder / "notes.txt").write_text("Plain text notes.\nSecond line.\n")
+    return folder
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "cli.db"
+
+
+@pytest.fixture
+def pinned_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KBMCP_NOW", PINNED_NOW)
+
+
+def document_id(kbmcp, db: Path, path: str) -> str:
+    listing = kbmcp("--db", db, "ls", "--all", "--json").json()
+    return next(doc["document_id"] for doc in listing["documents"] if doc["path"] == path)
+
+
+# --------------------------------------------------------------------------- help and options
+
+
+def test_help_works_for_every_command(kbmcp) -> None:
+    top = kbmcp("--help")
+    assert top.code == 0 and "Usage: kbmcp" in top.out
+    assert {"add", "ls", "read", "reembed", "doctor"} <= set(cli.commands)
+    for name in cli.commands:
+        run = kbmcp(name, "--help")
+        assert run.code == 0, name
+        assert f"Usage: kbmcp {name}" in run.out
+        assert run.err == ""
+    assert kbmcp("--version").out.strip() == "kbmcp, version 0.1.0"
+
+
+def test_db_option_takes_precedence_over_the_environment(
+    kbmcp,
+    corpus: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    env_db, flag_db = tmp_path / "env.db", tmp_path / "flag.db"
+    monkeypatch.setenv("KBMCP_DB", str(env_db))
+    assert kbmcp("--db", flag_db, "add", corpus).code == 0
+    assert kbmcp("--db", flag_db, "ls", "--json").json()[0]["document_count"] == 3
+    assert kbmcp("ls", "--json").json() == []  # KBMCP_DB: a different, empty file
+    assert kbmcp("doctor", "--json").json()["db_path"] == str(env_db)
+    assert kbmcp("--db", flag_db, "doctor", "--json").json()["db_path"] == str(flag_db)
+
+
+def test_without_db_option_or_env_the_user_data_dir_is_used(
+    kbmcp,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KBMCP_DB")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    report = kbmcp("doctor", "--json").json()
+    assert report["db_path"] == str(tmp_path / "xdg" / "kbmcp" / "kbmcp.db")
+    assert (tmp_path / "xdg" / "kbmcp" / "kbmcp.db").exists()
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def test_add_ls_and_read_in_text(kbmcp, corpus: Path, db: Path) -> None:
+    first = kbmcp("--db", db, "add", corpus, "--kb", "notes", "--tag", "team=search")
+    assert first.code == 0 and first.err == ""
+    assert first.out.startswith("notes: added 3, updated 0, unchanged 0, archived 0, skipped 0;")
+    again = kbmcp("--db", db, "add", corpus, "--kb", "notes", "--tag", "team=search")
+    assert "added 0, updated 0, unchanged 3" in again.out and "(0 embedded)" in again.out
+
+    kbs = kbmcp("--db", db, "ls")
+    assert kbs.code == 0 and "notes  3 documents" in kbs.out
+    docs = kbmcp("--db", db, "ls", "notes")
+    assert {line.split()[1] for line in docs.out.splitlines()} == {
+        "notes.txt",
+        "guides/keys.md",
+        "README.md",
+    }
+    assert "'Project Readme'" in docs.out
+    tagged = kbmcp("--db", db, "ls", "notes", "--tag", "tag=intro")
+    assert [line.split()[1] for line in tagged.out.splitlines()] == ["README.md"]
+
+    doc = document_id(kbmcp, db, "guides/keys.md")
+    read = kbmcp("--db", db, "read", doc)
+    assert read.code == 0 and read.out == "# Rotating keys\n\nRotate API keys every ninety days.\n"
+    window = kbmcp("--db", db, "read", doc, "--offset", "2", "--limit-chars", "8")
+    assert window.out == "Rotating\n"
+    assert "continue with --offset 10" in window.err
+
+
+def test_edit_then_read_an_old_revision(kbmcp, corpus: Path, db: Path) -> None:
+    kbmcp("--db", db, "add", corpus)
+    doc = document_id(kbmcp, db, "notes.txt")
+    old = kbmcp("--db", db, "read", doc, "--json").json()
+    (corpus / "notes.txt").write_text("Rewritten notes.\n")
+    assert "updated 1" in kbmcp("--db", db, "add", corpus).out
+    new = kbmcp("--db", db, "read", doc, "--json").json()
+    assert new["revision_number"] == 2 and new["content"] == "Rewritten notes.\n"
+    back = kbmcp("--db", db, "read", doc, "--revision", old["revision_id"], "--json").json()
+    assert back["content"] == "Plain text notes.\nSecond line.\n"
+    assert back["is_current_revision"] is False
+
+
+def test_prune_from_the_cli(kbmcp, corpus: Path, db: Path) -> None:
+    kbmcp("--db", db, "add", corpus)
+    (corpus / "notes.txt").unlink()
+    run = kbmcp("--db", db, "add", corpus, "--prune", "--json")
+    assert run.json()["archived"] == 1
+    listed = kbmcp("--db", db, "ls", "default", "--archived")
+    assert "[archived]" in listed.out
+
+
+def test_json_outputs(kbmcp, corpus: Path, db: Path) -> None:
+    report = kbmcp("--db", db, "add", corpus, "--json", "--meta", "origin=test").json()
+    assert report["added"] == 3 and report["chunks_indexed"] == report["chunks_embedded"] > 0
+    assert set(report) >= {"knowledge_base_id", "skipped", "seconds", "warnings", "errors"}
+    doctor = kbmcp("--db", db, "doctor", "--json").json()
+    assert doctor["counts"]["documents"] == 3
+    assert doctor["schema_version"] == doctor["schema_latest"]
+    assert doctor["journal_mode"] == "wal"
+    assert doctor["model"]["ok"] is True
+    assert doctor["recorded_model"]["name"] == "hashing"
+    reembedded = kbmcp("--db", db, "reembed", "--json").json()
+    assert reembedded["chunks"] == report["chunks_indexed"]
+    assert reembedded["model"] == reembedded["previous_model"]
+
+
+def test_doctor_and_reembed_in_text(kbmcp, corpus: Path, db: Path) -> None:
+    kbmcp("--db", db, "add", corpus)
+    doctor = kbmcp("--db", db, "doctor")
+    assert doctor.code == 0
+    assert f"db_path: {db}" in doctor.out and "schema_version: " in doctor.out
+    reembed = kbmcp("--db", db, "reembed")
+    assert reembed.code == 0 and reembed.out.startswith("re-embedded ")
+    assert "chunks with hashing" in reembed.out
+
+
+def test_snapshot_of_listings_and_a_read(
+    kbmcp,
+    corpus: Path,
+    db: Path,
+    pinned_clock: None,
+    snapshot_json: SnapshotAssertion,
+) -> None:
+    kbmcp("--db", db, "add", corpus, "--kb", "handbook")
+    assert kbmcp("--db", db, "ls", "--json").json() == snapshot_json(name="knowledge_bases")
+    assert kbmcp("--db", db, "ls", "handbook", "--json").json() == snapshot_json(name="documents")
+    doc = document_id(kbmcp, db, "README.md")
+    read = kbmcp("--db", db, "read", doc, "--limit-chars", "60", "--json").json()
+    assert read == snapshot_json(name="read_window")
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_errors_are_one_line_with_a_nonzero_exit(
+    kbmcp,
+    corpus: Path,
+    db: Path,
+    tmp_path: Path,
+) -> None:
+    kbmcp("--db", db, "add", corpus)
+    assert_one_line_error(kbmcp("--db", db, "add", tmp_path / "nope"), "no such file or folder")
+    assert_one_line_error(kbmcp("--db", db, "read", "doc_123"), "not a valid document id")
+    assert_one_line_error(
+        kbmcp("--db", db, "read", "doc_0123456789abcdef"), "does not exist or is not readable"
+    )
+    assert_one_line_error(
+        kbmcp("--db", db, "add", corpus, "--tag", "no-equals-sign"), "--tag expects key=value"
+    )
+    assert_one_line_error(kbmcp("--db", db, "add", corpus, "--meta", "=x"), "--meta expects")
+    assert_one_line_error(kbmcp("--db", db, "ls", "no-such-kb"), "no-such-kb")
+    assert_one_line_error(kbmcp("--db", db, "add", corpus, "--kb", " "), "must not be empty")
+    assert_one_line_error(kbmcp("--db", db, "read"), "Missing argument", "kbmcp read --help")
+    assert_one_line_error(kbmcp("--db", db, "frobnicate"), "No such command")
+    assert_one_line_error(kbmcp("--db", db, "ls", "--limit", "0"), "--limit")
+    assert_one_line_error(kbmcp("--db", tmp_path, "ls"), "is a directory")
+
+
+def test_unusable_database_files_are_one_line_errors(
+    kbmcp,
+    corpus: Path,
+    db: Path,
+    tmp_path: Path,
+) -> None:
+    not_a_db = tmp_path / "notes.db"
+    not_a_db.write_text("just some text\n" * 50)
+    assert_one_line_error(kbmcp("--db", not_a_db, "ls"), "not a kbmcp database")
+    kbmcp("--db", db, "add", corpus)  # the last connection to close folds the WAL into the file
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(db.read_bytes()[:1024])
+    assert_one_line_error(kbmcp("--db", damaged, "ls"), "is damaged")
+    assert_one_line_error(kbmcp("--db", not_a_db / "kb.db", "ls"), "cannot create the folder")
+
+
+def test_another_embedding_model_is_refused_until_reembed(
+    kbmcp,
+    corpus: Path,
+    db: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert kbmcp("--db", db, "add", corpus).code == 0  # built with the hashing embedder
+    monkeypatch.setenv("KBMCP_EMBEDDER", "minilm")
+    assert_one_line_error(kbmcp("--db", db, "add", corpus), "kbmcp reembed", "hashing")
+    doctor = kbmcp("--db", db, "doctor", "--json")
+    assert doctor.code == 1 and "kbmcp reembed" in doctor.json()["model"]["error"]
+    assert kbmcp("--db", db, "reembed").code == 0
+    assert kbmcp("--db", db, "doctor", "--json").json()["model"]["ok"] is True
+    assert "unchanged 3" in kbmcp("--db", db, "add", corpus).out
+
+
+def test_a_bad_environment_setting_is_a_one_line_error(
+    kbmcp,
+    db: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KBMCP_EMBEDDER", "word2vec")
+    assert_one_line_error(kbmcp("--db", db, "ls"), "KBMCP_EMBEDDER")
+
+
+# --------------------------------------------------------------------------- subprocess
+
+
+def run_kbmcp(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kbmcp", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_end_to_end_as_a_subprocess(corpus: Path, db: Path) -> None:
+    env = {**os.environ, "KBMCP_EMBEDDER": "hash", "KBMCP_DB": str(db)}
+    added = run_kbmcp("add", corpus, "--json", env=env)
+    assert added.returncode == 0, added.stderr
+    assert json.loads(added.stdout)["added"] == 3
+    listing = json.loads(run_kbmcp("ls", "--all", "--json", env=env).stdout)
+    doc = next(d["document_id"] for d in listing["documents"] if d["path"] == "notes.txt")
+    read = run_kbmcp("read", doc, env=env)
+    assert (read.returncode, read.stdout) == (0, "Plain text notes.\nSecond line.\n")
+    bad = run_kbmcp("read", "doc_nothex", env=env)
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.count("\n") == 1 and "not a valid document id" in bad.stderr
+    usage = run_kbmcp("add", env=env)
+    assert usage.returncode == 2 and usage.stderr.count("\n") == 1
+    assert "Traceback" not in bad.stderr + usage.stderr

@@ -1,0 +1,157 @@
+"""The store: versioned migrations, the connection's settings, and clear errors for bad files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import apsw
+import pytest
+
+from kbmcp.embed.base import ModelFingerprint
+from kbmcp.errors import StoreError
+from kbmcp.store import migrations
+from kbmcp.store.connection import BUSY_TIMEOUT_MS, open_connection, write_transaction
+from kbmcp.store.migrations import Migration, all_migrations, current_version, latest_version
+from kbmcp.store.vectors import VEC_TABLE, record_model
+
+FINGERPRINT = ModelFingerprint("hashing", 384, "1")
+
+
+def schema(conn: apsw.Connection) -> list[tuple[str, str, str, str]]:
+    """Every schema object (tables, indexes, FTS5 and vec0 shadow tables, triggers), normalised:
+    no root pages, whitespace collapsed, sorted."""
+    rows = conn.execute("SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master")
+    return sorted((kind, name, table, " ".join(sql.split())) for kind, name, table, sql in rows)
+
+
+def record(conn: apsw.Connection, fingerprint: ModelFingerprint = FINGERPRINT) -> None:
+    with write_transaction(conn):
+        record_model(conn, fingerprint)
+
+
+def test_fresh_file_reaches_the_latest_version(tmp_path: Path) -> None:
+    conn = open_connection(tmp_path / "fresh.db")
+    assert latest_version() == len(all_migrations()) >= 2
+    assert current_version(conn) == latest_version()
+    names = {row[1] for row in schema(conn)}
+    assert {"tenant", "knowledge_base", "document", "document_tag", "revision", "chunk"} <= names
+    assert {"embedding_model", "chunk_fts", "chunk_vector"} <= names
+    assert migrations.migrate(conn) == []  # nothing left to apply
+    conn.close()
+
+
+def test_step_by_step_upgrade_ends_in_the_fresh_schema(tmp_path: Path) -> None:
+    fresh = open_connection(tmp_path / "fresh.db")
+    record(fresh)
+    expected = schema(fresh)
+    assert any(name == VEC_TABLE for _, name, _, _ in expected)
+
+    path = tmp_path / "upgraded.db"
+    for version in range(1, latest_version() + 1):
+        conn = open_connection(path, apply_migrations=False)
+        assert current_version(conn) == version - 1
+        assert migrations.migrate(conn, target=version) == [version]
+        conn.close()
+    conn = open_connection(path)  # reopening applies nothing more
+    assert current_version(conn) == latest_version()
+    record(conn)
+    assert schema(conn) == expected
+    conn.close()
+    fresh.close()
+
+
+def test_upgrade_keeps_rows_written_by_an_older_version(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = open_connection(path, apply_migrations=False)
+    migrations.migrate(conn, target=1)
+    conn.execute(
+        "INSERT INTO tenant (public_id, name, created_at) VALUES ('ten_1', 'local', '2026')"
+    )
+    conn.close()
+    conn = open_connection(path)
+    assert current_version(conn) == latest_version()
+    assert conn.execute("SELECT name FROM tenant").fetchall() == [("local",)]
+    conn.close()
+
+
+def test_a_failing_migration_is_rolled_back_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = all_migrations()[0]
+    broken = Migration(2, "broken", "CREATE TABLE half_done (x); SELECT no_such_function();")
+    monkeypatch.setattr(migrations, "all_migrations", lambda: [first, broken])
+    with pytest.raises(apsw.SQLError):
+        open_connection(tmp_path / "broken.db")
+    monkeypatch.undo()
+    conn = open_connection(tmp_path / "broken.db", apply_migrations=False)
+    assert current_version(conn) == 1
+    tables = {row[1] for row in schema(conn)}
+    assert "half_done" not in tables and "tenant" in tables
+    conn.close()
+
+
+def test_a_newer_schema_is_a_clear_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "newer.db"
+    conn = open_connection(path)
+    conn.execute(f"PRAGMA user_version = {latest_version() + 1}")
+    conn.close()
+    with pytest.raises(StoreError, match=r"newer than this kbmcp understands.*upgrade kbmcp"):
+        open_connection(path)
+
+
+def test_not_a_database_is_a_clear_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("this is not an SQLite file\n" * 100)
+    with pytest.raises(StoreError, match="not a kbmcp database"):
+        open_connection(path)
+
+
+def test_a_damaged_database_is_a_clear_store_error(tmp_path: Path) -> None:
+    good = tmp_path / "good.db"
+    conn = open_connection(good)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(good.read_bytes()[:100])  # the header survives, the pages do not
+    with pytest.raises(StoreError, match="is damaged"):
+        open_connection(damaged)
+
+
+def test_a_folder_that_cannot_be_created_is_a_clear_store_error(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(StoreError, match="cannot create the folder"):
+        open_connection(tmp_path / "a-file" / "kb.db")
+
+
+def test_connection_settings(tmp_path: Path) -> None:
+    conn = open_connection(tmp_path / "kb.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_MS
+    assert conn.execute("SELECT vec_version()").fetchone()[0].startswith("v")
+    with pytest.raises(apsw.ConstraintError):  # foreign keys are enforced
+        conn.execute(
+            "INSERT INTO knowledge_base (public_id, tenant_id, name, created_at, updated_at) "
+            "VALUES ('kb_x', 999, 'x', 'now', 'now')"
+        )
+    conn.close()
+
+
+def test_write_transaction_rolls_back_on_error(tmp_path: Path) -> None:
+    conn = open_connection(tmp_path / "kb.db")
+    with pytest.raises(RuntimeError), write_transaction(conn):
+        conn.execute("INSERT INTO tenant (public_id, name, created_at) VALUES ('t', 't', 'x')")
+        raise RuntimeError("midway")
+    assert not conn.in_transaction
+    assert conn.execute("SELECT count(*) FROM tenant").fetchone()[0] == 0
+    conn.close()
+
+
+def test_recording_another_model_recreates_the_vector_index(tmp_path: Path) -> None:
+    conn = open_connection(tmp_path / "kb.db")
+    record(conn)
+    record(conn, ModelFingerprint("other", 8, "2"))
+    sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (VEC_TABLE,)).fetchone()[0]
+    assert "float[8]" in sql
+    assert conn.execute("SELECT name, dimension FROM embedding_model").fetchall() == [("other", 8)]
+    conn.close()
