@@ -18,9 +18,12 @@ from kbmcp.store.vectors import check_model, ensure_binary_index, has_binary_ind
 
 
 class Workspace:
-    def __init__(self, settings: Settings, *, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, settings: Settings, *, embedder: Embedder | None = None, create: bool = True
+    ) -> None:
+        """Open the file (`create=False`: a missing file is an error instead of a new file)."""
         self.settings = settings
-        self.conn: apsw.Connection = open_connection(settings.db_path)
+        self.conn: apsw.Connection = open_connection(settings.db_path, create=create)
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         # One apsw connection serves every thread of a server; service calls that span several

@@ -112,7 +112,9 @@ def test_db_option_takes_precedence_over_the_environment(
     monkeypatch.setenv("KBMCP_DB", str(env_db))
     assert kbmcp("--db", flag_db, "add", corpus).code == 0
     assert kbmcp("--db", flag_db, "ls", "--json").json()[0]["document_count"] == 3
-    assert kbmcp("ls", "--json").json() == []  # KBMCP_DB: a different, empty file
+    # KBMCP_DB names a different file that does not exist: reading commands do not create it.
+    assert_one_line_error(kbmcp("ls", "--json"), "no knowledge-base file", str(env_db))
+    assert not env_db.exists()
     assert kbmcp("doctor", "--json").json()["db_path"] == str(env_db)
     assert kbmcp("--db", flag_db, "doctor", "--json").json()["db_path"] == str(flag_db)
 
@@ -261,7 +263,9 @@ def test_unusable_database_files_are_one_line_errors(
     damaged = tmp_path / "damaged.db"
     damaged.write_bytes(db.read_bytes()[:1024])
     assert_one_line_error(kbmcp("--db", damaged, "ls"), "is damaged")
-    assert_one_line_error(kbmcp("--db", not_a_db / "kb.db", "ls"), "cannot create the folder")
+    assert_one_line_error(
+        kbmcp("--db", not_a_db / "kb.db", "add", corpus), "cannot create the folder"
+    )
 
 
 def test_another_embedding_model_is_refused_until_reembed(

@@ -63,7 +63,7 @@ def add(
         metadata=pairs_option(meta, "--meta"),
         prune=prune,
     )
-    with open_workspace(ctx) as workspace, progress_bar("indexing") as progress:
+    with open_workspace(ctx, create=True) as workspace, progress_bar("indexing") as progress:
         report = add_paths(workspace, workspace.local_principal(), list(paths), options, progress)
     if as_json:
         echo_json(report.to_dict())
@@ -211,7 +211,7 @@ def reembed(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
     """Versions, database path, model status and counts."""
-    with open_workspace(ctx) as workspace:
+    with open_workspace(ctx, create=True) as workspace:
         report = doctor_report(workspace)
     if as_json:
         echo_json(report)

@@ -18,9 +18,11 @@ from kbmcp.workspace import Workspace
 
 
 @contextlib.contextmanager
-def open_workspace(ctx: click.Context) -> Iterator[Workspace]:
+def open_workspace(ctx: click.Context, *, create: bool = False) -> Iterator[Workspace]:
+    """The workspace of the command's --db / KBMCP_DB file. Only commands that write documents
+    pass create=True: a mistyped path for `ls` or `search` is an error, not a new empty file."""
     settings = load_settings().with_db(ctx.find_root().obj.get("db"))
-    workspace = Workspace(settings)
+    workspace = Workspace(settings, create=create)
     try:
         yield workspace
     finally:

@@ -16,7 +16,9 @@ BUSY_TIMEOUT_MS = 10_000
 MMAP_BYTES = 1 << 30
 
 
-def open_connection(path: Path | str, *, apply_migrations: bool = True) -> apsw.Connection:
+def open_connection(
+    path: Path | str, *, apply_migrations: bool = True, create: bool = True
+) -> apsw.Connection:
     """Open (creating if needed) the knowledge-base file, ready for use.
 
     WAL lets the stdio server, the HTTP server and the CLI share one file: readers never block the
@@ -24,6 +26,11 @@ def open_connection(path: Path | str, *, apply_migrations: bool = True) -> apsw.
     A file that is not an SQLite database, is damaged, or has a newer schema is a StoreError.
     """
     db_path = Path(path)
+    if not create and str(path) != ":memory:" and not db_path.exists():
+        raise StoreError(
+            f"there is no knowledge-base file at {db_path}: add documents first with "
+            "`kbmcp add PATH`, or point --db / KBMCP_DB at an existing file"
+        )
     if str(path) != ":memory:":
         try:
             db_path.parent.mkdir(parents=True, exist_ok=True)
