@@ -1,0 +1,117 @@
+"""Building the MCP server from a workspace: one construction for both transports."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
+
+from kbmcp import __version__
+from kbmcp.errors import InvalidRequest
+from kbmcp.server.errors import ToolCallGuard
+from kbmcp.server.tools import KbTools, ServerOptions
+from kbmcp.workspace import Workspace
+
+SERVER_NAME = "kbmcp"
+CANDIDATES_ENV = "KBMCP_SEARCH_CANDIDATES"
+
+INSTRUCTIONS = """\
+kbmcp is a local knowledge base of documents (notes, docs, runbooks, code) split into chunks and \
+searchable by keyword and meaning. Work in this order:
+1. Scope first. Call list_knowledge_bases once to see what exists; if the question concerns one \
+knowledge base, folder or document, pass knowledge_base_ids, document_paths or document_ids to \
+search_knowledge. Scoping is exact (filters apply before ranking), so a narrow scope finds \
+passages a broad search would rank too low.
+2. Search. Call search_knowledge with a query; the default hybrid mode suits most questions. Use \
+mode="lexical" for exact names, error messages and identifiers; mode="semantic" for paraphrases.
+3. Then read. Results are short excerpts with ids and a citation (path, line range, revision). \
+Fetch full chunks with chunk_ids, or read around a hit with document_id + offset/limit_chars. For \
+a long document, ask for outline=true first and read only the section you need.
+Cite sources by path and line range. Without a query, search_knowledge lists recently updated \
+documents (since/until narrow the time window). Errors are JSON {"error": {"code", "message", \
+"details"}}; details.argument names the argument to fix.\
+"""
+
+SEARCH_DESCRIPTION = """\
+Search the knowledge base, read documents and fetch chunks. The mode follows from the arguments \
+you pass; arguments of different modes cannot be mixed (that is an invalid_request error naming \
+the argument).
+
+- Query mode (query + optional mode, alpha, rrf_k, min_similarity, limit and filters \
+knowledge_base_ids, document_ids / knowledge_ids, document_paths, tags, metadata): ranked \
+passages with excerpts, ids, citations and per-channel scores; stats say how many candidates each \
+channel found in scope and whether more exist. Use it to find where something is written. Do not \
+use it to read a document you already have an id for: use a targeted read.
+- Targeted read (document_id + optional revision_id, offset, limit_chars): the exact text of the \
+current (or given) revision in a window of at most 10000 characters; follow next_offset to read \
+on. With outline=true: the heading tree with each section's char range instead, so you can read \
+one section of a long document. Use after a search hit, or to read a cited revision.
+- Chunk fetch (chunk_ids, 1..50): the full stored text of chunks from earlier results; unknown \
+ids are listed in missing while the rest are returned.
+- Scan (no query and no ids; optional since, until, limit and the same filters): the most \
+recently updated documents, newest first. Use it for "what changed" questions or to get \
+oriented, not to find content (use a query for that).
+
+Every response has request_mode (query | read | outline | fetch | scan) telling which shape it is.\
+"""
+
+LIST_KBS_DESCRIPTION = """\
+List the knowledge bases you can read: id, name, description, tags, document and chunk counts. \
+Call it once at the start to choose knowledge_base_ids for search_knowledge; no need to call it \
+again in the same task.\
+"""
+
+LIST_DOCUMENTS_DESCRIPTION = """\
+Browse documents (id, path, title, current revision, update time, size, tags, metadata), most \
+recently updated first, filtered by knowledge base, path prefix and tags, with cursor pagination \
+(pass next_cursor as cursor). Use it to find a document's id by path or to see what a folder \
+holds. Not for finding content: use search_knowledge with a query.\
+"""
+
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+
+
+def server_options_from_env(environ: dict[str, str] | None = None) -> ServerOptions:
+    env = os.environ if environ is None else environ
+    raw = env.get(CANDIDATES_ENV, "").strip()
+    if not raw:
+        return ServerOptions()
+    try:
+        candidates = int(raw)
+        if candidates < 1:
+            raise ValueError
+    except ValueError:
+        raise InvalidRequest(f"{CANDIDATES_ENV}={raw!r} must be an integer >= 1") from None
+    return ServerOptions(search_candidates=candidates)
+
+
+def build_server(workspace: Workspace, options: ServerOptions | None = None) -> MCPServer:
+    """The kbmcp MCP server over `workspace`; the same object serves stdio, HTTP and tests."""
+    tools = KbTools(workspace, options)
+    registered: dict[str, Callable[..., Any]] = {
+        "search_knowledge": tools.search_knowledge,
+        "list_knowledge_bases": tools.list_knowledge_bases,
+        "list_documents": tools.list_documents,
+    }
+    known = {name: set(inspect.signature(fn).parameters) for name, fn in registered.items()}
+    server: MCPServer = MCPServer(
+        SERVER_NAME,
+        title="kbmcp knowledge base",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        middleware=[ToolCallGuard(known.get)],
+    )
+    descriptions = {
+        "search_knowledge": SEARCH_DESCRIPTION,
+        "list_knowledge_bases": LIST_KBS_DESCRIPTION,
+        "list_documents": LIST_DOCUMENTS_DESCRIPTION,
+    }
+    for name, fn in registered.items():
+        server.add_tool(fn, name=name, description=descriptions[name], annotations=READ_ONLY)
+    return server

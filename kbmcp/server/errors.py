@@ -1,0 +1,98 @@
+"""Tool errors with stable codes.
+
+Every failed tool call is a tool result with `isError: true` whose single text block is the JSON
+body `{"error": {"code", "message", "details"}}` (see kbmcp/errors.py). Three sources:
+- a `KbError` raised by the service layer or our argument checks: rendered by `error_result`;
+- an argument the tool does not have (a typo, or a parameter of another mode): `invalid_request`
+  from `ToolCallGuard`, before the tool runs (the SDK would silently ignore it);
+- anything the SDK reports itself (an unexpected crash, an unknown tool): its plain text is
+  wrapped by `ToolCallGuard` into `internal_error` / `invalid_request` so no error lacks a code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp_types import CallToolResult, TextContent
+
+from kbmcp.errors import KbError
+
+logger = logging.getLogger(__name__)
+
+
+def error_body(code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "details": details or {}}}
+
+
+def error_result(body: dict[str, Any]) -> CallToolResult:
+    text = json.dumps(body, ensure_ascii=False)
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+def kb_error_result(error: KbError) -> CallToolResult:
+    return error_result(error.to_dict())
+
+
+class ToolCallGuard:
+    """Server middleware for `tools/call`: rejects unknown arguments and gives every error result
+    a stable code. `known_arguments(tool_name)` returns the tool's parameter names (None for a
+    tool that does not exist: the SDK reports that one)."""
+
+    def __init__(self, known_arguments: Callable[[str], set[str] | None]) -> None:
+        self._known_arguments = known_arguments
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        if ctx.method != "tools/call" or not isinstance(ctx.params, Mapping):
+            return await call_next(ctx)
+        name = ctx.params.get("name")
+        arguments = ctx.params.get("arguments") or {}
+        known = self._known_arguments(name) if isinstance(name, str) else None
+        if known is not None and isinstance(arguments, Mapping):
+            unknown = sorted(key for key in arguments if key not in known)
+            if unknown:
+                return error_result(
+                    error_body(
+                        "invalid_request",
+                        f"{', '.join(unknown)}: not an argument of {name} "
+                        f"(known: {', '.join(sorted(known))})",
+                        {"argument": unknown[0], "arguments": unknown},
+                    )
+                )
+        result = await call_next(ctx)
+        return _with_code(result, name)
+
+
+def _with_code(result: HandlerResult, tool: object) -> HandlerResult:
+    """Wrap a plain-text SDK error into our JSON error body; leave everything else alone.
+    Results reach middleware in wire form (a dict with camelCase keys) or as a model."""
+    if isinstance(result, CallToolResult):
+        wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    elif isinstance(result, dict):
+        wire = result
+    else:
+        return result
+    if not wire.get("isError"):
+        return result
+    texts = [b.get("text", "") for b in wire.get("content", []) if b.get("type") == "text"]
+    text = "\n".join(texts)
+    if _is_error_body(text):
+        return result
+    code = "invalid_request" if text.startswith("Unknown tool") else "internal_error"
+    message = text if code == "invalid_request" else f"{text} (see the server log on stderr)"
+    body = error_body(code, message, {"tool": tool})
+    content = [{"type": "text", "text": json.dumps(body, ensure_ascii=False)}]
+    return {**wire, "content": content}
+
+
+def _is_error_body(text: str) -> bool:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(body, dict) and isinstance(body.get("error"), dict)

@@ -1,0 +1,97 @@
+"""Running the server: stdio for desktop agents, streamable HTTP (uvicorn) at /mcp.
+
+stdio: stdout carries protocol messages only. Logs go to stderr, and while the embedding model
+loads (before the SDK takes over stdout) file descriptor 1 points at stderr too, so nothing a
+library prints can corrupt the stream. HTTP: one line "listening on http://HOST:PORT/mcp" on
+stderr once the socket accepts connections (with --port 0 it names the port the OS chose).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import sys
+from collections.abc import Callable, Iterator
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+MCP_PATH = "/mcp"
+LOG_FORMAT = "%(asctime)s kbmcp %(levelname)s %(name)s: %(message)s"
+
+logger = logging.getLogger(__name__)
+
+
+def configure_logging(level: str = "WARNING") -> None:
+    """Log to stderr. Call before building the server: the SDK only adds its own handler when
+    the root logger has none."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Point file descriptor 1 at stderr for the duration (C libraries included)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def run_stdio(server: MCPServer, warm_up: Callable[[], None] | None = None) -> None:
+    if warm_up is not None:
+        with stdout_to_stderr():
+            warm_up()
+    # The SDK diverts fd 1 to stderr while it serves and writes protocol messages to a private
+    # duplicate of the original stdout.
+    anyio.run(server.run_stdio_async)
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """uvicorn, announcing the bound address on stderr once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, display_host: str) -> None:
+        super().__init__(config)
+        self.display_host = display_host
+        self.bound_port: int | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.should_exit or not self.servers:
+            return
+        self.bound_port = self.servers[0].sockets[0].getsockname()[1]
+        print(
+            f"kbmcp: listening on http://{self.display_host}:{self.bound_port}{MCP_PATH}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def run_http(
+    server: MCPServer,
+    *,
+    host: str,
+    port: int,
+    warm_up: Callable[[], None] | None = None,
+    log_level: str = "warning",
+) -> None:
+    if warm_up is not None:
+        warm_up()
+    # Passing host turns on the SDK's DNS-rebinding protection for 127.0.0.1/localhost/::1.
+    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level.lower(), access_log=False, lifespan="on"
+    )
+    display_host = f"[{host}]" if ":" in host else host
+    _AnnouncingServer(config, display_host).run()

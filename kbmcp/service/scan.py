@@ -1,0 +1,185 @@
+"""Scan: the most recently updated documents, newest first, without a query.
+
+What an agent calls to see what changed ("what is new since Monday?") or to get its bearings in
+an unfamiliar knowledge base. The same scope filters as search apply (knowledge bases, documents,
+path prefixes, tags, metadata), plus a time window on the update time: `since` inclusive,
+`until` exclusive. Results carry `kind` so that memories can join the stream later.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from kbmcp.access import READ, Principal, readable_kb_ids
+from kbmcp.clock import format_timestamp, parse_timestamp
+from kbmcp.errors import InvalidRequest
+from kbmcp.ids import check_id_list
+from kbmcp.service.scope_check import check_documents, check_knowledge_bases
+from kbmcp.service.search_models import DEFAULT_LIMIT, MAX_DOCUMENT_IDS, MAX_LIMIT, SearchFilters
+from kbmcp.workspace import Workspace
+
+EXCERPT_CHARS = 240
+
+SELECT_RECENT = """
+SELECT d.public_id, kb.public_id, r.public_id, r.number, d.path, d.title, d.updated_at,
+       r.char_count,
+       (SELECT json_group_array(json_array(t.key, t.value))
+        FROM (SELECT key, value FROM document_tag
+              WHERE document_id = d.id ORDER BY key, value) AS t),
+       (SELECT substr(c.text, 1, :excerpt_chars + 1) FROM chunk AS c
+        WHERE c.revision_id = d.current_revision_id ORDER BY c.ordinal LIMIT 1)
+FROM document AS d
+JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+JOIN revision AS r ON r.id = d.current_revision_id
+WHERE d.status = 'published'
+  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
+  AND (:kb_ids IS NULL OR kb.public_id IN (SELECT value FROM json_each(:kb_ids)))
+  AND (:doc_ids IS NULL OR d.public_id IN (SELECT value FROM json_each(:doc_ids)))
+  AND (:paths IS NULL OR EXISTS (
+      SELECT 1 FROM json_each(:paths) AS p
+      WHERE substr(d.path, 1, length(p.value)) = p.value))
+  AND NOT EXISTS (
+      SELECT 1 FROM json_each(:tags) AS want
+      WHERE NOT EXISTS (
+          SELECT 1 FROM document_tag AS t
+          WHERE t.document_id = d.id AND t.key = want.key AND t.value = want.value))
+  AND NOT EXISTS (
+      SELECT 1 FROM json_each(:metadata) AS want
+      WHERE NOT EXISTS (
+          SELECT 1 FROM json_each(d.metadata) AS m
+          WHERE m.key = want.key AND m.type = want.type AND m.value IS want.value))
+  AND (:since IS NULL OR d.updated_at >= :since)
+  AND (:until IS NULL OR d.updated_at < :until)
+ORDER BY d.updated_at DESC, d.public_id
+LIMIT :limit
+"""
+
+
+@dataclass(frozen=True)
+class ScanItem:
+    kind: str  # "document" (memories later)
+    knowledge_base_id: str
+    document_id: str
+    revision_id: str
+    revision_number: int
+    path: str
+    title: str
+    updated_at: str
+    size_chars: int
+    tags: list[tuple[str, str]]
+    excerpt: str  # the start of the first chunk, at most EXCERPT_CHARS characters
+
+
+@dataclass(frozen=True)
+class ScanResponse:
+    results: list[ScanItem]
+    since: str | None  # normalised to UTC
+    until: str | None
+    limit: int
+    limit_clamped: bool
+    has_more: bool
+
+
+def scan_recent(
+    workspace: Workspace,
+    principal: Principal,
+    *,
+    since: str | None = None,
+    until: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    filters: SearchFilters | None = None,
+) -> ScanResponse:
+    """The `limit` most recently updated published documents in scope, newest first."""
+    principal.require(READ)
+    filters = filters or SearchFilters()
+    since_ts = _timestamp(since, "since")
+    until_ts = _timestamp(until, "until")
+    if since_ts and until_ts and since_ts >= until_ts:
+        raise InvalidRequest(
+            "since must be earlier than until", details={"argument": "since", "until": until_ts}
+        )
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidRequest("limit must be an integer >= 1", details={"argument": "limit"})
+    effective_limit = min(limit, MAX_LIMIT)
+    kb_ids, doc_ids = _check_scope(workspace, principal, filters)
+    rows = workspace.conn.execute(
+        SELECT_RECENT,
+        {
+            "excerpt_chars": EXCERPT_CHARS,
+            "readable_kb_ids": json.dumps(readable_kb_ids(workspace.conn, principal)),
+            "kb_ids": json.dumps(kb_ids) if kb_ids else None,
+            "doc_ids": json.dumps(doc_ids) if doc_ids else None,
+            "paths": json.dumps(filters.document_paths) if filters.document_paths else None,
+            "tags": json.dumps(filters.tags or {}),
+            "metadata": json.dumps(filters.metadata or {}),
+            "since": since_ts,
+            "until": until_ts,
+            "limit": effective_limit + 1,
+        },
+    ).fetchall()
+    return ScanResponse(
+        results=[_item(row) for row in rows[:effective_limit]],
+        since=since_ts,
+        until=until_ts,
+        limit=effective_limit,
+        limit_clamped=limit > MAX_LIMIT,
+        has_more=len(rows) > effective_limit,
+    )
+
+
+def _timestamp(value: str | None, argument: str) -> str | None:
+    if value is None:
+        return None
+    try:
+        if not isinstance(value, str):
+            raise TypeError
+        return format_timestamp(parse_timestamp(value))
+    except (TypeError, ValueError):
+        raise InvalidRequest(
+            f"{argument}: {value!r} is not an ISO 8601 date or date-time "
+            "(e.g. 2026-01-31 or 2026-01-31T09:00:00Z)",
+            details={"argument": argument, "value": value},
+        ) from None
+
+
+def _check_scope(
+    workspace: Workspace, principal: Principal, filters: SearchFilters
+) -> tuple[list[str] | None, list[str] | None]:
+    kb_ids = doc_ids = None
+    if filters.knowledge_base_ids is not None:
+        kb_ids = check_id_list(
+            "knowledge_base",
+            filters.knowledge_base_ids,
+            argument="knowledge_base_ids",
+            limit=MAX_DOCUMENT_IDS,
+        )
+        check_knowledge_bases(workspace, principal, kb_ids, argument="knowledge_base_ids")
+    if filters.document_ids is not None:
+        doc_ids = check_id_list(
+            "document", filters.document_ids, argument="document_ids", limit=MAX_DOCUMENT_IDS
+        )
+        check_documents(
+            workspace, principal, doc_ids, argument="document_ids", knowledge_base_ids=kb_ids
+        )
+    return kb_ids, doc_ids
+
+
+def _item(row: tuple) -> ScanItem:
+    (doc_id, kb_id, rev_id, number, path, title, updated, size, tag_json,
+     first_text) = row  # fmt: skip
+    text = (first_text or "").strip()
+    excerpt = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…"
+    return ScanItem(
+        kind="document",
+        knowledge_base_id=kb_id,
+        document_id=doc_id,
+        revision_id=rev_id,
+        revision_number=number,
+        path=path,
+        title=title,
+        updated_at=updated,
+        size_chars=size,
+        tags=[(key, value) for key, value in json.loads(tag_json or "[]")],
+        excerpt=excerpt,
+    )

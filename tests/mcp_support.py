@@ -1,0 +1,263 @@
+"""Shared by the MCP tests: a fixed corpus, and kbmcp servers in three forms (in-process, stdio
+subprocess, HTTP subprocess) driven through the SDK client.
+
+Ids are deterministic (knowledge base name + relative path + content), and KBMCP_NOW pins every
+timestamp, so the same corpus gives the same ids and times in every test and every process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+from mcp_types import CallToolResult, TextContent
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.server.app import build_server
+from kbmcp.service.ingest import IngestOptions, add_paths
+from kbmcp.workspace import Workspace
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+RUNBOOK = """\
+---
+title: Database runbook
+tags: [runbook, ops]
+owner: infra
+---
+# Database runbook
+
+How the primary database is operated. Every step below is safe to run during business hours
+unless it says otherwise.
+
+## Backups
+
+Backups run nightly at 02:00 UTC with `pg_dump` into the object store. Each backup is checked
+by restoring it into a scratch instance; a failed check pages the on-call engineer.
+
+### Restore
+
+To restore, stop the application writers, download the newest verified dump and run
+`pg_restore --clean`. Expect about twenty minutes per hundred gigabytes.
+
+## Key rotation
+
+Rotate the database credentials every ninety days. Create the new role first, roll the
+application secrets, then drop the old role once no session uses it.
+"""
+
+ONCALL_V1 = """\
+# On-call
+
+The on-call engineer answers pages within fifteen minutes.
+"""
+
+ONCALL_V2 = """\
+# On-call
+
+The on-call engineer answers pages within ten minutes, day and night.
+
+## Escalation
+
+If the primary does not acknowledge a page, the secondary is paged after ten minutes.
+"""
+
+SEARCH_GUIDE = """\
+# Searching well
+
+Scope first, then search, then read. Narrow searches find passages that broad searches rank
+too low.
+"""
+
+VECTORS = """\
+# Vector search notes
+
+Cosine similarity compares the direction of two embeddings. Exact search scans every vector;
+an index trades recall for speed.
+"""
+
+NOTES = "Plain text notes: remember to renew the TLS certificate before March.\n"
+
+T0 = "2026-01-01T00:00:00Z"
+T1 = "2026-01-02T00:00:00Z"
+T2 = "2026-01-03T00:00:00Z"
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+@contextlib.contextmanager
+def pinned_clock(moment: str) -> Iterator[None]:
+    previous = os.environ.get("KBMCP_NOW")
+    os.environ["KBMCP_NOW"] = moment
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["KBMCP_NOW"]
+        else:
+            os.environ["KBMCP_NOW"] = previous
+
+
+def hash_workspace(db_path: Path) -> Workspace:
+    return Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
+
+
+def build_corpus(root: Path, db_path: Path) -> None:
+    """Two knowledge bases ingested at three pinned times; ops/oncall.md gets a second revision."""
+    handbook = write(
+        root / "handbook",
+        {
+            "ops/runbook.md": RUNBOOK,
+            "ops/oncall.md": ONCALL_V1,
+            "guides/search.md": SEARCH_GUIDE,
+        },
+    )
+    research = write(root / "research", {"papers/vectors.md": VECTORS, "notes.txt": NOTES})
+    with hash_workspace(db_path) as ws:
+        principal = ws.local_principal()
+        with pinned_clock(T0):
+            add_paths(ws, principal, [handbook], IngestOptions(knowledge_base="handbook"))
+        with pinned_clock(T1):
+            add_paths(ws, principal, [research], IngestOptions(knowledge_base="research"))
+        write(handbook, {"ops/oncall.md": ONCALL_V2})
+        with pinned_clock(T2):
+            add_paths(ws, principal, [handbook], IngestOptions(knowledge_base="handbook"))
+
+
+# ------------------------------------------------------------------ talking to servers
+
+
+def subprocess_env(db_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KBMCP_")}
+    env.update(
+        {
+            "PYTHONPATH": str(REPO_ROOT),
+            "KBMCP_DB": str(db_path),
+            "KBMCP_EMBEDDER": "hash",
+            "KBMCP_NOW": T2,
+            **extra,
+        }
+    )
+    return env
+
+
+def stdio_params(db_path: Path, **extra_env: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "kbmcp", "--db", str(db_path), "serve"],
+        env=subprocess_env(db_path, **extra_env),
+        cwd=str(REPO_ROOT),
+    )
+
+
+class HttpServer:
+    """`kbmcp serve --http --port 0` as a subprocess; the URL comes from its stderr line."""
+
+    def __init__(self, db_path: Path, **extra_env: str) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kbmcp",
+                "--db",
+                str(db_path),
+                "serve",
+                "--http",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+            ],
+            env=subprocess_env(db_path, **extra_env),
+            cwd=str(REPO_ROOT),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.url = self._wait_for_url(timeout=30)
+
+    def _wait_for_url(self, timeout: float) -> str:
+        assert self.process.stderr is not None
+        deadline = time.monotonic() + timeout
+        seen = []
+        while time.monotonic() < deadline:
+            line = self.process.stderr.readline()
+            if not line:
+                if self.process.poll() is not None:
+                    break
+                continue
+            seen.append(line)
+            match = re.search(r"listening on (http://\S+/mcp)", line)
+            if match:
+                return match.group(1)
+        self.stop()
+        raise AssertionError(f"HTTP server did not start: {''.join(seen)}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    transport: str, db_path: Path, http_url: str | None = None
+) -> AsyncIterator[Client]:
+    """An SDK client connected to kbmcp over `transport`: inprocess, stdio or http."""
+    if transport == "inprocess":
+        with hash_workspace(db_path) as ws:
+            async with Client(build_server(ws)) as client:
+                yield client
+    elif transport == "stdio":
+        async with Client(stdio_params(db_path)) as client:
+            yield client
+    elif transport == "http":
+        assert http_url is not None
+        async with Client(http_url) as client:
+            yield client
+    else:
+        raise ValueError(transport)
+
+
+def payload(result: CallToolResult) -> dict[str, Any]:
+    """The JSON a call returned: structuredContent for successes, the error body for errors.
+    Also checks that the text block carries exactly the same JSON."""
+    texts = [block.text for block in result.content if isinstance(block, TextContent)]
+    assert len(texts) == 1, result.content
+    body = json.loads(texts[0])
+    if result.is_error:
+        assert result.structured_content is None
+        assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}
+        return body
+    assert body == result.structured_content
+    return body
+
+
+def without_elapsed(value: Any) -> Any:
+    """`elapsed_ms` is a wall-clock measurement: drop it before comparing outputs."""
+    if isinstance(value, dict):
+        return {k: without_elapsed(v) for k, v in value.items() if k != "elapsed_ms"}
+    if isinstance(value, list):
+        return [without_elapsed(v) for v in value]
+    return value

@@ -1,0 +1,459 @@
+"""The MCP tools in-process through the SDK client: every non-query mode, the listings and the
+error contract, pinned with snapshots (query mode: tests/test_mcp_query.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from mcp import Client
+from syrupy.assertion import SnapshotAssertion
+
+from kbmcp import __version__
+from kbmcp.ids import make_id
+from kbmcp.server import tools as tools_module
+from tests.mcp_support import RUNBOOK, build_corpus, connect, payload
+
+pytestmark = pytest.mark.anyio
+
+HANDBOOK = make_id("knowledge_base", make_id("tenant", "local"), "handbook")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    db = root / "kb.db"
+    build_corpus(root, db)
+    return db
+
+
+@pytest.fixture
+async def client(corpus_db: Path) -> AsyncIterator[Client]:
+    async with connect("inprocess", corpus_db) as connected:
+        yield connected
+
+
+async def call(
+    client: Client, tool: str, arguments: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return payload(await client.call_tool(tool, arguments or {}))
+
+
+async def ids(client: Client) -> dict[str, str]:
+    """Public ids by path, from the listing (not recomputed here, so a change is visible)."""
+    page = await call(client, "list_documents")
+    return {doc["path"]: doc["document_id"] for doc in page["documents"]}
+
+
+# ------------------------------------------------------------------ server and schemas
+
+
+async def test_server_identity_and_instructions(client: Client) -> None:
+    assert client.server_info is not None
+    assert (client.server_info.name, client.server_info.version) == ("kbmcp", __version__)
+    instructions = client.instructions or ""
+    assert "Scope first" in instructions and "outline=true" in instructions
+
+
+async def test_tools_list_schemas_are_valid_and_stable(
+    client: Client, snapshot_json: SnapshotAssertion
+) -> None:
+    listed = (await client.list_tools()).tools
+    for tool in listed:
+        Draft202012Validator.check_schema(tool.input_schema)
+        assert tool.output_schema is not None
+        Draft202012Validator.check_schema(tool.output_schema)
+        assert tool.input_schema["type"] == tool.output_schema["type"] == "object"
+        assert tool.annotations is not None and tool.annotations.read_only_hint
+    search = next(t for t in listed if t.name == "search_knowledge")
+    assert "candidates" not in search.input_schema["properties"]  # a hidden tuning knob
+    assert search.input_schema.get("required", []) == []
+    dumped = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed]
+    assert dumped == snapshot_json
+
+
+# ------------------------------------------------------------------ listings
+
+
+async def test_list_knowledge_bases(client: Client, snapshot_json: SnapshotAssertion) -> None:
+    result = await call(client, "list_knowledge_bases")
+    assert [kb["name"] for kb in result["knowledge_bases"]] == ["handbook", "research"]
+    assert result["knowledge_bases"][0]["knowledge_base_id"] == HANDBOOK
+    assert result["knowledge_bases"][0]["document_count"] == 3
+    assert result == snapshot_json
+
+
+async def test_list_documents(client: Client, snapshot_json: SnapshotAssertion) -> None:
+    result = await call(client, "list_documents")
+    paths = [doc["path"] for doc in result["documents"]]
+    assert paths[0] == "ops/oncall.md"  # updated last
+    assert len(paths) == 5 and result["next_cursor"] is None
+    assert result == snapshot_json
+
+
+async def test_list_documents_pages_and_filters(client: Client) -> None:
+    first = await call(client, "list_documents", {"limit": 2})
+    assert len(first["documents"]) == 2 and first["next_cursor"]
+    rest = await call(client, "list_documents", {"cursor": first["next_cursor"], "limit": 10})
+    everything = await call(client, "list_documents")
+    assert first["documents"] + rest["documents"] == everything["documents"]
+    ops = await call(client, "list_documents", {"path_prefix": "ops/"})
+    assert sorted(d["path"] for d in ops["documents"]) == ["ops/oncall.md", "ops/runbook.md"]
+    tagged = await call(client, "list_documents", {"tags": {"tag": "runbook"}})
+    assert [d["path"] for d in tagged["documents"]] == ["ops/runbook.md"]
+    in_kb = await call(client, "list_documents", {"knowledge_base_ids": [HANDBOOK]})
+    assert {d["knowledge_base_id"] for d in in_kb["documents"]} == {HANDBOOK}
+    assert len(in_kb["documents"]) == 3
+
+
+# ------------------------------------------------------------------ targeted read and outline
+
+
+async def test_read_window(client: Client, snapshot_json: SnapshotAssertion) -> None:
+    runbook = (await ids(client))["ops/runbook.md"]
+    result = await call(
+        client, "search_knowledge", {"document_id": runbook, "offset": 0, "limit_chars": 300}
+    )
+    assert result["request_mode"] == "read"
+    assert result["content"] == RUNBOOK[:300]
+    assert result["content_truncated"] and result["next_offset"] == 300
+    assert result == snapshot_json
+
+
+async def test_read_follows_next_offset_to_the_end(client: Client) -> None:
+    runbook = (await ids(client))["ops/runbook.md"]
+    text, offset = "", 0
+    while offset is not None:
+        window = await call(
+            client,
+            "search_knowledge",
+            {"document_id": runbook, "offset": offset, "limit_chars": 250},
+        )
+        text += window["content"]
+        offset = window["next_offset"]
+    assert text == RUNBOOK
+
+
+async def test_read_older_revision(client: Client) -> None:
+    oncall = (await ids(client))["ops/oncall.md"]
+    current = await call(client, "search_knowledge", {"document_id": oncall})
+    assert current["revision_number"] == 2 and "ten minutes" in current["content"]
+    older_id = make_id("revision", oncall, 1)
+    older = await call(client, "search_knowledge", {"document_id": oncall, "revision_id": older_id})
+    assert older["revision_number"] == 1 and not older["is_current_revision"]
+    assert "fifteen minutes" in older["content"]
+
+
+async def test_outline_then_read_one_section(
+    client: Client, snapshot_json: SnapshotAssertion
+) -> None:
+    runbook = (await ids(client))["ops/runbook.md"]
+    tree = await call(client, "search_knowledge", {"document_id": runbook, "outline": True})
+    assert tree["request_mode"] == "outline"
+    assert [s["title"] for s in tree["sections"]] == [
+        "Database runbook",
+        "Backups",
+        "Restore",
+        "Key rotation",
+    ]
+    assert tree == snapshot_json
+    restore = tree["sections"][2]
+    section = await call(
+        client,
+        "search_knowledge",
+        {
+            "document_id": runbook,
+            "offset": restore["char_start"],
+            "limit_chars": restore["char_end"] - restore["char_start"],
+        },
+    )
+    assert section["content"].startswith("### Restore")
+    assert "pg_restore" in section["content"] and "Key rotation" not in section["content"]
+
+
+async def test_outline_of_plain_text_is_empty(client: Client) -> None:
+    notes = (await ids(client))["notes.txt"]
+    tree = await call(client, "search_knowledge", {"document_id": notes, "outline": True})
+    assert tree["sections"] == [] and tree["content_total_chars"] > 0
+
+
+# ------------------------------------------------------------------ chunk fetch
+
+
+async def test_fetch_chunks_with_missing(client: Client, snapshot_json: SnapshotAssertion) -> None:
+    runbook = (await ids(client))["ops/runbook.md"]
+    revision = make_id("revision", runbook, 1)
+    wanted = [make_id("chunk", revision, 1), make_id("chunk", revision, 0)]
+    unknown = "chk_0000000000000000"
+    result = await call(client, "search_knowledge", {"chunk_ids": [*wanted, unknown, wanted[0]]})
+    assert result["request_mode"] == "fetch"
+    assert [c["chunk_id"] for c in result["chunks"]] == wanted  # order asked, de-duplicated
+    assert result["missing"] == [unknown]
+    for chunk in result["chunks"]:
+        cite = chunk["citation"]
+        assert RUNBOOK[cite["char_start"] : cite["char_end"]] == chunk["text"]
+    assert result == snapshot_json
+
+
+# ------------------------------------------------------------------ scan
+
+
+async def test_scan_recent(client: Client, snapshot_json: SnapshotAssertion) -> None:
+    result = await call(client, "search_knowledge", {"limit": 3})
+    assert result["request_mode"] == "scan"
+    assert next(r["path"] for r in result["results"]) == "ops/oncall.md"
+    assert result["has_more"] and not result["limit_clamped"]
+    assert result == snapshot_json
+
+
+async def test_scan_window_filters_and_clamp(client: Client) -> None:
+    window = await call(
+        client, "search_knowledge", {"since": "2026-01-02", "until": "2026-01-03T00:00:00Z"}
+    )
+    assert sorted(r["path"] for r in window["results"]) == ["notes.txt", "papers/vectors.md"]
+    assert window["since"] == "2026-01-02T00:00:00.000000Z"
+    scoped = await call(
+        client,
+        "search_knowledge",
+        {"knowledge_base_ids": [HANDBOOK], "document_paths": ["guides/"]},
+    )
+    assert [r["path"] for r in scoped["results"]] == ["guides/search.md"]
+    tagged = await call(client, "search_knowledge", {"metadata": {"owner": "infra"}})
+    assert [r["path"] for r in tagged["results"]] == ["ops/runbook.md"]
+    oncall = (await ids(client))["ops/oncall.md"]
+    by_alias = await call(client, "search_knowledge", {"knowledge_ids": [oncall]})
+    assert [r["document_id"] for r in by_alias["results"]] == [oncall]
+    clamped = await call(client, "search_knowledge", {"limit": 500})
+    assert clamped["limit"] == 100 and clamped["limit_clamped"] and len(clamped["results"]) == 5
+
+
+# ------------------------------------------------------------------ errors
+
+DOC = "doc_0123456789abcdef"  # well-formed, exists nowhere
+ERROR_CASES: dict[str, tuple[str, dict[str, Any], str, str]] = {
+    # name: (tool, arguments, expected code, expected details.argument)
+    "query_with_document_id": (
+        "search_knowledge",
+        {"query": "x", "document_id": DOC},
+        "invalid_request",
+        "document_id",
+    ),
+    "query_with_chunk_ids": (
+        "search_knowledge",
+        {"query": "x", "chunk_ids": ["chk_0000000000000000"]},
+        "invalid_request",
+        "chunk_ids",
+    ),
+    "query_with_since": (
+        "search_knowledge",
+        {"query": "x", "since": "2026-01-01"},
+        "invalid_request",
+        "since",
+    ),
+    "read_with_chunk_ids": (
+        "search_knowledge",
+        {"chunk_ids": ["chk_0000000000000000"], "document_id": DOC},
+        "invalid_request",
+        "document_id",
+    ),
+    "revision_without_document": (
+        "search_knowledge",
+        {"revision_id": "rev_0123456789abcdef"},
+        "invalid_request",
+        "revision_id",
+    ),
+    "read_with_limit": (
+        "search_knowledge",
+        {"document_id": DOC, "limit": 5},
+        "invalid_request",
+        "limit",
+    ),
+    "outline_with_offset": (
+        "search_knowledge",
+        {"document_id": DOC, "outline": True, "offset": 10},
+        "invalid_request",
+        "offset",
+    ),
+    "limit_chars_zero": (
+        "search_knowledge",
+        {"document_id": DOC, "limit_chars": 0},
+        "invalid_request",
+        "limit_chars",
+    ),
+    "limit_chars_too_big": (
+        "search_knowledge",
+        {"document_id": DOC, "limit_chars": 10001},
+        "invalid_request",
+        "limit_chars",
+    ),
+    "negative_offset": (
+        "search_knowledge",
+        {"document_id": DOC, "offset": -1},
+        "invalid_request",
+        "offset",
+    ),
+    "offset_not_integer": (
+        "search_knowledge",
+        {"document_id": DOC, "offset": "ten"},
+        "invalid_request",
+        "offset",
+    ),
+    "malformed_document_id": (
+        "search_knowledge",
+        {"document_id": "doc_123"},
+        "invalid_request",
+        "document_id",
+    ),
+    "wrong_kind_of_id": (
+        "search_knowledge",
+        {"document_id": "chk_0123456789abcdef"},
+        "invalid_request",
+        "document_id",
+    ),
+    "unknown_document": (
+        "search_knowledge",
+        {"document_id": DOC},
+        "resource_unavailable",
+        "document_id",
+    ),
+    "empty_chunk_ids": ("search_knowledge", {"chunk_ids": []}, "invalid_request", "chunk_ids"),
+    "too_many_chunk_ids": (
+        "search_knowledge",
+        {"chunk_ids": [f"chk_{i:016x}" for i in range(51)]},
+        "invalid_request",
+        "chunk_ids",
+    ),
+    "malformed_chunk_id": (
+        "search_knowledge",
+        {"chunk_ids": ["chk_nothex"]},
+        "invalid_request",
+        "chunk_ids",
+    ),
+    "empty_query": ("search_knowledge", {"query": "  "}, "query_required", "query"),
+    "mode_without_query": ("search_knowledge", {"mode": "semantic"}, "query_required", "mode"),
+    "both_document_id_aliases": (
+        "search_knowledge",
+        {"document_ids": [DOC], "knowledge_ids": [DOC]},
+        "invalid_request",
+        "knowledge_ids",
+    ),
+    "empty_document_ids": (
+        "search_knowledge",
+        {"document_ids": []},
+        "invalid_request",
+        "document_ids",
+    ),
+    "too_many_document_ids": (
+        "search_knowledge",
+        {"document_ids": [f"doc_{i:016x}" for i in range(101)]},
+        "invalid_request",
+        "document_ids",
+    ),
+    "scan_unknown_document": (
+        "search_knowledge",
+        {"document_ids": [DOC]},
+        "resource_unavailable",
+        "document_ids",
+    ),
+    "scan_unknown_knowledge_base": (
+        "search_knowledge",
+        {"knowledge_base_ids": ["kb_0123456789abcdef"]},
+        "resource_unavailable",
+        "knowledge_base_ids",
+    ),
+    "scan_bad_since": ("search_knowledge", {"since": "last tuesday"}, "invalid_request", "since"),
+    "scan_since_after_until": (
+        "search_knowledge",
+        {"since": "2026-02-01", "until": "2026-01-01"},
+        "invalid_request",
+        "since",
+    ),
+    "scan_limit_zero": ("search_knowledge", {"limit": 0}, "invalid_request", "limit"),
+    "tags_not_an_object": ("search_knowledge", {"tags": ["runbook"]}, "invalid_request", "tags"),
+    "unknown_argument": ("search_knowledge", {"querry": "typo"}, "invalid_request", "querry"),
+    "hidden_candidates_argument": (
+        "search_knowledge",
+        {"query": "x", "candidates": 1},
+        "invalid_request",
+        "candidates",
+    ),
+    "list_documents_unknown_kb": (
+        "list_documents",
+        {"knowledge_base_ids": ["kb_0123456789abcdef"]},
+        "resource_unavailable",
+        "knowledge_base_ids",
+    ),
+    "list_documents_bad_cursor": (
+        "list_documents",
+        {"cursor": "nope"},
+        "invalid_request",
+        "cursor",
+    ),
+    "list_documents_limit_too_big": ("list_documents", {"limit": 201}, "invalid_request", "limit"),
+    "list_knowledge_bases_argument": (
+        "list_knowledge_bases",
+        {"name": "x"},
+        "invalid_request",
+        "name",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERROR_CASES))
+async def test_errors(client: Client, case: str, snapshot_json: SnapshotAssertion) -> None:
+    tool, arguments, code, argument = ERROR_CASES[case]
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    body = payload(result)
+    assert (body["error"]["code"], body["error"]["details"].get("argument")) == (code, argument)
+    assert body == snapshot_json
+
+
+async def test_unknown_tool_error_has_a_code(client: Client) -> None:
+    body = payload(await client.call_tool("delete_everything", {}))
+    assert body["error"]["code"] == "invalid_request"
+
+
+async def test_crash_becomes_internal_error(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def explode(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(tools_module.listing, "list_knowledge_bases", explode)
+    body = payload(await client.call_tool("list_knowledge_bases", {}))
+    assert body["error"]["code"] == "internal_error"
+    assert "boom" not in body["error"]["message"]  # crash details stay in the server log
+
+
+INVALID_QUERIES = {
+    "alpha_out_of_range": {"query": "x", "alpha": 1.5},
+    "unknown_mode": {"query": "x", "mode": "fuzzy"},
+    "rrf_k_zero": {"query": "x", "rrf_k": 0},
+    "min_similarity_text": {"query": "x", "min_similarity": "high"},
+    "limit_negative": {"query": "x", "limit": -3},
+    "malformed_kb_id": {"query": "x", "knowledge_base_ids": ["handbook"]},
+    "empty_paths": {"query": "x", "document_paths": []},
+    "metadata_nested": {"query": "x", "metadata": {"owner": {"team": "infra"}}},
+    "query_not_text": {"query": 42},
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID_QUERIES))
+async def test_invalid_query_never_reaches_retrieval(
+    client: Client, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("retrieval ran for an invalid request")
+
+    monkeypatch.setattr(tools_module, "_search", must_not_run)
+    body = payload(await client.call_tool("search_knowledge", INVALID_QUERIES[case]))
+    assert body["error"]["code"] == "invalid_request"
