@@ -149,6 +149,11 @@ def _create_session(path: Path, threads: int | None) -> InferenceSession:
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.inter_op_num_threads = 1
+    # onnxruntime's worker threads busy-wait after each run by default. A server embeds one short
+    # query at a time and then does SQL and numpy work on the same 2 cores, so the spinning
+    # threads steal its CPU: turning it off took an MCP search round trip from 195 to 110 ms p50
+    # (stdio, 10k chunks, bench/mcp_roundtrip.py on a loaded 2-core machine).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if threads is not None:
         options.intra_op_num_threads = threads
     try:
