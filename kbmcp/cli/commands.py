@@ -89,9 +89,15 @@ def add(
     "--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Only documents with this tag."
 )
 @click.option("--archived", is_flag=True, help="Include archived documents.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 200))
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 200),
+    help="Documents per page.",
+)
 @click.option("--cursor", default=None, help="Continue a listing (printed as next_cursor).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def ls(
     ctx: click.Context,
@@ -151,14 +157,21 @@ def ls(
 @click.command()
 @click.argument("document_id")
 @click.option("--revision", "revision_id", default=None, help="A revision id (default: current).")
-@click.option("--offset", default=0, show_default=True, type=click.IntRange(min=0))
+@click.option(
+    "--offset",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="First character of the window.",
+)
 @click.option(
     "--limit-chars",
     default=DEFAULT_LIMIT_CHARS,
     show_default=True,
     type=click.IntRange(1, MAX_LIMIT_CHARS),
+    help="Characters to print.",
 )
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def read(
     ctx: click.Context,
@@ -191,7 +204,7 @@ def read(
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def reembed(ctx: click.Context, as_json: bool) -> None:
     """Re-embed every document with the configured model (after changing KBMCP_EMBEDDER)."""
@@ -207,7 +220,7 @@ def reembed(ctx: click.Context, as_json: bool) -> None:
 
 
 @click.command()
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
     """Versions, database path, model status and counts."""
