@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from mcp import Client
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 from syrupy.location import PyTestLocation
@@ -13,6 +14,7 @@ from syrupy.location import PyTestLocation
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.workspace import Workspace
+from tests.mcp_support import build_corpus, connect
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"
@@ -52,3 +54,27 @@ def workspace(db_path: Path) -> Iterator[Workspace]:
         yield ws
     finally:
         ws.close()
+
+
+# ---------------------------------------------------------------- MCP tests (tests/test_mcp_*.py)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixed MCP test corpus (tests/mcp_support.py), built once per test module."""
+    root = tmp_path_factory.mktemp("corpus")
+    db = root / "kb.db"
+    build_corpus(root, db)
+    return db
+
+
+@pytest.fixture
+async def client(corpus_db: Path) -> AsyncIterator[Client]:
+    """An SDK client talking to the server in-process."""
+    async with connect("inprocess", corpus_db) as connected:
+        yield connected

@@ -8,7 +8,7 @@ the lead merges both branches. Their snapshots are then created with
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,6 @@ from kbmcp.ids import make_id
 from kbmcp.service.ingest import IngestOptions, add_paths
 from tests.mcp_support import (
     HttpServer,
-    build_corpus,
     connect,
     hash_workspace,
     payload,
@@ -36,25 +35,6 @@ pytestmark = pytest.mark.anyio
 STABLE = props("elapsed_ms")
 HANDBOOK = make_id("knowledge_base", make_id("tenant", "local"), "handbook")
 RUNBOOK_DOC = make_id("document", HANDBOOK, "ops/runbook.md")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("corpus")
-    db = root / "kb.db"
-    build_corpus(root, db)
-    return db
-
-
-@pytest.fixture
-async def client(corpus_db: Path) -> AsyncIterator[Client]:
-    async with connect("inprocess", corpus_db) as connected:
-        yield connected
 
 
 async def query(client: Client, **arguments: Any) -> dict[str, Any]:

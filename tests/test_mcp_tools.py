@@ -3,8 +3,6 @@ error contract, pinned with snapshots (query mode: tests/test_mcp_query.py)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,30 +13,11 @@ from syrupy.assertion import SnapshotAssertion
 from kbmcp import __version__
 from kbmcp.ids import make_id
 from kbmcp.server import tools as tools_module
-from tests.mcp_support import RUNBOOK, build_corpus, connect, payload
+from tests.mcp_support import RUNBOOK, payload
 
 pytestmark = pytest.mark.anyio
 
 HANDBOOK = make_id("knowledge_base", make_id("tenant", "local"), "handbook")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("corpus")
-    db = root / "kb.db"
-    build_corpus(root, db)
-    return db
-
-
-@pytest.fixture
-async def client(corpus_db: Path) -> AsyncIterator[Client]:
-    async with connect("inprocess", corpus_db) as connected:
-        yield connected
 
 
 async def call(

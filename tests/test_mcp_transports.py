@@ -22,7 +22,6 @@ from kbmcp.ids import make_id
 from tests.mcp_support import (
     REPO_ROOT,
     HttpServer,
-    build_corpus,
     connect,
     payload,
     subprocess_env,
@@ -49,19 +48,6 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("search_knowledge", {"document_id": "doc_0123456789abcdef"}),
     ("search_knowledge", {"querry": "typo"}),
 ]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("corpus")
-    db = root / "kb.db"
-    build_corpus(root, db)
-    return db
 
 
 @pytest.fixture(scope="module")
