@@ -5,7 +5,10 @@ The CLI opens one per command; the MCP server opens one for its lifetime.
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
 
 import apsw
 
@@ -38,20 +41,22 @@ class Workspace:
             return self._embedder
 
     def local_principal(self) -> Principal:
-        return local_principal(self.conn)
+        with self.lock:
+            return local_principal(self.conn)
 
     def ensure_model(self) -> None:
         """Check that the file's vectors come from the configured embedder, recording it on first
         use. Raises ModelMismatch (naming `kbmcp reembed`) otherwise."""
         fingerprint = self.embedder.fingerprint
-        if check_model(self.conn, fingerprint):
-            if not has_binary_index(self.conn):  # a file from before the binary index existed
-                with write_transaction(self.conn):
-                    ensure_binary_index(self.conn)
-            return
-        with write_transaction(self.conn):
-            if not check_model(self.conn, fingerprint):
-                record_model(self.conn, fingerprint)
+        with self.lock:
+            if check_model(self.conn, fingerprint):
+                if not has_binary_index(self.conn):  # a file from before the binary index existed
+                    with write_transaction(self.conn):
+                        ensure_binary_index(self.conn)
+                return
+            with write_transaction(self.conn):
+                if not check_model(self.conn, fingerprint):
+                    record_model(self.conn, fingerprint)
 
     def close(self) -> None:
         self.conn.close()
@@ -61,3 +66,25 @@ class Workspace:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def holding_lock(
+    function: Callable[Concatenate[Workspace, P], R],
+) -> Callable[Concatenate[Workspace, P], R]:
+    """Run a service function while holding its workspace's lock.
+
+    The rule: a service function that uses the connection holds the lock for exactly that, and
+    nothing slow (such as embedding a query) happens while it is held. Adapters (CLI, MCP tools)
+    never take it themselves.
+    """
+
+    @functools.wraps(function)
+    def locked(workspace: Workspace, *args: P.args, **kwargs: P.kwargs) -> R:
+        with workspace.lock:
+            return function(workspace, *args, **kwargs)
+
+    return locked

@@ -1,8 +1,9 @@
 """The MCP tools: thin adapters from flat tool arguments to the service layer (no SQL here).
 
-Each tool checks its arguments (kbmcp/server/arguments.py), calls one service function under the
-workspace lock (one apsw connection serves every worker thread), and returns the result model as
-`structuredContent` plus the same JSON as a text block for clients that only read text.
+Each tool checks its arguments (kbmcp/server/arguments.py), calls one service function (service
+functions hold the workspace lock while they use the shared connection: see
+`kbmcp.workspace.holding_lock`), and returns the result model as `structuredContent` plus the
+same JSON as a text block for clients that only read text.
 """
 
 from __future__ import annotations
@@ -394,8 +395,7 @@ class KbTools:
 
     def _run(self, produce: Callable[[], BaseModel]) -> CallToolResult:
         try:
-            with self.workspace.lock:
-                output = produce()
+            output = produce()
         except KbError as error:
             return kb_error_result(error)
         return ok_result(output)

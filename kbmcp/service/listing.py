@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from kbmcp.access import READ, Principal, readable_kb_ids
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id_list
-from kbmcp.workspace import Workspace
+from kbmcp.workspace import Workspace, holding_lock
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -88,6 +88,7 @@ class DocumentPage:
     next_cursor: str | None
 
 
+@holding_lock
 def list_knowledge_bases(workspace: Workspace, principal: Principal) -> list[KnowledgeBaseInfo]:
     principal.require(READ)
     rows = workspace.conn.execute(
@@ -102,6 +103,7 @@ def list_knowledge_bases(workspace: Workspace, principal: Principal) -> list[Kno
     ]
 
 
+@holding_lock
 def list_documents(
     workspace: Workspace,
     principal: Principal,
@@ -182,6 +184,7 @@ def _decode_cursor(cursor: str) -> tuple[str, str]:
     return updated_at, document_id
 
 
+@holding_lock
 def resolve_knowledge_bases(
     workspace: Workspace, principal: Principal, names_or_ids: Sequence[str]
 ) -> list[str]:

@@ -10,7 +10,7 @@ from kbmcp.access import READ, Principal, readable_kb_ids
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
-from kbmcp.workspace import Workspace
+from kbmcp.workspace import Workspace, holding_lock
 
 DEFAULT_LIMIT_CHARS = 4000
 MAX_LIMIT_CHARS = 10_000
@@ -116,6 +116,7 @@ class FetchedChunks:
     missing: list[str]
 
 
+@holding_lock
 def read_document(
     workspace: Workspace,
     principal: Principal,
@@ -166,6 +167,7 @@ def read_document(
     )
 
 
+@holding_lock
 def document_outline(
     workspace: Workspace, principal: Principal, document_id: str, *, revision_id: str | None = None
 ) -> DocumentOutline:
@@ -186,6 +188,7 @@ def document_outline(
     return DocumentOutline(doc_id, kb_id, rev_id, path, title, total, sections)
 
 
+@holding_lock
 def fetch_chunks(
     workspace: Workspace, principal: Principal, chunk_ids: Sequence[str]
 ) -> FetchedChunks:

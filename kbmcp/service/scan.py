@@ -17,7 +17,7 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.ids import check_id_list
 from kbmcp.service.scope_check import check_documents, check_knowledge_bases
 from kbmcp.service.search_models import DEFAULT_LIMIT, MAX_DOCUMENT_IDS, MAX_LIMIT, SearchFilters
-from kbmcp.workspace import Workspace
+from kbmcp.workspace import Workspace, holding_lock
 
 EXCERPT_CHARS = 240
 
@@ -81,6 +81,7 @@ class ScanResponse:
     has_more: bool
 
 
+@holding_lock
 def scan_recent(
     workspace: Workspace,
     principal: Principal,

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from kbmcp.access import Principal, readable_kb_ids
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
-from kbmcp.workspace import Workspace
+from kbmcp.workspace import Workspace, holding_lock
 
 SELECT_READABLE_KB_PUBLIC_IDS = """
 SELECT public_id FROM knowledge_base
@@ -31,6 +31,7 @@ WHERE d.public_id IN (SELECT value FROM json_each(:wanted))
 """
 
 
+@holding_lock
 def check_knowledge_bases(
     workspace: Workspace, principal: Principal, ids: Sequence[str], *, argument: str
 ) -> None:
@@ -53,6 +54,7 @@ def check_knowledge_bases(
         )
 
 
+@holding_lock
 def check_documents(
     workspace: Workspace,
     principal: Principal,

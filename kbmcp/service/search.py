@@ -57,10 +57,14 @@ def search(workspace: Workspace, principal: Principal, request: SearchRequest) -
     started = time.perf_counter()
     principal.require(READ)
     conn = workspace.conn
+    args = check_arguments(request, workspace.settings.rrf_k)
     with workspace.lock:
-        args = check_arguments(request, workspace.settings.rrf_k)
         scope = resolve_scope(conn, readable_kb_ids(conn, principal), request.filters)
-        query_vector = _embed_query(workspace, args) if args.uses_semantic else None
+        if args.uses_semantic:
+            workspace.ensure_model()
+    # Embedding takes milliseconds of CPU: other callers may use the connection meanwhile.
+    query_vector = _embed_query(workspace, args) if args.uses_semantic else None
+    with workspace.lock:
         if args.uses_lexical:
             ensure_vocabulary(conn)
         with _read_transaction(conn):
@@ -68,7 +72,6 @@ def search(workspace: Workspace, principal: Principal, request: SearchRequest) -
 
 
 def _embed_query(workspace: Workspace, args: SearchArguments) -> np.ndarray:
-    workspace.ensure_model()
     return np.asarray(workspace.embedder.embed([args.query])[0], dtype=np.float32)
 
 
