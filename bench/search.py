@@ -205,13 +205,17 @@ class PrecomputedEmbedder(HashingEmbedder):
 
 @contextlib.contextmanager
 def exact_everything() -> Iterator[None]:
-    """Brute force: exact vector scan of every allowed row, no stop-word pruning."""
-    saved = semantic.EXACT_SCAN_MAX_ROWS, lexical.STOPWORD_MIN_ROWS
+    """Brute force: exact vector scan of every allowed row; FTS5's own OR query over every term
+    (no stop-word pruning, no Python bm25, no term cache)."""
+    saved = (semantic.EXACT_SCAN_MAX_ROWS, lexical.STOPWORD_MIN_ROWS, lexical.SCAN_MAX_ROWS,
+             lexical.USE_TERM_CACHE)  # fmt: skip
     semantic.EXACT_SCAN_MAX_ROWS = lexical.STOPWORD_MIN_ROWS = 10**12
+    lexical.SCAN_MAX_ROWS, lexical.USE_TERM_CACHE = -1, False
     try:
         yield
     finally:
-        semantic.EXACT_SCAN_MAX_ROWS, lexical.STOPWORD_MIN_ROWS = saved
+        (semantic.EXACT_SCAN_MAX_ROWS, lexical.STOPWORD_MIN_ROWS, lexical.SCAN_MAX_ROWS,
+         lexical.USE_TERM_CACHE) = saved  # fmt: skip
 
 
 def run_cell(

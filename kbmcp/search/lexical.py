@@ -28,13 +28,20 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from kbmcp.search.query_text import match_expression
+from kbmcp.search.lexical_scan import scan_scope
+from kbmcp.search.query_text import match_expression, quote_term
+from kbmcp.search.term_cache import score_cached, term_cache
 
 # bm25 column weights (title, heading, body): a term in the title or a heading says more about
 # what a chunk is about than one in passing in its body.
 TITLE_WEIGHT = 2.0
 HEADING_WEIGHT = 1.5
 BODY_WEIGHT = 1.0
+WEIGHTS = (TITLE_WEIGHT, HEADING_WEIGHT, BODY_WEIGHT)
+
+# Which engine scores a query (each gives FTS5's bm25 ranking, see the module docstring):
+SCAN_MAX_ROWS = 300  # scopes up to this many chunks: bm25 in Python over their text
+USE_TERM_CACHE = True  # larger scopes and unscoped: the per-term impact cache
 
 STOPWORD_DOC_FRACTION = 0.5  # above this, FTS5's bm25 idf is clamped to ~0 (see above)
 STOPWORD_MIN_ROWS = 1000  # smaller indexes are cheap to search with every term
@@ -78,6 +85,16 @@ def search_lexical(
 ) -> LexicalHits:
     if allowed is not None and len(allowed) == 0:
         return LexicalHits([], [], terms, [], False)
+    if terms and allowed is not None and len(allowed) <= SCAN_MAX_ROWS:
+        tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+        phrases = [(term, tuple(_tokens(tokenizer, term))) for term in terms]
+        counts = term_cache(conn, WEIGHTS).row_counts
+        scanned = scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer, counts)
+        if scanned is not None:
+            return _ranked(*scanned, terms, depth)
+    elif terms and USE_TERM_CACHE:
+        return _ranked(*score_cached(conn, [quote_term(t) for t in terms], allowed, WEIGHTS),
+                       terms, depth)  # fmt: skip
     if allowed is not None and len(allowed) <= depth:
         # The pruned query could never find more than `depth` chunks here, so it would always
         # be re-run (below): search with every term straight away.
@@ -89,6 +106,18 @@ def search_lexical(
         # dropped terms would have filled the list: search again with every term.
         hits = _search(conn, terms, [], allowed, depth)
     return hits
+
+
+def _ranked(ids: np.ndarray, scores: np.ndarray, terms: list[str], depth: int) -> LexicalHits:
+    """The `depth` best by score, ties by chunk id (the SQL's ORDER BY score DESC, rowid)."""
+    order = np.lexsort((ids, -scores))[:depth]
+    return LexicalHits(
+        chunk_ids=ids[order].tolist(),
+        scores=scores[order].tolist(),
+        terms=terms,
+        dropped_terms=[],
+        more=len(ids) > depth,
+    )
 
 
 def _search(
@@ -157,7 +186,10 @@ def document_tokenizer(conn: apsw.Connection) -> Callable[[bytes], list[tuple[in
 
 def term_tokens(conn: apsw.Connection, term: str) -> list[str]:
     """The index tokens of a term (stemmed, case- and diacritic-folded) as FTS5 sees them."""
-    tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+    return _tokens(conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1]), term)
+
+
+def _tokens(tokenizer: apsw.FTS5Tokenizer, term: str) -> list[str]:
     return [token for _, _, token, *_ in tokenizer(term.encode("utf-8"),
                                                      apsw.FTS5_TOKENIZE_QUERY, None)]  # fmt: skip
 
