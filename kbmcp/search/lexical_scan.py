@@ -16,7 +16,6 @@ built from other text and the caller falls back to FTS5 (returns None).
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Sequence
 
 import apsw
@@ -37,6 +36,8 @@ JOIN chunk_fts_docsize AS s ON s.id = c.id
 WHERE c.id IN carray(:ids)
 ORDER BY c.id
 """
+COLUMNS = 3  # title, heading, body
+
 # Rows containing a term (fts5vocab 'row': one b-tree probe per term).
 TERM_ROWS = """
 SELECT term, doc FROM temp.chunk_fts_vocab WHERE term IN (SELECT value FROM json_each(:terms))
@@ -63,7 +64,7 @@ def scan_scope(
     phrase -> rows containing it) is used and filled: counting a common term's rows walks its
     whole doclist (~3-5 ms for a word in every chunk at 100k), so callers keep it while the
     file is unchanged (term_cache.TermCache.row_counts)."""
-    if any(not tokens for _, tokens in phrases):
+    if any(not tokens for _, tokens in phrases) or not _exact_weights(weights):
         return None
     stats = bm25.index_stats(conn)
     rows = conn.execute(SELECT_INDEXED_TEXT, {"ids": apsw.carray(allowed)}).fetchall()
@@ -72,25 +73,35 @@ def scan_scope(
     if not phrases or not rows or stats.rows == 0:
         return _empty_ids(), np.zeros(0)
     ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    # One tokenizer call for every column of every row: the texts joined by newlines (a
+    # separator for unicode61, so no token spans two texts), each token assigned to its
+    # text (row * 3 + column) by byte offset.
+    texts = [
+        text.encode("utf-8")
+        for _, title, heading, body, _ in rows
+        for text in (title, heading_text(json.loads(heading)) if heading != "[]" else "", body)
+    ]
+    lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts))
+    text_starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    tokens = tokenize(b"\n".join(texts), apsw.FTS5_TOKENIZE_DOCUMENT, None)
+    starts = np.fromiter((t[0] for t in tokens), dtype=np.int64, count=len(tokens))
+    text_of = np.searchsorted(text_starts, starts, side="right") - 1
+    sizes = np.bincount(text_of, minlength=len(texts)).reshape(len(rows), COLUMNS)
+    recorded = np.array([bm25.decode_varints(row[4])[:COLUMNS] for row in rows])
+    if recorded.shape != sizes.shape or not np.array_equal(sizes, recorded):
+        return None  # the index holds other text for some row
+    doc_length = sizes.sum(axis=1)
+    code_of = {token: code for code, token in enumerate({t for _, p in phrases for t in p})}
+    codes = np.fromiter((code_of.get(t[2], -1) for t in tokens), dtype=np.int32, count=len(tokens))
     frequency = np.zeros((len(phrases), len(rows)), dtype=np.float64)
-    doc_length = np.zeros(len(rows), dtype=np.int64)
-    for j, (_, title, heading, body, sizes) in enumerate(rows):
-        columns = (title, heading_text(json.loads(heading)), body)
-        recorded = bm25.decode_varints(sizes)
-        for column, (text, weight) in enumerate(zip(columns, weights, strict=True)):
-            tokens = [t[2] for t in tokenize(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT,
-                                             None)]  # fmt: skip
-            if len(tokens) != recorded[column]:
-                return None  # the index holds other text for this row
-            doc_length[j] += len(tokens)
-            counts = Counter(tokens)
-            for i, (_, phrase) in enumerate(phrases):
-                n = counts.get(phrase[0], 0)
-                if n and len(phrase) > 1:
-                    n = _phrase_count(tokens, phrase)
-                for _ in range(n):  # one weight per instance, added up like FTS5 does
-                    frequency[i, j] += weight
-    containing = _rows_containing(conn, phrases, {} if known_counts is None else known_counts)
+    for i, (_, phrase) in enumerate(phrases):
+        found = _phrase_starts(codes, text_of, [code_of[t] for t in phrase])
+        counts = np.bincount(text_of[found], minlength=len(texts)).reshape(len(rows), COLUMNS)
+        # FTS5 adds one column weight per instance, in column order; with weights that are
+        # multiples of 1/1024 (checked) these sums are exact, so count * weight is the same.
+        for column, weight in enumerate(weights):
+            frequency[i] += counts[:, column] * weight
+    containing = rows_containing(conn, phrases, {} if known_counts is None else known_counts)
     score = np.zeros(len(rows), dtype=np.float64)
     for i, (term, _) in enumerate(phrases):  # in query order, as FTS5 sums them
         idf = bm25.idf(stats.rows, containing[term])
@@ -99,18 +110,24 @@ def scan_scope(
     return ids[hit], score[hit]
 
 
-def _phrase_count(tokens: list[str], phrase: tuple[str, ...]) -> int:
-    """Occurrences of the phrase as consecutive tokens of one column (FTS5 phrase semantics)."""
+def _phrase_starts(codes: np.ndarray, text_of: np.ndarray, phrase: list[int]) -> np.ndarray:
+    """Token indexes where the phrase starts: its tokens consecutive within one text (FTS5
+    phrase semantics; a one-token phrase is every instance of the token)."""
     n = len(phrase)
-    first = phrase[0]
-    return sum(
-        1
-        for i in range(len(tokens) - n + 1)
-        if tokens[i] == first and tuple(tokens[i : i + n]) == phrase
-    )
+    if len(codes) < n:
+        return np.zeros(0, dtype=np.intp)
+    match = codes[: len(codes) - n + 1] == phrase[0]
+    for k in range(1, n):
+        match &= codes[k : len(codes) - n + 1 + k] == phrase[k]
+        match &= text_of[k : len(codes) - n + 1 + k] == text_of[: len(codes) - n + 1]
+    return np.flatnonzero(match)
 
 
-def _rows_containing(
+def _exact_weights(weights: Sequence[float]) -> bool:
+    return len(weights) == COLUMNS and all(float(w * 1024).is_integer() for w in weights)
+
+
+def rows_containing(
     conn: apsw.Connection, phrases: Sequence[Phrase], known: dict[str, int]
 ) -> dict[str, int]:
     """Indexed rows containing each phrase (keyed by term): the n of the idf."""
