@@ -1,5 +1,9 @@
 """The keyword channel: FTS5 bm25 over title, heading path and body, inside the scope.
 
+Three engines give FTS5's bm25 ranking, bit for bit (tests/test_search_bm25.py): the per-term
+impact cache (term_cache.py), a Python scan of small scopes (lexical_scan.py), and FTS5's own
+OR query (below), chosen by `_engine` from measured costs. The notes below are about the last.
+
 Two facts shape the SQL (both measured, see docs/search.md and stack-facts.md):
 
 - The allow-list is written `+rowid IN carray(:allowed)`. Without the unary `+`, FTS5 takes the
