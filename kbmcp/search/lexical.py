@@ -1,5 +1,9 @@
 """The keyword channel: FTS5 bm25 over title, heading path and body, inside the scope.
 
+Three engines give FTS5's bm25 ranking, bit for bit (tests/test_search_bm25.py): the per-term
+impact cache (term_cache.py), a Python scan of small scopes (lexical_scan.py), and FTS5's own
+OR query (below), chosen by `_engine` from measured costs. The notes below are about the last.
+
 Two facts shape the SQL (both measured, see docs/search.md and stack-facts.md):
 
 - The allow-list is written `+rowid IN carray(:allowed)`. Without the unary `+`, FTS5 takes the
@@ -28,13 +32,26 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from kbmcp.search.query_text import match_expression
+from kbmcp.search.lexical_scan import rows_containing, scan_scope
+from kbmcp.search.query_text import match_expression, quote_term
+from kbmcp.search.term_cache import score_cached, term_cache
 
 # bm25 column weights (title, heading, body): a term in the title or a heading says more about
 # what a chunk is about than one in passing in its body.
 TITLE_WEIGHT = 2.0
 HEADING_WEIGHT = 1.5
 BODY_WEIGHT = 1.0
+WEIGHTS = (TITLE_WEIGHT, HEADING_WEIGHT, BODY_WEIGHT)
+
+# Which engine scores a query (each gives FTS5's bm25 ranking, see the module docstring):
+USE_TERM_CACHE = True  # the per-term impact cache (term_cache.py), when its terms are cached
+# Scopes up to SCAN_MAX_ROWS chunks whose query terms are not all cached are scored in Python
+# from their text (lexical_scan.py) when that is cheaper than filling the cache. Measured at
+# 100k chunks: the scan costs ~30 us per allowed chunk (100: 3.1 ms, 1000: 36 ms); filling the
+# cache ~1 us per row containing the uncached term (a word in half the chunks: ~50 ms); the
+# warm cache ~1 ms for any scope up to 3000 chunks.
+SCAN_MAX_ROWS = 2000
+SCAN_COST_IN_POSTINGS = 30  # one scanned chunk costs about as much as 30 fetched postings
 
 STOPWORD_DOC_FRACTION = 0.5  # above this, FTS5's bm25 idf is clamped to ~0 (see above)
 STOPWORD_MIN_ROWS = 1000  # smaller indexes are cheap to search with every term
@@ -78,6 +95,18 @@ def search_lexical(
 ) -> LexicalHits:
     if allowed is not None and len(allowed) == 0:
         return LexicalHits([], [], terms, [], False)
+    engine = _engine(conn, terms, allowed)
+    if engine == "scan":
+        assert allowed is not None
+        tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+        phrases = [(term, tuple(_tokens(tokenizer, term))) for term in terms]
+        counts = term_cache(conn, WEIGHTS).row_counts
+        scanned = scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer, counts)
+        if scanned is not None:
+            return _ranked(*scanned, terms, depth)
+    elif engine == "cache":
+        return _ranked(*score_cached(conn, [quote_term(t) for t in terms], allowed, WEIGHTS),
+                       terms, depth)  # fmt: skip
     if allowed is not None and len(allowed) <= depth:
         # The pruned query could never find more than `depth` chunks here, so it would always
         # be re-run (below): search with every term straight away.
@@ -89,6 +118,47 @@ def search_lexical(
         # dropped terms would have filled the list: search again with every term.
         hits = _search(conn, terms, [], allowed, depth)
     return hits
+
+
+def _engine(conn: apsw.Connection, terms: list[str], allowed: np.ndarray | None) -> str:
+    """ "scan" (Python bm25 over a small scope), "cache" (the impact cache) or "fts5"."""
+    if not terms:
+        return "fts5"
+    small = allowed is not None and len(allowed) <= SCAN_MAX_ROWS
+    if not USE_TERM_CACHE:
+        return "scan" if small else "fts5"
+    if not small:
+        return "cache"
+    assert allowed is not None
+    cache = term_cache(conn, WEIGHTS)
+    uncached = [term for term in terms if quote_term(term) not in cache.phrases]
+    if not uncached:
+        return "cache"
+    tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+    phrases = [(term, tuple(_tokens(tokenizer, term))) for term in uncached]
+    if any(not tokens for _, tokens in phrases):
+        return "fts5"
+    to_fetch = sum(rows_containing(conn, phrases, cache.row_counts).values())
+    return "cache" if to_fetch < SCAN_COST_IN_POSTINGS * len(allowed) else "scan"
+
+
+def _ranked(ids: np.ndarray, scores: np.ndarray, terms: list[str], depth: int) -> LexicalHits:
+    """The `depth` best by score, ties by chunk id (the SQL's ORDER BY score DESC, rowid)."""
+    more = len(ids) > depth
+    if more:
+        # Sorting every hit (100k for a common word) costs ~10 ms; keep the rows that score at
+        # least the depth-th best (ties included, so the tie-break by id stays exact) first.
+        threshold = np.partition(scores, len(scores) - depth)[len(scores) - depth]
+        keep = scores >= threshold
+        ids, scores = ids[keep], scores[keep]
+    order = np.lexsort((ids, -scores))[:depth]
+    return LexicalHits(
+        chunk_ids=ids[order].tolist(),
+        scores=scores[order].tolist(),
+        terms=terms,
+        dropped_terms=[],
+        more=more,
+    )
 
 
 def _search(
@@ -157,7 +227,10 @@ def document_tokenizer(conn: apsw.Connection) -> Callable[[bytes], list[tuple[in
 
 def term_tokens(conn: apsw.Connection, term: str) -> list[str]:
     """The index tokens of a term (stemmed, case- and diacritic-folded) as FTS5 sees them."""
-    tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+    return _tokens(conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1]), term)
+
+
+def _tokens(tokenizer: apsw.FTS5Tokenizer, term: str) -> list[str]:
     return [token for _, _, token, *_ in tokenizer(term.encode("utf-8"),
                                                      apsw.FTS5_TOKENIZE_QUERY, None)]  # fmt: skip
 

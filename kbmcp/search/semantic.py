@@ -30,6 +30,11 @@ from kbmcp.search.vector_cache import IndexedVectors, indexed_vectors, sign_bits
 EXACT_SCAN_MAX_ROWS = 20_000
 RERANK_MIN = 1000  # coarse candidates re-scored exactly, at least...
 RERANK_PER_RESULT = 10  # ...and this many per requested candidate
+# Rows gathered and scored per step. Gathering 10k rows at once allocates a fresh 15 MB array
+# whose pages the kernel must fault in on every query: 10.5 ms for a 10k-row scope against
+# 1.6 ms in blocks of 256 rows, which stay in the allocator's reused memory and in cache.
+GATHER_BLOCK = 256
+HAMMING_BLOCK = 8192
 
 
 @dataclass(frozen=True)
@@ -61,14 +66,14 @@ def search_semantic(
     rows = _rows(vectors, allowed)
     if strategy == "index":
         rows = _coarse_rows(vectors, query, rows, max(RERANK_MIN, depth * RERANK_PER_RESULT))
-    similarities = vectors.matrix[rows] @ query
+    similarities = _similarities(vectors.matrix, rows, query)
     return _top(vectors.ids[rows], similarities, depth, min_similarity, strategy)
 
 
 def _rows(vectors: IndexedVectors, allowed: np.ndarray | None) -> np.ndarray:
     """Cache row positions of the allowed chunks (every row when unscoped)."""
     if allowed is None:
-        return np.arange(len(vectors.ids))
+        return np.arange(len(vectors.ids), dtype=np.intp)
     positions = vectors.positions(allowed)
     inside = positions < len(vectors.ids)
     positions = positions[inside]
@@ -83,8 +88,23 @@ def _coarse_rows(
     if len(rows) <= pool:
         return rows
     query_bits = sign_bits(query.reshape(1, -1))[0]
-    distances = np.bitwise_count(vectors.bits[rows] ^ query_bits).sum(axis=1, dtype=np.int32)
+    every_row = len(rows) == len(vectors.ids)  # unscoped: rows is arange, no gather needed
+    distances = np.empty(len(rows), dtype=np.int32)
+    for start in range(0, len(rows), HAMMING_BLOCK):
+        stop = min(start + HAMMING_BLOCK, len(rows))
+        bits = vectors.bits[start:stop] if every_row else vectors.bits[rows[start:stop]]
+        np.sum(np.bitwise_count(bits ^ query_bits), axis=1, dtype=np.int32,
+               out=distances[start:stop])  # fmt: skip
     return rows[np.argpartition(distances, pool - 1)[:pool]]
+
+
+def _similarities(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """matrix[rows] @ query, gathered in blocks (see GATHER_BLOCK)."""
+    out = np.empty(len(rows), dtype=np.float32)
+    for start in range(0, len(rows), GATHER_BLOCK):
+        stop = min(start + GATHER_BLOCK, len(rows))
+        np.matmul(matrix[rows[start:stop]], query, out=out[start:stop])
+    return out
 
 
 def _top(

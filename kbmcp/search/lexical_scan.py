@@ -1,0 +1,149 @@
+"""The keyword channel for small scopes: bm25 computed in Python over the allowed rows only.
+
+Why: FTS5 answers `MATCH '"a" OR "b" ...' AND +rowid IN carray(:allowed)` by walking every
+term's whole doclist and testing each row against the allow-list, so a 100-chunk scope costs
+as much as the doclists of its query terms (a 13-term question: 20-40 ms at 100k chunks), not
+as much as its 100 chunks. Here the allowed chunks' text is tokenised with the index's own
+tokenizer and scored with FTS5's formula (kbmcp/search/bm25.py); from the index only the
+statistics are read: N and the column totals (averages record), per-row column sizes (docsize),
+and each term's document frequency (fts5vocab; an FTS5 count for multi-token phrases).
+
+Exactness guard: the text is re-tokenised from the chunk, revision and document rows; if any
+row's per-column token counts differ from what FTS5 recorded for it in docsize, the index was
+built from other text and the caller falls back to FTS5 (returns None).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import apsw
+import numpy as np
+
+from kbmcp.search import bm25
+from kbmcp.search.query_text import quote_term
+from kbmcp.store.index import heading_text
+
+# The text of each allowed chunk exactly as it was indexed (store/index.py: title, heading path
+# joined with " > ", body), with FTS5's recorded column sizes for the same row.
+SELECT_INDEXED_TEXT = """
+SELECT c.id, d.title, c.heading_path, c.text, s.sz
+FROM chunk AS c
+JOIN revision AS r ON r.id = c.revision_id
+JOIN document AS d ON d.id = r.document_id
+JOIN chunk_fts_docsize AS s ON s.id = c.id
+WHERE c.id IN carray(:ids)
+ORDER BY c.id
+"""
+COLUMNS = 3  # title, heading, body
+
+# Rows containing a term (fts5vocab 'row': one b-tree probe per term).
+TERM_ROWS = """
+SELECT term, doc FROM temp.chunk_fts_vocab WHERE term IN (SELECT value FROM json_each(:terms))
+"""
+# Rows containing a multi-token phrase: what FTS5's own bm25 asks (xQueryPhrase) for its idf.
+PHRASE_ROWS = "SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH :phrase"
+
+
+# A query phrase: the user's term and its index tokens (several for e.g. `sqlite-vec`, `what's`).
+Phrase = tuple[str, tuple[str, ...]]
+
+
+def scan_scope(
+    conn: apsw.Connection,
+    phrases: Sequence[Phrase],
+    allowed: np.ndarray,
+    weights: Sequence[float],
+    tokenize: apsw.FTS5Tokenizer,
+    known_counts: dict[str, int] | None = None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(chunk ids, scores) of every allowed row that contains at least one phrase, scored like
+    `-bm25(chunk_fts, *weights)`, in id order; None when the stored text does not match the
+    index (or a phrase has no tokens), so the caller must ask FTS5. `known_counts` (quoted
+    phrase -> rows containing it) is used and filled: counting a common term's rows walks its
+    whole doclist (~3-5 ms for a word in every chunk at 100k), so callers keep it while the
+    file is unchanged (term_cache.TermCache.row_counts)."""
+    if any(not tokens for _, tokens in phrases) or not _exact_weights(weights):
+        return None
+    stats = bm25.index_stats(conn)
+    rows = conn.execute(SELECT_INDEXED_TEXT, {"ids": apsw.carray(allowed)}).fetchall()
+    if len(rows) != len(allowed):
+        return None  # an allowed chunk without a docsize row: not what FTS5 indexed
+    if not phrases or not rows or stats.rows == 0:
+        return _empty_ids(), np.zeros(0)
+    ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    # One tokenizer call for every column of every row: the texts joined by newlines (a
+    # separator for unicode61, so no token spans two texts), each token assigned to its
+    # text (row * 3 + column) by byte offset.
+    texts = [
+        text.encode("utf-8")
+        for _, title, heading, body, _ in rows
+        for text in (title, heading_text(json.loads(heading)) if heading != "[]" else "", body)
+    ]
+    lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts))
+    text_starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    tokens = tokenize(b"\n".join(texts), apsw.FTS5_TOKENIZE_DOCUMENT, None)
+    starts = np.fromiter((t[0] for t in tokens), dtype=np.int64, count=len(tokens))
+    text_of = np.searchsorted(text_starts, starts, side="right") - 1
+    sizes = np.bincount(text_of, minlength=len(texts)).reshape(len(rows), COLUMNS)
+    recorded = np.array([bm25.decode_varints(row[4])[:COLUMNS] for row in rows])
+    if recorded.shape != sizes.shape or not np.array_equal(sizes, recorded):
+        return None  # the index holds other text for some row
+    doc_length = sizes.sum(axis=1)
+    code_of = {token: code for code, token in enumerate({t for _, p in phrases for t in p})}
+    codes = np.fromiter((code_of.get(t[2], -1) for t in tokens), dtype=np.int32, count=len(tokens))
+    frequency = np.zeros((len(phrases), len(rows)), dtype=np.float64)
+    for i, (_, phrase) in enumerate(phrases):
+        found = _phrase_starts(codes, text_of, [code_of[t] for t in phrase])
+        counts = np.bincount(text_of[found], minlength=len(texts)).reshape(len(rows), COLUMNS)
+        # FTS5 adds one column weight per instance, in column order; with weights that are
+        # multiples of 1/1024 (checked) these sums are exact, so count * weight is the same.
+        for column, weight in enumerate(weights):
+            frequency[i] += counts[:, column] * weight
+    containing = rows_containing(conn, phrases, {} if known_counts is None else known_counts)
+    score = np.zeros(len(rows), dtype=np.float64)
+    for i, (term, _) in enumerate(phrases):  # in query order, as FTS5 sums them
+        idf = bm25.idf(stats.rows, containing[term])
+        score += bm25.contributions(idf, frequency[i], doc_length, stats.avgdl)
+    hit = (frequency > 0).any(axis=0)
+    return ids[hit], score[hit]
+
+
+def _phrase_starts(codes: np.ndarray, text_of: np.ndarray, phrase: list[int]) -> np.ndarray:
+    """Token indexes where the phrase starts: its tokens consecutive within one text (FTS5
+    phrase semantics; a one-token phrase is every instance of the token)."""
+    n = len(phrase)
+    if len(codes) < n:
+        return np.zeros(0, dtype=np.intp)
+    match = codes[: len(codes) - n + 1] == phrase[0]
+    for k in range(1, n):
+        match &= codes[k : len(codes) - n + 1 + k] == phrase[k]
+        match &= text_of[k : len(codes) - n + 1 + k] == text_of[: len(codes) - n + 1]
+    return np.flatnonzero(match)
+
+
+def _exact_weights(weights: Sequence[float]) -> bool:
+    return len(weights) == COLUMNS and all(float(w * 1024).is_integer() for w in weights)
+
+
+def rows_containing(
+    conn: apsw.Connection, phrases: Sequence[Phrase], known: dict[str, int]
+) -> dict[str, int]:
+    """Indexed rows containing each phrase (keyed by term): the n of the idf."""
+    missing = [(term, tokens) for term, tokens in phrases if quote_term(term) not in known]
+    singles = sorted({tokens[0] for _, tokens in missing if len(tokens) == 1})
+    found = (
+        dict(conn.execute(TERM_ROWS, {"terms": json.dumps(singles)}).fetchall()) if singles else {}
+    )
+    for term, tokens in missing:
+        if len(tokens) == 1:
+            known[quote_term(term)] = int(found.get(tokens[0], 0))
+        else:
+            match = quote_term(term)
+            known[match] = int(conn.execute(PHRASE_ROWS, {"phrase": match}).fetchone()[0])
+    return {term: known[quote_term(term)] for term, _ in phrases}
+
+
+def _empty_ids() -> np.ndarray:
+    return np.zeros(0, dtype=np.int64)
