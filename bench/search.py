@@ -261,7 +261,9 @@ def main() -> None:
         corpus = Corpus(args.chunks)
         db_path = args.db or Path(tmp) / "bench.db"
         reuse = db_path.exists()
-        ws = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
+        ws = Workspace(
+            Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
+        )
         samples = build(ws, corpus, write=not reuse)
         print(f"built {args.chunks} chunks in {time.perf_counter() - started:.0f}s")
         queries = {name: make_queries(corpus, s, args.queries) for name, s in samples.items()}

@@ -1,6 +1,10 @@
 """A workspace: the open file, the configured embedder and settings, shared by every service call.
 
-The CLI opens one per command; the MCP server opens one for its lifetime.
+The CLI opens one per command; the MCP server opens one for its lifetime. `long_lived` says
+which: a long-lived workspace lets search build in-memory caches (every vector, per-term bm25
+contributions) that pay off over many queries; a one-shot one (the default) answers from SQL
+alone (vec0, FTS5, a scan of small scopes) instead of paying a cache fill of ~0.5-2 s and
+~1 GB of peak memory at 100k chunks for a single query (docs/search.md).
 """
 
 from __future__ import annotations
@@ -22,10 +26,18 @@ from kbmcp.store.vectors import check_model, record_model
 
 class Workspace:
     def __init__(
-        self, settings: Settings, *, embedder: Embedder | None = None, create: bool = True
+        self,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        create: bool = True,
+        long_lived: bool = False,
     ) -> None:
-        """Open the file (`create=False`: a missing file is an error instead of a new file)."""
+        """Open the file (`create=False`: a missing file is an error instead of a new file).
+        `long_lived`: the process serves many queries (server, eval, bench), so search may fill
+        in-memory caches; otherwise it uses them only if already warm."""
         self.settings = settings
+        self.long_lived = long_lived
         self.conn: apsw.Connection = open_connection(settings.db_path, create=create)
         self._embedder = embedder
         self._embedder_lock = threading.Lock()

@@ -49,7 +49,11 @@ def db_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def workspace(db_path: Path) -> Iterator[Workspace]:
-    ws = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
+    """A long-lived workspace (as the server's): search uses its in-memory caches. The SQL-only
+    one-shot path is compared with it in tests/test_search_one_shot.py."""
+    ws = Workspace(
+        Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
+    )
     try:
         yield ws
     finally:

@@ -53,7 +53,11 @@ def _write(folder: Path, rng: random.Random, docs: int) -> None:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     root = tmp_path_factory.mktemp("bm25")
-    ws = Workspace(Settings(db_path=root / "kb.db", embedder="hash"), embedder=HashingEmbedder())
+    ws = Workspace(
+        Settings(db_path=root / "kb.db", embedder="hash"),
+        embedder=HashingEmbedder(),
+        long_lived=True,
+    )
     rng = random.Random(5)
     _write(root / "docs", rng, 80)
     ingest(ws, root / "docs")

@@ -9,6 +9,7 @@ top-k and filters afterwards returns nothing here.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,12 +30,19 @@ from tests.search_corpus import (
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+def adversarial_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("adversarial")
-    ws = Workspace(Settings(db_path=root / "kb.db", embedder="hash"), embedder=HashingEmbedder())
-    ingest(ws, write_adversarial_corpus(root))
-    yield ws
-    ws.close()
+    with Workspace(Settings(db_path=root / "kb.db", embedder="hash")) as ws:
+        ingest(ws, write_adversarial_corpus(root))
+    return root / "kb.db"
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["server", "one-shot"])
+def corpus(adversarial_db: Path, request: pytest.FixtureRequest) -> Iterator[Workspace]:
+    """Both search paths: in-memory caches (server) and SQL only (one-shot CLI)."""
+    settings = Settings(db_path=adversarial_db, embedder="hash")
+    with Workspace(settings, embedder=HashingEmbedder(), long_lived=request.param) as ws:
+        yield ws
 
 
 def _target(ws: Workspace) -> tuple[str, list[tuple[int, str, str]]]:
@@ -104,8 +112,10 @@ def test_scoped_search_finds_the_best_chunk_with_one_candidate(
 def test_large_scope_uses_the_index_strategy_and_still_excludes_the_rest(
     corpus: Workspace, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Force the vec0 (binary index + exact re-rank) path: its allow-list is applied before k."""
+    """Force the index path (server: binary index + exact re-rank; one-shot: vec0 KNN): its
+    allow-list is applied before k."""
     monkeypatch.setattr("kbmcp.search.semantic.EXACT_SCAN_MAX_ROWS", 0)
+    monkeypatch.setattr("kbmcp.search.semantic_sql.EXACT_MAX_ROWS", 0)
     expected = _brute_force_best(corpus)
     request = SearchRequest(
         QUERY, mode=mode, limit=1, candidates=1, filters=_filters(corpus, "tags")

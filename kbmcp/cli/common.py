@@ -18,11 +18,14 @@ from kbmcp.workspace import Workspace
 
 
 @contextlib.contextmanager
-def open_workspace(ctx: click.Context, *, create: bool = False) -> Iterator[Workspace]:
+def open_workspace(
+    ctx: click.Context, *, create: bool = False, long_lived: bool = False
+) -> Iterator[Workspace]:
     """The workspace of the command's --db / KBMCP_DB file. Only commands that write documents
-    pass create=True: a mistyped path for `ls` or `search` is an error, not a new empty file."""
+    pass create=True: a mistyped path for `ls` or `search` is an error, not a new empty file.
+    Only commands that run many queries (`serve`) pass long_lived=True (see Workspace)."""
     settings = load_settings().with_db(ctx.find_root().obj.get("db"))
-    workspace = Workspace(settings, create=create)
+    workspace = Workspace(settings, create=create, long_lived=long_lived)
     try:
         yield workspace
     finally:

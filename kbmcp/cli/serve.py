@@ -45,7 +45,7 @@ def serve(
         raise click.UsageError("--host and --port apply to --http")
     configure_logging(log_level)
     options = server_options_from_env()
-    with open_workspace(ctx, create=True) as workspace:
+    with open_workspace(ctx, create=True, long_lived=True) as workspace:
         server = build_server(workspace, options)
         warm_up = lambda: _warm_up(workspace)  # noqa: E731
         if use_http:

@@ -92,10 +92,13 @@ def search_lexical(
     terms: list[str],
     allowed: np.ndarray | None,
     depth: int,
+    use_cache: bool = True,
 ) -> LexicalHits:
+    """`use_cache=False` (a one-shot process): the impact cache is used only when it already
+    holds every term; otherwise the scan (small scopes) or FTS5, which need no fill."""
     if allowed is not None and len(allowed) == 0:
         return LexicalHits([], [], terms, [], False)
-    engine = _engine(conn, terms, allowed)
+    engine = _engine(conn, terms, allowed, use_cache)
     if engine == "scan":
         assert allowed is not None
         tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
@@ -120,20 +123,24 @@ def search_lexical(
     return hits
 
 
-def _engine(conn: apsw.Connection, terms: list[str], allowed: np.ndarray | None) -> str:
+def _engine(
+    conn: apsw.Connection, terms: list[str], allowed: np.ndarray | None, use_cache: bool
+) -> str:
     """ "scan" (Python bm25 over a small scope), "cache" (the impact cache) or "fts5"."""
     if not terms:
         return "fts5"
     small = allowed is not None and len(allowed) <= SCAN_MAX_ROWS
     if not USE_TERM_CACHE:
         return "scan" if small else "fts5"
-    if not small:
-        return "cache"
-    assert allowed is not None
     cache = term_cache(conn, WEIGHTS)
     uncached = [term for term in terms if quote_term(term) not in cache.phrases]
     if not uncached:
         return "cache"
+    if not use_cache:
+        return "scan" if small else "fts5"
+    if not small:
+        return "cache"
+    assert allowed is not None
     tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
     phrases = [(term, tuple(_tokens(tokenizer, term))) for term in uncached]
     if any(not tokens for _, tokens in phrases):

@@ -23,6 +23,7 @@ import numpy as np
 
 from kbmcp.search import bm25
 from kbmcp.search.query_text import quote_term
+from kbmcp.search.scan_tokens import ChunkTokens, TokenCache, token_cache
 from kbmcp.store.index import heading_text
 
 # The text of each allowed chunk exactly as it was indexed (store/index.py: title, heading path
@@ -67,12 +68,57 @@ def scan_scope(
     if any(not tokens for _, tokens in phrases) or not _exact_weights(weights):
         return None
     stats = bm25.index_stats(conn)
-    rows = conn.execute(SELECT_INDEXED_TEXT, {"ids": apsw.carray(allowed)}).fetchall()
-    if len(rows) != len(allowed):
-        return None  # an allowed chunk without a docsize row: not what FTS5 indexed
-    if not phrases or not rows or stats.rows == 0:
+    cache = token_cache(conn)
+    chunk_ids = allowed.tolist()
+    chunks = {i: cache.chunks[i] for i in chunk_ids if i in cache.chunks}
+    if len(chunks) < len(chunk_ids):
+        missing = np.asarray([i for i in chunk_ids if i not in chunks], dtype=np.int64)
+        tokenised = _tokenise(conn, cache, missing, tokenize)
+        if tokenised is None:
+            return None  # the index holds other text for some row
+        chunks.update(tokenised)
+    if not phrases or not chunk_ids or stats.rows == 0:
         return _empty_ids(), np.zeros(0)
-    ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    ordered = [chunks[i] for i in chunk_ids]
+    ids = np.asarray(chunk_ids, dtype=np.int64)
+    lengths = np.fromiter((len(c.token_ids) for c in ordered), dtype=np.int64, count=len(ordered))
+    token_ids = np.concatenate([c.token_ids for c in ordered])
+    columns = np.concatenate([c.columns for c in ordered]).astype(np.int64)
+    # The text (row * 3 + column) of every token, as FTS5 counts per column of each row.
+    text_of = np.repeat(np.arange(len(ordered), dtype=np.int64) * COLUMNS, lengths) + columns
+    doc_length = np.stack([c.sizes for c in ordered]).sum(axis=1)
+    texts = len(ordered) * COLUMNS
+    code_of = {token: code for code, token in enumerate({t for _, p in phrases for t in p})}
+    codes = np.full(len(token_ids), -1, dtype=np.int32)
+    for token, code in code_of.items():
+        vocabulary_id = cache.vocabulary.get(token)
+        if vocabulary_id is not None:
+            codes[token_ids == vocabulary_id] = code
+    frequency = np.zeros((len(phrases), len(ordered)), dtype=np.float64)
+    for i, (_, phrase) in enumerate(phrases):
+        found = _phrase_starts(codes, text_of, [code_of[t] for t in phrase])
+        counts = np.bincount(text_of[found], minlength=texts).reshape(len(ordered), COLUMNS)
+        # FTS5 adds one column weight per instance, in column order; with weights that are
+        # multiples of 1/1024 (checked) these sums are exact, so count * weight is the same.
+        for column, weight in enumerate(weights):
+            frequency[i] += counts[:, column] * weight
+    containing = rows_containing(conn, phrases, {} if known_counts is None else known_counts)
+    score = np.zeros(len(ordered), dtype=np.float64)
+    for i, (term, _) in enumerate(phrases):  # in query order, as FTS5 sums them
+        idf = bm25.idf(stats.rows, containing[term])
+        score += bm25.contributions(idf, frequency[i], doc_length, stats.avgdl)
+    hit = (frequency > 0).any(axis=0)
+    return ids[hit], score[hit]
+
+
+def _tokenise(
+    conn: apsw.Connection, cache: TokenCache, chunk_ids: np.ndarray, tokenize: apsw.FTS5Tokenizer
+) -> dict[int, ChunkTokens] | None:
+    """Tokenise the chunks as indexed and add them to the cache; None if a chunk has no docsize
+    row or its token counts differ from FTS5's (the index was built from other text)."""
+    rows = conn.execute(SELECT_INDEXED_TEXT, {"ids": apsw.carray(chunk_ids)}).fetchall()
+    if len(rows) != len(chunk_ids):
+        return None  # a chunk without a docsize row: not what FTS5 indexed
     # One tokenizer call for every column of every row: the texts joined by newlines (a
     # separator for unicode61, so no token spans two texts), each token assigned to its
     # text (row * 3 + column) by byte offset.
@@ -89,25 +135,20 @@ def scan_scope(
     sizes = np.bincount(text_of, minlength=len(texts)).reshape(len(rows), COLUMNS)
     recorded = np.array([bm25.decode_varints(row[4])[:COLUMNS] for row in rows])
     if recorded.shape != sizes.shape or not np.array_equal(sizes, recorded):
-        return None  # the index holds other text for some row
-    doc_length = sizes.sum(axis=1)
-    code_of = {token: code for code, token in enumerate({t for _, p in phrases for t in p})}
-    codes = np.fromiter((code_of.get(t[2], -1) for t in tokens), dtype=np.int32, count=len(tokens))
-    frequency = np.zeros((len(phrases), len(rows)), dtype=np.float64)
-    for i, (_, phrase) in enumerate(phrases):
-        found = _phrase_starts(codes, text_of, [code_of[t] for t in phrase])
-        counts = np.bincount(text_of[found], minlength=len(texts)).reshape(len(rows), COLUMNS)
-        # FTS5 adds one column weight per instance, in column order; with weights that are
-        # multiples of 1/1024 (checked) these sums are exact, so count * weight is the same.
-        for column, weight in enumerate(weights):
-            frequency[i] += counts[:, column] * weight
-    containing = rows_containing(conn, phrases, {} if known_counts is None else known_counts)
-    score = np.zeros(len(rows), dtype=np.float64)
-    for i, (term, _) in enumerate(phrases):  # in query order, as FTS5 sums them
-        idf = bm25.idf(stats.rows, containing[term])
-        score += bm25.contributions(idf, frequency[i], doc_length, stats.avgdl)
-    hit = (frequency > 0).any(axis=0)
-    return ids[hit], score[hit]
+        return None
+    token_ids = cache.token_ids([t[2] for t in tokens])
+    bounds = np.searchsorted(text_of // COLUMNS, np.arange(len(rows) + 1))
+    found = {}
+    for row, (chunk_id, *_) in enumerate(rows):
+        start, stop = bounds[row], bounds[row + 1]
+        chunk = ChunkTokens(
+            token_ids[start:stop].copy(),
+            (text_of[start:stop] % COLUMNS).astype(np.int8),
+            sizes[row].astype(np.int64),
+        )
+        cache.add(chunk_id, chunk)
+        found[chunk_id] = chunk
+    return found
 
 
 def _phrase_starts(codes: np.ndarray, text_of: np.ndarray, phrase: list[int]) -> np.ndarray:

@@ -58,10 +58,17 @@ FILTER_CLAUSES = {
     "knowledge_base_ids": """
         d.knowledge_base_id IN (SELECT value FROM json_each(:knowledge_base_ids))""",
     "document_ids": "d.id IN (SELECT value FROM json_each(:document_ids))",
-    # substr() rather than LIKE: '%' and '_' in a path are literal characters.
-    "document_paths": """EXISTS (
-        SELECT 1 FROM json_each(:document_paths) AS p
-        WHERE substr(d.path, 1, length(p.value)) = p.value)""",
+    # Each prefix is an index range on document(path) (migration 3): paths that start with it
+    # sort from the prefix itself up to the prefix followed by U+10FFFF, the largest code point
+    # (UTF-8 byte order is code point order). substr() confirms the prefix; it is not LIKE
+    # because '%' and '_' in a path are literal characters. The one path the range leaves out is
+    # one with the noncharacter U+10FFFF right after the prefix.
+    "document_paths": """d.id IN (
+        SELECT pd.id
+        FROM json_each(:document_paths) AS p
+        JOIN document AS pd
+          ON pd.path >= p.value AND pd.path < p.value || char(1114111)
+        WHERE substr(pd.path, 1, length(p.value)) = p.value)""",
     # Every requested pair must be among the document's tags.
     "tags": """NOT EXISTS (
         SELECT 1 FROM json_each(:tags) AS want

@@ -25,15 +25,18 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from kbmcp.search.vector_cache import IndexedVectors, indexed_vectors, sign_bits
+from kbmcp.search.semantic_sql import nearest_sql
+from kbmcp.search.vector_cache import (
+    IndexedVectors,
+    has_vectors,
+    indexed_vectors,
+    sign_bits,
+)
+from kbmcp.search.vector_cache import similarities as vector_similarities
 
 EXACT_SCAN_MAX_ROWS = 20_000
 RERANK_MIN = 1000  # coarse candidates re-scored exactly, at least...
 RERANK_PER_RESULT = 10  # ...and this many per requested candidate
-# Rows gathered and scored per step. Gathering 10k rows at once allocates a fresh 15 MB array
-# whose pages the kernel must fault in on every query: 10.5 ms for a 10k-row scope against
-# 1.6 ms in blocks of 256 rows, which stay in the allocator's reused memory and in cache.
-GATHER_BLOCK = 256
 HAMMING_BLOCK = 8192
 
 
@@ -56,9 +59,19 @@ def search_semantic(
     allowed: np.ndarray | None,
     depth: int,
     min_similarity: float | None,
+    use_cache: bool = True,
 ) -> SemanticHits:
+    """`use_cache=False` (a one-shot process): unless this connection already holds the vector
+    copy, candidates come from SQL (semantic_sql.py) instead of loading every vector."""
     query = _unit(query_vector)
     strategy = choose_strategy(allowed)
+    if query is not None and not use_cache and not has_vectors(conn):
+        if allowed is not None and len(allowed) == 0:
+            return SemanticHits([], [], strategy, False)
+        found = nearest_sql(conn, query, allowed, depth)
+        if found is not None:
+            ids, similarities, strategy = found
+            return _top(ids, similarities, depth, min_similarity, strategy)
     vectors = indexed_vectors(conn)
     if query is None or vectors is None or (allowed is not None and len(allowed) == 0):
         # A featureless query (e.g. only punctuation for the hashing embedder) has no direction.
@@ -66,7 +79,7 @@ def search_semantic(
     rows = _rows(vectors, allowed)
     if strategy == "index":
         rows = _coarse_rows(vectors, query, rows, max(RERANK_MIN, depth * RERANK_PER_RESULT))
-    similarities = _similarities(vectors.matrix, rows, query)
+    similarities = vector_similarities(vectors.matrix, rows, query)
     return _top(vectors.ids[rows], similarities, depth, min_similarity, strategy)
 
 
@@ -96,15 +109,6 @@ def _coarse_rows(
         np.sum(np.bitwise_count(bits ^ query_bits), axis=1, dtype=np.int32,
                out=distances[start:stop])  # fmt: skip
     return rows[np.argpartition(distances, pool - 1)[:pool]]
-
-
-def _similarities(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """matrix[rows] @ query, gathered in blocks (see GATHER_BLOCK)."""
-    out = np.empty(len(rows), dtype=np.float32)
-    for start in range(0, len(rows), GATHER_BLOCK):
-        stop = min(start + GATHER_BLOCK, len(rows))
-        np.matmul(matrix[rows[start:stop]], query, out=out[start:stop])
-    return out
 
 
 def _top(

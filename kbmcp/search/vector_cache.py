@@ -44,6 +44,7 @@ ORDER BY c.id
 """
 SELECT_VECTORS = "SELECT chunk_id, embedding FROM chunk_vector WHERE chunk_id IN carray(:ids)"
 SELECT_MODEL_STAMP = "SELECT name, dimension, version, recorded_at FROM embedding_model"
+GATHER_BLOCK = 256  # rows gathered and scored per step (see `similarities`)
 
 
 @dataclass
@@ -86,7 +87,7 @@ def _fingerprint(conn: apsw.Connection) -> tuple[object, ...]:
 
 def _load_all(conn: apsw.Connection) -> IndexedVectors:
     rows = conn.execute(SELECT_INDEXED_VECTORS + " ORDER BY v.chunk_id").fetchall()
-    return _build(rows)
+    return build_vectors(rows)
 
 
 def _refresh(conn: apsw.Connection, cached: IndexedVectors) -> IndexedVectors:
@@ -94,7 +95,7 @@ def _refresh(conn: apsw.Connection, cached: IndexedVectors) -> IndexedVectors:
     ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
     keep = np.isin(cached.ids, ids, assume_unique=True)
     new_ids = np.setdiff1d(ids, cached.ids, assume_unique=True)
-    added = _build(
+    added = build_vectors(
         conn.execute(SELECT_VECTORS, {"ids": apsw.carray(new_ids)}).fetchall()
         if len(new_ids)
         else [],
@@ -109,7 +110,7 @@ def _refresh(conn: apsw.Connection, cached: IndexedVectors) -> IndexedVectors:
     )
 
 
-def _build(rows: list[tuple[int, bytes]], dimension: int | None = None) -> IndexedVectors:
+def build_vectors(rows: list[tuple[int, bytes]], dimension: int | None = None) -> IndexedVectors:
     ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
     if rows:
         dimension = len(rows[0][1]) // 4
@@ -120,6 +121,29 @@ def _build(rows: list[tuple[int, bytes]], dimension: int | None = None) -> Index
     np.divide(matrix, norms, out=matrix, where=norms > 0)
     order = np.argsort(ids, kind="stable")
     return IndexedVectors(ids=ids[order], matrix=matrix[order], bits=sign_bits(matrix[order]))
+
+
+def similarities(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """matrix[rows] @ query, gathered in blocks of GATHER_BLOCK rows.
+
+    Blocks: gathering 10k rows at once allocates a fresh 15 MB array whose pages the kernel
+    must fault in on every query: 10.5 ms for a 10k-row scope against 1.6 ms in blocks of 256
+    rows, which stay in the allocator's reused memory and in cache.
+    einsum, not matmul: BLAS's matrix-vector kernel rounds a row's dot product differently
+    depending on its position in the block (tail rows), so the same row scored among other rows
+    (the cache) and alone (semantic_sql.py) could differ in the last bit and near-ties could swap.
+    einsum's loop computes each row the same way; 10k rows 2.2 ms against 1.6 ms."""
+    out = np.empty(len(rows), dtype=np.float32)
+    for start in range(0, len(rows), GATHER_BLOCK):
+        stop = min(start + GATHER_BLOCK, len(rows))
+        np.einsum("ij,j->i", matrix[rows[start:stop]], query, out=out[start:stop])
+    return out
+
+
+def has_vectors(conn: apsw.Connection) -> bool:
+    """Whether this connection already holds a copy (possibly stale: it is refreshed
+    incrementally on use, which is cheap compared with a first fill)."""
+    return conn in _CACHES
 
 
 def sign_bits(matrix: np.ndarray) -> np.ndarray:

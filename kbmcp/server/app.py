@@ -92,7 +92,9 @@ def server_options_from_env(environ: dict[str, str] | None = None) -> ServerOpti
 
 
 def build_server(workspace: Workspace, options: ServerOptions | None = None) -> MCPServer:
-    """The kbmcp MCP server over `workspace`; the same object serves stdio, HTTP and tests."""
+    """The kbmcp MCP server over `workspace`; the same object serves stdio, HTTP and tests.
+    A server answers many queries: its workspace is marked long-lived (search keeps caches)."""
+    workspace.long_lived = True
     tools = KbTools(workspace, options)
     registered: dict[str, Callable[..., Any]] = {
         "search_knowledge": tools.search_knowledge,

@@ -68,7 +68,7 @@ def search(workspace: Workspace, principal: Principal, request: SearchRequest) -
         if args.uses_lexical:
             ensure_vocabulary(conn)
         with _read_transaction(conn):
-            return _run(conn, args, scope, query_vector, started)
+            return _run(conn, args, scope, query_vector, started, workspace.long_lived)
 
 
 def _embed_query(workspace: Workspace, args: SearchArguments) -> np.ndarray:
@@ -81,16 +81,17 @@ def _run(
     scope: Scope,
     query_vector: np.ndarray | None,
     started: float,
+    use_caches: bool,
 ) -> SearchResponse:
     allowed = scope_chunk_ids(conn, scope)
     terms = query_terms(args.query)
     lexical = (
-        search_lexical(conn, terms, allowed, args.depth)
+        search_lexical(conn, terms, allowed, args.depth, use_caches)
         if args.uses_lexical
         else LexicalHits([], [], [], [], False)
     )
     semantic = (
-        search_semantic(conn, query_vector, allowed, args.depth, args.min_similarity)
+        search_semantic(conn, query_vector, allowed, args.depth, args.min_similarity, use_caches)
         if query_vector is not None
         else SemanticHits([], [], choose_strategy(allowed), False)
     )

@@ -1,0 +1,124 @@
+"""A one-shot workspace (the CLI) answers from SQL alone, with the same results as the caches.
+
+Two workspaces on one file: a long-lived one (the server: vector copy and bm25 impact cache) and
+a one-shot one (vec0 / vec_distance_cosine for vectors, the Python scan or FTS5 for keywords).
+Every mode and several scopes must give the same chunks in the same order, the same bm25 scores
+and the same cosine similarities up to float32 rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search import lexical, semantic_sql
+from kbmcp.search.term_cache import term_cache
+from kbmcp.search.vector_cache import has_vectors
+from kbmcp.service.search import search
+from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest, SearchResponse
+from kbmcp.workspace import Workspace
+from tests.search_corpus import (
+    QUERY,
+    TARGET_PATH,
+    ingest,
+    write_adversarial_corpus,
+    write_small_corpus,
+)
+
+QUERIES = [QUERY, "rotate keys and backups of the vector index", "what's sqlite-vec C++ 🚀"]
+SCOPES = {
+    "unscoped": SearchFilters(),
+    "kb": SearchFilters(knowledge_base_ids=["handbook"]),
+    "path": SearchFilters(document_paths=["notes/note1", TARGET_PATH]),
+    "tag": SearchFilters(tags={"team": "search"}),
+    "metadata": SearchFilters(metadata={"owner": "engine"}),
+    "empty": SearchFilters(tags={"team": "nobody"}),
+}
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workspace, Workspace]]:
+    root = tmp_path_factory.mktemp("one_shot")
+    settings = Settings(db_path=root / "kb.db", embedder="hash")
+    with Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as server:
+        ingest(server, write_adversarial_corpus(root))
+        ingest(server, write_small_corpus(root), kb="handbook")
+        with Workspace(settings, embedder=HashingEmbedder()) as one_shot:
+            yield server, one_shot
+
+
+def _search(ws: Workspace, request: SearchRequest) -> SearchResponse:
+    return search(ws, ws.local_principal(), request)
+
+
+def _kb_filters(ws: Workspace, filters: SearchFilters) -> SearchFilters:
+    if filters.knowledge_base_ids is None:
+        return filters
+    kb = ws.conn.execute("SELECT public_id FROM knowledge_base WHERE name = 'handbook'").fetchone()
+    return SearchFilters(knowledge_base_ids=[kb[0]])
+
+
+def _assert_same(cached: SearchResponse, one_shot: SearchResponse) -> None:
+    assert [r.chunk_id for r in one_shot.results] == [r.chunk_id for r in cached.results]
+    for a, b in zip(cached.results, one_shot.results, strict=True):
+        assert (a.lexical_rank, a.semantic_rank) == (b.lexical_rank, b.semantic_rank)
+        assert _approx(b.lexical_score, a.lexical_score, rel=1e-12)
+        assert _approx(b.semantic_similarity, a.semantic_similarity, abs=1e-6)
+        assert b.score == pytest.approx(a.score, rel=1e-6, abs=1e-9)
+    assert one_shot.stats.has_more == cached.stats.has_more
+
+
+def _approx(got: float | None, want: float | None, **tolerance: float) -> bool:
+    if want is None:
+        return got is None
+    return got == pytest.approx(want, **tolerance)
+
+
+@pytest.mark.parametrize("scope", list(SCOPES))
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("depth", [3, None])
+def test_one_shot_ranks_like_the_caches(
+    pair: tuple[Workspace, Workspace], mode: str, scope: str, depth: int | None
+) -> None:
+    server, one_shot = pair
+    filters = _kb_filters(server, SCOPES[scope])
+    for query in QUERIES:
+        request = SearchRequest(query, mode=mode, limit=20, candidates=depth, filters=filters)
+        cached, sql_only = _search(server, request), _search(one_shot, request)
+        _assert_same(cached, sql_only)
+        assert sql_only.stats.vector_strategy == cached.stats.vector_strategy
+    if mode in ("hybrid", "semantic", "rrf") and scope != "empty":
+        assert has_vectors(server.conn)
+    assert not has_vectors(one_shot.conn)  # the one-shot connection never loads every vector
+    assert not term_cache(one_shot.conn, lexical.WEIGHTS).phrases
+
+
+def test_one_shot_large_scopes_use_vec0_and_fts5(
+    pair: tuple[Workspace, Workspace], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scopes above the exact-scan and keyword-scan sizes: vec0 KNN with the allow-list applied
+    before k, and FTS5's OR query, still equal to the caches."""
+    server, one_shot = pair
+    monkeypatch.setattr(semantic_sql, "EXACT_MAX_ROWS", 5)
+    monkeypatch.setattr(lexical, "SCAN_MAX_ROWS", 5)
+    for scope in ("kb", "path", "tag", "metadata"):
+        for mode in MODES:
+            request = SearchRequest(
+                QUERIES[1], mode=mode, limit=10, filters=_kb_filters(server, SCOPES[scope])
+            )
+            cached, sql_only = _search(server, request), _search(one_shot, request)
+            _assert_same(cached, sql_only)
+            if mode != "lexical":
+                assert sql_only.stats.vector_strategy == "index"  # vec0
+
+
+def test_one_shot_min_similarity(pair: tuple[Workspace, Workspace]) -> None:
+    server, one_shot = pair
+    for scope in ("unscoped", "path"):
+        request = SearchRequest(
+            QUERY, mode="semantic", min_similarity=0.3, filters=SCOPES[scope], limit=50
+        )
+        _assert_same(_search(server, request), _search(one_shot, request))
