@@ -20,6 +20,7 @@ a re-rank pool.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import apsw
@@ -35,8 +36,13 @@ from kbmcp.search.vector_cache import (
 from kbmcp.search.vector_cache import similarities as vector_similarities
 
 EXACT_SCAN_MAX_ROWS = 20_000
-RERANK_MIN = 1000  # coarse candidates re-scored exactly, at least...
-RERANK_PER_RESULT = 10  # ...and this many per requested candidate
+# Coarse candidates re-scored exactly: the largest of these three. The fraction is what keeps
+# recall with real embeddings: on SciFact's 10,765 MiniLM chunk vectors (300 queries), a sign-bit
+# shortlist of 1% of the rows gives recall@10 0.955, 2% 0.983, 5% 0.997 against brute force.
+# (The bench's hashing-embedder vectors are far easier: 1,000 of 100k already gave 1.000.)
+RERANK_MIN = 1000
+RERANK_PER_RESULT = 10  # per requested candidate
+RERANK_FRACTION = 0.05  # of the allowed rows
 HAMMING_BLOCK = 8192
 
 
@@ -78,7 +84,8 @@ def search_semantic(
         return SemanticHits([], [], strategy, False)
     rows = _rows(vectors, allowed)
     if strategy == "index":
-        rows = _coarse_rows(vectors, query, rows, max(RERANK_MIN, depth * RERANK_PER_RESULT))
+        pool = max(RERANK_MIN, depth * RERANK_PER_RESULT, math.ceil(RERANK_FRACTION * len(rows)))
+        rows = _coarse_rows(vectors, query, rows, pool)
     similarities = vector_similarities(vectors.matrix, rows, query)
     return _top(vectors.ids[rows], similarities, depth, min_similarity, strategy)
 
