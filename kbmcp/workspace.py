@@ -14,7 +14,7 @@ from kbmcp.config import Settings
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.registry import create_embedder
 from kbmcp.store.connection import open_connection, write_transaction
-from kbmcp.store.vectors import check_model, record_model
+from kbmcp.store.vectors import check_model, ensure_binary_index, has_binary_index, record_model
 
 
 class Workspace:
@@ -42,6 +42,9 @@ class Workspace:
         use. Raises ModelMismatch (naming `kbmcp reembed`) otherwise."""
         fingerprint = self.embedder.fingerprint
         if check_model(self.conn, fingerprint):
+            if not has_binary_index(self.conn):  # a file from before the binary index existed
+                with write_transaction(self.conn):
+                    ensure_binary_index(self.conn)
             return
         with write_transaction(self.conn):
             if not check_model(self.conn, fingerprint):

@@ -1,0 +1,273 @@
+"""Search latency and recall at 100k chunks: `python bench/search.py [--chunks N] [--queries Q]`.
+
+Builds a synthetic corpus in a temp file (realistic shape, not real prose):
+- text: Zipfian word frequencies (s=1.07) over English function words followed by ~40k
+  pronounceable pseudo-words, plus per-document topic words, ~90 words per chunk, 10 chunks per
+  document;
+- vectors: the hashing embedder's exact output for each chunk (computed in bulk from per-word
+  vectors, which is what the hashing embedder sums), 384-d;
+- scopes: path prefixes holding 0.1%, 1% and 10% of the chunks;
+- queries: 8-15 words, mostly drawn from one chunk inside the scope, mixed with function words,
+  like a natural-language question.
+
+For every mode and scope it prints p50/p95 latency of `search()` (query embeddings are
+precomputed: embedding time is excluded) and recall@10 against exact brute force: the same
+request with every approximation switched off (exact vector scan over the whole scope, no
+stop-word pruning).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from kbmcp.clock import now_iso
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder, _hash_feature, text_features
+from kbmcp.ids import make_id
+from kbmcp.search import lexical, semantic
+from kbmcp.service.search import search
+from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest
+from kbmcp.store.catalog import ensure_knowledge_base, ensure_tenant
+from kbmcp.store.index import IndexRow, add_to_index
+from kbmcp.store.vectors import record_model, store_vectors
+from kbmcp.workspace import Workspace
+
+DIM = 384
+CHUNKS_PER_DOC = 10
+WORDS_PER_CHUNK = (60, 120)
+SCOPES = {"0.1%": 0.001, "1%": 0.01, "10%": 0.10}
+FUNCTION_WORDS = (  # noqa: SIM905 - a word list reads better as text
+    "the of and to a in is that for it as with was on be by this are or from at an which have "
+    "not but can all will more one has their there been if when also into other its only may "
+    "some these than what about how use used each then such between both through after over "
+    "does do i we you should why where most new first"
+).split()
+SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in ("a", "e", "i", "o", "u", "ai", "ou")]
+
+
+def vocabulary(rng: np.random.Generator, size: int) -> list[str]:
+    words = dict.fromkeys(FUNCTION_WORDS)
+    while len(words) < size:
+        n = int(rng.integers(2, 5))
+        words["".join(rng.choice(SYLLABLES, n))] = None
+    return list(words)
+
+
+def word_vectors(words: Sequence[str]) -> np.ndarray:
+    """Unnormalised hashing-embedder vector of each word (the embedder sums these)."""
+    out = np.zeros((len(words), DIM), dtype=np.float32)
+    for i, word in enumerate(words):
+        hashes = np.fromiter((_hash_feature(f) for f in text_features(word)), dtype=np.uint64)
+        buckets = ((hashes >> np.uint64(1)) % np.uint64(DIM)).astype(np.intp)
+        signs = np.where(hashes & np.uint64(1), 1.0, -1.0)
+        out[i] = np.bincount(buckets, weights=signs, minlength=DIM)
+    return out
+
+
+class Corpus:
+    def __init__(self, chunks: int, seed: int = 7) -> None:
+        rng = np.random.default_rng(seed)
+        self.words = vocabulary(rng, 40_000)
+        ranks = np.arange(1, len(self.words) + 1)
+        self.p = ranks**-1.07 / np.sum(ranks**-1.07)
+        self.docs = chunks // CHUNKS_PER_DOC
+        self.rng = rng
+        self.topics = [rng.integers(200, len(self.words), 40) for _ in range(300)]
+        self.vectors_of_words = word_vectors(self.words)
+
+    def chunk_words(self, doc: int) -> np.ndarray:
+        n = int(self.rng.integers(*WORDS_PER_CHUNK))
+        background = self.rng.choice(len(self.words), n, p=self.p)
+        topic = self.topics[doc % len(self.topics)]
+        mask = self.rng.random(n) < 0.25
+        background[mask] = self.rng.choice(topic, int(mask.sum()))
+        return background
+
+    def embed_many(self, word_ids: Sequence[np.ndarray]) -> np.ndarray:
+        out = np.zeros((len(word_ids), DIM), dtype=np.float32)
+        for i, ids in enumerate(word_ids):
+            vector = self.vectors_of_words[ids].sum(axis=0)
+            norm = np.linalg.norm(vector)
+            out[i] = vector / norm if norm else vector
+        return out
+
+    def text(self, ids: np.ndarray) -> str:
+        return " ".join(self.words[i] for i in ids)
+
+
+def path_of(doc: int, docs: int) -> str:
+    """Scope prefixes: the first 0.1% of documents are s0001/, the next 1% s001/, ..."""
+    bounds, start = [], 0
+    for name, fraction in SCOPES.items():
+        count = max(1, round(docs * fraction))
+        bounds.append((start, start + count, name))
+        start += count
+    for low, high, name in bounds:
+        if low <= doc < high:
+            return f"{scope_prefix(name)}doc{doc:06d}.md"
+    return f"rest/doc{doc:06d}.md"
+
+
+def scope_prefix(name: str) -> str:
+    return "s" + name.rstrip("%").replace(".", "") + "/"
+
+
+def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[np.ndarray]]:
+    """Insert documents straight into the store (ingest's chunker/embedder would take an hour
+    with a real model; the rows are the same). Returns sample chunk word-ids per scope.
+    With write=False only the (deterministic) samples are regenerated for an existing file."""
+    conn = ws.conn
+    samples: dict[str, list[np.ndarray]] = {name: [] for name in [*SCOPES, "unscoped"]}
+    if not write:
+        for doc in range(corpus.docs):
+            path = path_of(doc, corpus.docs)
+            chunk_ids = [corpus.chunk_words(doc) for _ in range(CHUNKS_PER_DOC)]
+            scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "unscoped")
+            samples[scope].append(chunk_ids[int(corpus.rng.integers(CHUNKS_PER_DOC))])
+        return samples
+    conn.execute("BEGIN IMMEDIATE")
+    record_model(conn, HashingEmbedder().fingerprint)
+    tenant = ensure_tenant(conn)
+    kb = ensure_knowledge_base(conn, tenant, "bench")
+    now = now_iso()
+    for doc in range(corpus.docs):
+        path = path_of(doc, corpus.docs)
+        chunk_ids = [corpus.chunk_words(doc) for _ in range(CHUNKS_PER_DOC)]
+        texts = [corpus.text(ids) for ids in chunk_ids]
+        content = "\n\n".join(texts)
+        doc_public = make_id("document", kb.public_id, path)
+        conn.execute(
+            """INSERT INTO document (public_id, knowledge_base_id, path, title, kind, metadata,
+               created_at, updated_at) VALUES (?, ?, ?, ?, 'text', '{}', ?, ?)""",
+            (doc_public, kb.id, path, f"Document {doc}", now, now),
+        )
+        document_id = conn.last_insert_rowid()
+        rev_public = make_id("revision", doc_public, 1)
+        conn.execute(
+            """INSERT INTO revision (public_id, document_id, number, content, content_hash,
+               char_count, line_count, created_at) VALUES (?, ?, 1, ?, '', ?, ?, ?)""",
+            (rev_public, document_id, content, len(content), 2 * CHUNKS_PER_DOC - 1, now),
+        )
+        revision_id = conn.last_insert_rowid()
+        conn.execute("UPDATE document SET current_revision_id = ? WHERE id = ?",
+                     (revision_id, document_id))  # fmt: skip
+        vectors = corpus.embed_many(chunk_ids)
+        rows, offset = [], 0
+        for ordinal, text in enumerate(texts):
+            conn.execute(
+                """INSERT INTO chunk (public_id, revision_id, ordinal, heading_path, char_start,
+                   char_end, line_start, line_end, text) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?)""",
+                (make_id("chunk", rev_public, ordinal), revision_id, ordinal, offset,
+                 offset + len(text), 2 * ordinal + 1, 2 * ordinal + 1, text),
+            )  # fmt: skip
+            offset += len(text) + 2
+            rows.append(IndexRow(conn.last_insert_rowid(), (), text, vectors[ordinal].tobytes()))
+        store_vectors(conn, [(r.chunk_id, r.embedding) for r in rows])
+        add_to_index(conn, f"Document {doc}", rows)
+        scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "unscoped")
+        samples[scope].append(chunk_ids[int(corpus.rng.integers(CHUNKS_PER_DOC))])
+    conn.execute("COMMIT")
+    return samples
+
+
+def make_queries(corpus: Corpus, samples: list[np.ndarray], count: int) -> list[str]:
+    rng = np.random.default_rng(11)
+    queries = []
+    for i in range(count):
+        source = samples[i % len(samples)]
+        n = int(rng.integers(8, 16))
+        content = round(n * 0.6)
+        words = list(rng.choice(source, content, replace=False))
+        words += list(rng.choice(len(FUNCTION_WORDS), n - content))
+        rng.shuffle(words)
+        queries.append(" ".join(corpus.words[w] for w in words))
+    return queries
+
+
+class PrecomputedEmbedder(HashingEmbedder):
+    """Query vectors computed up front, so timings exclude embedding."""
+
+    def __init__(self, queries: Sequence[str]) -> None:
+        super().__init__(DIM)
+        self.cache = {q: v for q, v in zip(queries, super().embed(list(queries)), strict=True)}
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return np.stack([self.cache[t] for t in texts])
+
+
+@contextlib.contextmanager
+def exact_everything() -> Iterator[None]:
+    """Brute force: exact vector scan of every allowed row, no stop-word pruning."""
+    saved = semantic.EXACT_SCAN_MAX_ROWS, lexical.STOPWORD_MIN_ROWS
+    semantic.EXACT_SCAN_MAX_ROWS = lexical.STOPWORD_MIN_ROWS = 10**12
+    try:
+        yield
+    finally:
+        semantic.EXACT_SCAN_MAX_ROWS, lexical.STOPWORD_MIN_ROWS = saved
+
+
+def run_cell(
+    ws: Workspace, queries: list[str], mode: str, filters: SearchFilters
+) -> tuple[list[float], float]:
+    principal = ws.local_principal()
+    timings, recalls = [], []
+    for query in queries:
+        request = SearchRequest(query, mode=mode, limit=10, filters=filters)
+        started = time.perf_counter()
+        got = search(ws, principal, request)
+        timings.append((time.perf_counter() - started) * 1000)
+        with exact_everything():
+            want = search(ws, principal, request)
+        truth = {r.chunk_id for r in want.results}
+        if truth:
+            recalls.append(len(truth & {r.chunk_id for r in got.results}) / len(truth))
+    return timings, (statistics.mean(recalls) if recalls else float("nan"))
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--db", type=Path, help="Keep the corpus here (reused if it exists).")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        corpus = Corpus(args.chunks)
+        db_path = args.db or Path(tmp) / "bench.db"
+        reuse = db_path.exists()
+        ws = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
+        samples = build(ws, corpus, write=not reuse)
+        print(f"built {args.chunks} chunks in {time.perf_counter() - started:.0f}s")
+        queries = {name: make_queries(corpus, s, args.queries) for name, s in samples.items()}
+        ws._embedder = PrecomputedEmbedder([q for qs in queries.values() for q in qs])
+        cells = [("unscoped", SearchFilters())] + [
+            (name, SearchFilters(document_paths=[scope_prefix(name)])) for name in SCOPES
+        ]
+        for mode in args.modes.split(","):  # warm caches once per mode
+            search(ws, ws.local_principal(), SearchRequest(queries["unscoped"][0], mode=mode))
+        print(f"{'mode':<9}{'scope':<10}{'p50 ms':>9}{'p95 ms':>9}{'recall@10':>11}")
+        for mode in args.modes.split(","):
+            for name, filters in cells:
+                timings, recall = run_cell(ws, queries[name], mode, filters)
+                print(
+                    f"{mode:<9}{name:<10}{percentile(timings, 50):>9.1f}"
+                    f"{percentile(timings, 95):>9.1f}{recall:>11.3f}"
+                )
+        ws.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""`kbmcp search`: the service's search on the command line (no logic of its own)."""
+
+from __future__ import annotations
+
+import click
+
+from kbmcp.cli.common import echo_json, open_workspace, pairs_option
+from kbmcp.service.listing import resolve_knowledge_bases
+from kbmcp.service.search import search as run_search
+from kbmcp.service.search_models import (
+    DEFAULT_ALPHA,
+    DEFAULT_LIMIT,
+    DEFAULT_MODE,
+    MODE_ALIASES,
+    MODES,
+    SearchFilters,
+    SearchRequest,
+    SearchResponse,
+)
+
+
+@click.command()
+@click.argument("query")
+@click.option(
+    "--mode",
+    type=click.Choice([*MODES, *MODE_ALIASES], case_sensitive=False),
+    default=DEFAULT_MODE,
+    show_default=True,
+    help="hybrid: keyword+semantic scores; lexical (keyword): exact words; semantic: meaning; "
+    "rrf: reciprocal rank fusion.",
+)
+@click.option(
+    "--alpha",
+    type=float,
+    default=DEFAULT_ALPHA,
+    show_default=True,
+    help="Lexical weight in hybrid mode (0: semantic only, 1: lexical only).",
+)
+@click.option("--rrf-k", type=int, default=None, help="RRF constant (default: $KBMCP_RRF_K or 60).")
+@click.option(
+    "--min-similarity", type=float, default=None, help="Cosine floor for vector candidates."
+)
+@click.option("--limit", type=int, default=DEFAULT_LIMIT, show_default=True)
+@click.option("--kb", "kbs", multiple=True, metavar="ID_OR_NAME", help="Knowledge base.")
+@click.option("--doc", "docs", multiple=True, metavar="ID", help="Document id.")
+@click.option("--path", "paths", multiple=True, metavar="PREFIX", help="Document path prefix.")
+@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag that must match.")
+@click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="Metadata equality.")
+@click.option("--json", "as_json", is_flag=True, help="Print the service's response as JSON.")
+@click.pass_context
+def search(
+    ctx: click.Context,
+    query: str,
+    mode: str,
+    alpha: float,
+    rrf_k: int | None,
+    min_similarity: float | None,
+    limit: int,
+    kbs: tuple[str, ...],
+    docs: tuple[str, ...],
+    paths: tuple[str, ...],
+    tags: tuple[str, ...],
+    meta: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Search the knowledge bases; every filter applies before ranking and the limit.
+
+    \b
+    Examples:
+      kbmcp search "rotate api keys"
+      kbmcp search "backup" --kb handbook --path ops/ --tag team=infra --mode lexical
+    """
+    with open_workspace(ctx) as workspace:
+        principal = workspace.local_principal()
+        filters = SearchFilters(
+            knowledge_base_ids=(
+                resolve_knowledge_bases(workspace, principal, kbs) if kbs else None
+            ),
+            document_ids=list(docs) or None,
+            document_paths=list(paths) or None,
+            tags=dict(pairs_option(tags, "--tag")) or None,
+            metadata=dict(pairs_option(meta, "--meta")) or None,
+        )
+        request = SearchRequest(
+            query=query,
+            mode=mode.lower(),
+            alpha=alpha,
+            rrf_k=rrf_k,
+            min_similarity=min_similarity,
+            limit=limit,
+            filters=filters,
+        )
+        response = run_search(workspace, principal, request)
+    if as_json:
+        echo_json(response)
+    else:
+        _print_readable(response)
+
+
+def _print_readable(response: SearchResponse) -> None:
+    stats = response.stats
+    if not response.results:
+        unmatched = (
+            f" (filters that matched nothing: {', '.join(stats.filters_unmatched)})"
+            if stats.filters_unmatched
+            else ""
+        )
+        click.echo(f"no results{unmatched}")
+        return
+    for rank, result in enumerate(response.results, start=1):
+        lines = f"{result.citation.line_start}-{result.citation.line_end}"
+        click.echo(f"{rank:>2}. {result.score:.4f}  {result.title}  {result.path}:{lines}")
+        heading = " > ".join(result.heading_path)
+        if heading:
+            click.echo(f"    § {heading}")
+        for line in result.excerpt.splitlines():
+            if line.strip():
+                click.echo(f"    {line}")
+        click.echo(f"    [{result.chunk_id} {result.document_id}]")
+    more = "; more results exist (raise --limit)" if stats.has_more else ""
+    click.echo(
+        f"-- {stats.results} results, {response.mode}, {stats.elapsed_ms:.0f} ms{more}", err=True
+    )

@@ -1,0 +1,102 @@
+"""`kbmcp search`: --json equals the service's response (snapshotted), readable output, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from kbmcp.cli import cli
+from kbmcp.cli.common import to_jsonable
+from kbmcp.config import Settings
+from kbmcp.service.search import search as service_search
+from kbmcp.service.search_models import SearchFilters, SearchRequest
+from kbmcp.workspace import Workspace
+from tests.search_corpus import write_small_corpus
+
+
+@pytest.fixture
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("KBMCP_NOW", "2026-01-01T00:00:00Z")
+    db = tmp_path / "cli.db"
+    folder = write_small_corpus(tmp_path)
+    result = CliRunner().invoke(cli, ["--db", str(db), "add", str(folder), "--kb", "handbook"])
+    assert result.exit_code == 0, result.output
+    return db
+
+
+def _run(db: Path, *args: str) -> Any:
+    result = CliRunner().invoke(cli, ["--db", str(db), "search", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def _without_elapsed(response: dict[str, Any]) -> dict[str, Any]:
+    """elapsed_ms is wall-clock time, the one field that differs between identical runs."""
+    del response["stats"]["elapsed_ms"]
+    return response
+
+
+def _stable(value: Any) -> Any:
+    """Scores rounded to 6 digits: similarities are float32 (~7 significant digits) and BLAS
+    kernels differ in the last bits between CPUs."""
+    if isinstance(value, float):
+        return round(value, 6)
+    if isinstance(value, dict):
+        return {k: _stable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stable(v) for v in value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["how do I rotate keys"],
+        ["how do I rotate keys", "--mode", "lexical"],
+        ["search scope before ranking", "--mode", "semantic", "--limit", "3"],
+        ["search scope before ranking", "--mode", "rrf", "--rrf-k", "10", "--limit", "3"],
+        ["keys", "--kb", "handbook", "--path", "handbook/", "--tag", "team=security",
+         "--meta", "version=2"],
+        ["keys", "--path", "nowhere/", "--tag", "team=security"],
+    ],
+    ids=["hybrid", "lexical", "semantic", "rrf", "filtered", "unmatched"],
+)  # fmt: skip
+def test_json_output_snapshot(db: Path, args: list[str], snapshot_json: Any) -> None:
+    assert _stable(_without_elapsed(_run(db, *args))) == snapshot_json
+
+
+def test_json_output_equals_the_service_response(db: Path) -> None:
+    cli_response = _without_elapsed(_run(db, "keys", "--path", "handbook/", "--limit", "2"))
+    with Workspace(Settings(db_path=db, embedder="hash")) as ws:
+        request = SearchRequest(
+            "keys", limit=2, filters=SearchFilters(document_paths=["handbook/"])
+        )
+        service = to_jsonable(service_search(ws, ws.local_principal(), request))
+    assert cli_response == _without_elapsed(service)
+
+
+def test_readable_output_shows_rank_score_title_location_and_excerpt(db: Path) -> None:
+    args = ["--db", str(db), "search", "rotate keys", "--limit", "1"]
+    readable = CliRunner().invoke(cli, args)
+    as_json = json.loads(CliRunner().invoke(cli, [*args, "--json"]).output)["results"][0]
+    assert readable.exit_code == 0, readable.output
+    lines = readable.output.splitlines()
+    cite = f"{as_json['citation']['line_start']}-{as_json['citation']['line_end']}"
+    assert lines[0] == (f" 1. {as_json['score']:.4f}  {as_json['title']}  {as_json['path']}:{cite}")
+    first_excerpt_line = next(line for line in as_json["excerpt"].splitlines() if line.strip())
+    assert f"    {first_excerpt_line}" in lines
+
+
+def test_empty_results_explain_which_filter_matched_nothing(db: Path) -> None:
+    result = CliRunner().invoke(cli, ["--db", str(db), "search", "keys", "--path", "zzz/"])
+    assert result.exit_code == 0
+    assert "no results (filters that matched nothing: document_paths)" in result.output
+
+
+def test_unknown_knowledge_base_name_is_an_error(db: Path) -> None:
+    result = CliRunner().invoke(cli, ["--db", str(db), "search", "keys", "--kb", "nope"])
+    assert result.exit_code != 0

@@ -1,0 +1,181 @@
+"""The four modes, fusion parameters, min_similarity, determinism and hostile query text."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search.fusion import Ranked, fuse
+from kbmcp.search.query_text import match_expression, query_terms
+from kbmcp.service.search import search
+from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest, SearchResponse
+from kbmcp.workspace import Workspace
+from tests.search_corpus import ingest, write_small_corpus
+
+QUERY = "how do I rotate keys and search the scope"
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    root = tmp_path_factory.mktemp("modes")
+    workspace = Workspace(
+        Settings(db_path=root / "kb.db", embedder="hash"), embedder=HashingEmbedder()
+    )
+    ingest(workspace, write_small_corpus(root))
+    yield workspace
+    workspace.close()
+
+
+def _search(ws: Workspace, query: str = QUERY, **kwargs: object) -> SearchResponse:
+    return search(ws, ws.local_principal(), SearchRequest(query, **kwargs))  # type: ignore[arg-type]
+
+
+def _ids(response: SearchResponse) -> list[str]:
+    return [r.chunk_id for r in response.results]
+
+
+def test_keyword_is_an_alias_of_lexical(ws: Workspace) -> None:
+    response = _search(ws, mode="keyword")
+    assert response.mode == "lexical"
+    assert _ids(response) == _ids(_search(ws, mode="lexical"))
+
+
+def test_lexical_reports_positive_bm25_in_descending_order(ws: Workspace) -> None:
+    results = _search(ws, mode="lexical").results
+    assert results and all(r.lexical_score > 0 for r in results)
+    assert [r.lexical_rank for r in results] == list(range(1, len(results) + 1))
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    assert all(r.semantic_rank is None for r in results)
+
+
+def test_semantic_scores_are_cosine_similarities(ws: Workspace) -> None:
+    results = _search(ws, mode="semantic").results
+    assert results and all(-1 <= r.semantic_similarity <= 1 for r in results)
+    assert [r.score for r in results] == [r.semantic_similarity for r in results]
+    assert all(r.lexical_rank is None for r in results)
+
+
+def test_alpha_extremes_equal_the_single_channel_rankings(ws: Workspace) -> None:
+    assert _ids(_search(ws, alpha=1.0)) == _ids(_search(ws, mode="lexical"))
+    assert _ids(_search(ws, alpha=0.0)) == _ids(_search(ws, mode="semantic"))
+
+
+def test_hybrid_is_the_alpha_weighted_sum_of_min_max_scores(ws: Workspace) -> None:
+    lexical = {r.chunk_id: r.score for r in _search(ws, mode="lexical", limit=100).results}
+    semantic = {r.chunk_id: r.score for r in _search(ws, mode="semantic", limit=100).results}
+
+    def normalised(scores: dict[str, float]) -> dict[str, float]:
+        low, high = min(scores.values()), max(scores.values())
+        return {k: (v - low) / (high - low) for k, v in scores.items()}
+
+    lex, sem = normalised(lexical), normalised(semantic)
+    for result in _search(ws, alpha=0.3, limit=100).results:
+        expected = 0.3 * lex.get(result.chunk_id, 0) + 0.7 * sem.get(result.chunk_id, 0)
+        assert result.score == pytest.approx(expected)
+
+
+def test_rrf_sums_reciprocal_ranks_with_the_given_k(ws: Workspace) -> None:
+    for k in (1, 60):
+        response = _search(ws, mode="rrf", rrf_k=k, limit=100)
+        assert response.rrf_k == k
+        for r in response.results:
+            expected = sum(1 / (k + rank) for rank in (r.lexical_rank, r.semantic_rank) if rank)
+            assert r.score == pytest.approx(expected)
+
+
+def test_rrf_k_defaults_to_the_configured_value(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ws, "settings", Settings(db_path=ws.settings.db_path, rrf_k=7))
+    assert _search(ws, mode="rrf").rrf_k == 7
+
+
+def test_rrf_k_changes_the_ranking() -> None:
+    """Chunk 1 is first in one channel, chunk 2 fourth in both: a small k favours the top rank
+    (1/2 > 2/5), a large one agreement between channels (1/61 < 2/64)."""
+    public = {i: f"chk_{i}" for i in range(1, 7)}
+    lexical = [Ranked(1, 1, 9.0), Ranked(4, 2, 8.0), Ranked(5, 3, 7.0), Ranked(2, 4, 6.0)]
+    semantic = [Ranked(3, 1, 0.9), Ranked(6, 2, 0.8), Ranked(5, 3, 0.7), Ranked(2, 4, 0.6)]
+    small = fuse("rrf", lexical, semantic, public, alpha=0.5, rrf_k=1)
+    large = fuse("rrf", lexical, semantic, public, alpha=0.5, rrf_k=60)
+    assert [f.chunk_id for f in small[:2]] == [1, 3]
+    assert [f.chunk_id for f in large[:2]] == [5, 2]
+
+
+def test_min_similarity_drops_vector_candidates_but_not_lexical_hits(ws: Workspace) -> None:
+    everything = _search(ws, mode="semantic", limit=100).results
+    floor = sorted(r.semantic_similarity for r in everything)[len(everything) // 2]
+    kept = _search(ws, mode="semantic", limit=100, min_similarity=floor).results
+    assert kept and all(r.semantic_similarity >= floor for r in kept)
+    assert len(kept) < len(everything)
+    hybrid = _search(ws, limit=100, min_similarity=0.99).results
+    assert hybrid and all(r.semantic_rank is None and r.lexical_rank for r in hybrid)
+
+
+def test_ties_are_broken_by_chunk_id_and_results_are_deterministic(ws: Workspace) -> None:
+    public = {1: "chk_b", 2: "chk_a"}
+    fused = fuse("lexical", [Ranked(1, 1, 1.0), Ranked(2, 2, 1.0)], [], public, alpha=0, rrf_k=1)
+    assert [f.public_id for f in fused] == ["chk_a", "chk_b"]
+    for mode in MODES:
+        first, second = _search(ws, mode=mode), _search(ws, mode=mode)
+        assert first.results == second.results
+
+
+def test_results_cite_their_source(ws: Workspace) -> None:
+    for r in _search(ws, limit=100).results:
+        content = ws.conn.execute(
+            "SELECT content FROM revision WHERE public_id = ?", (r.citation.revision_id,)
+        ).fetchone()[0]
+        text = content[r.citation.char_start : r.citation.char_end]
+        assert r.excerpt.strip("…").strip() in text
+        assert len(r.excerpt) <= 300 + 2 * 20 + 2
+        assert content.count("\n", 0, r.citation.char_start) + 1 == r.citation.line_start
+        assert r.citation.path == r.path and r.revision_id == r.citation.revision_id
+
+
+def test_has_more_and_stats(ws: Workspace) -> None:
+    response = _search(ws, limit=1)
+    assert response.stats.results == 1 and response.stats.has_more
+    assert response.stats.lexical_candidates > 0 and response.stats.semantic_candidates > 0
+    assert response.stats.scope_chunks is None
+    scoped = _search(ws, limit=100, filters=SearchFilters(document_paths=["guide/"]))
+    assert scoped.stats.scope_chunks == len({r.chunk_id for r in _search(
+        ws, mode="semantic", limit=100, filters=SearchFilters(document_paths=["guide/"])
+    ).results})  # fmt: skip
+    assert not scoped.stats.has_more
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["sqlite-vec", "C++", "what's", '"unbalanced', "AND", "NEAR(", "🚀", "OR NOT", "col:umn",
+     "a*", "^start", "(((", '""', "-", "title: keys", "\x00", "NEAR(a b, 3)"],
+)  # fmt: skip
+@pytest.mark.parametrize("mode", MODES)
+def test_hostile_queries_are_ordinary_text(ws: Workspace, query: str, mode: str) -> None:
+    _search(ws, query, mode=mode)
+
+
+def test_punctuation_queries_still_run_the_vector_channel(ws: Workspace) -> None:
+    response = _search(ws, "🚀 ???")
+    assert response.stats.lexical_candidates == 0
+    assert query_terms("🚀 ???") == [] and match_expression([]) is None
+
+
+def test_hyphenated_terms_are_phrases(ws: Workspace) -> None:
+    assert match_expression(query_terms('sqlite-vec "x" sqlite-VEC')) == '"sqlite-vec" OR """x"""'
+    hits = _search(ws, "sqlite-vec", mode="lexical").results
+    assert [r.path for r in hits] == ["guide/cpp.txt"]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(query=st.text(min_size=1, max_size=60).filter(lambda q: q.strip()))
+def test_generated_text_never_raises(ws: Workspace, query: str) -> None:
+    for mode in ("lexical", "hybrid"):
+        _search(ws, query, mode=mode)

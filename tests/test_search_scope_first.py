@@ -1,0 +1,115 @@
+"""Scope before limit: the regression a post-filter design fails.
+
+One target document's chunks rank far below hundreds of decoy chunks. With every channel forced
+to a single candidate and limit=1, a search scoped to the target (by id, path prefix, tag or
+metadata) must still return its best chunk, in every mode. A design that retrieves the global
+top-k and filters afterwards returns nothing here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.service.search import search
+from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest
+from kbmcp.workspace import Workspace
+from tests.search_corpus import (
+    QUERY,
+    TARGET_META,
+    TARGET_PATH,
+    TARGET_TAG,
+    ingest,
+    write_adversarial_corpus,
+)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    root = tmp_path_factory.mktemp("adversarial")
+    ws = Workspace(Settings(db_path=root / "kb.db", embedder="hash"), embedder=HashingEmbedder())
+    ingest(ws, write_adversarial_corpus(root))
+    yield ws
+    ws.close()
+
+
+def _target(ws: Workspace) -> tuple[str, list[tuple[int, str, str]]]:
+    doc_id = ws.conn.execute(
+        "SELECT public_id FROM document WHERE path = ?", (TARGET_PATH,)
+    ).fetchone()[0]
+    chunks = ws.conn.execute(
+        """SELECT c.id, c.public_id, c.text FROM chunk AS c JOIN document AS d
+           ON c.revision_id = d.current_revision_id WHERE d.path = ? ORDER BY c.ordinal""",
+        (TARGET_PATH,),
+    ).fetchall()
+    return doc_id, chunks
+
+
+def _brute_force_best(ws: Workspace) -> str:
+    """The target chunk that is best in BOTH channels, computed without the engine: the only
+    one containing query words, and the one with the highest cosine to the query."""
+    _, chunks = _target(ws)
+    words = set(QUERY.lower().split())
+    lexical = [public for _, public, text in chunks if words & set(text.lower().split())]
+    query = HashingEmbedder().embed([QUERY])[0]
+    sims = {}
+    for chunk_id, public, _ in chunks:
+        blob = ws.conn.execute(
+            "SELECT embedding FROM chunk_vector WHERE chunk_id = ?", (chunk_id,)
+        ).fetchone()[0]
+        vector = np.frombuffer(blob, dtype=np.float32)
+        sims[public] = float(vector @ query / np.linalg.norm(vector) / np.linalg.norm(query))
+    semantic = max(sims, key=sims.__getitem__)
+    assert len(chunks) >= 2 and lexical == [semantic], "corpus precondition"
+    return semantic
+
+
+def _filters(ws: Workspace, how: str) -> SearchFilters:
+    doc_id, _ = _target(ws)
+    return {
+        "document_ids": SearchFilters(document_ids=[doc_id]),
+        "document_paths": SearchFilters(document_paths=["garden/"]),
+        "tags": SearchFilters(tags=dict([TARGET_TAG])),
+        "metadata": SearchFilters(metadata=dict([TARGET_META])),
+    }[how]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_unscoped_target_ranks_far_below_the_decoys(corpus: Workspace, mode: str) -> None:
+    response = search(corpus, corpus.local_principal(), SearchRequest(QUERY, mode=mode, limit=100))
+    assert len(response.results) == 100
+    assert all(r.path != TARGET_PATH for r in response.results)
+
+
+@pytest.mark.parametrize("how", ["document_ids", "document_paths", "tags", "metadata"])
+@pytest.mark.parametrize("mode", MODES)
+def test_scoped_search_finds_the_best_chunk_with_one_candidate(
+    corpus: Workspace, mode: str, how: str
+) -> None:
+    expected = _brute_force_best(corpus)
+    request = SearchRequest(QUERY, mode=mode, limit=1, candidates=1, filters=_filters(corpus, how))
+    response = search(corpus, corpus.local_principal(), request)
+    assert [r.chunk_id for r in response.results] == [expected]
+    assert response.results[0].path == TARGET_PATH
+    assert response.stats.scope_chunks == len(_target(corpus)[1])
+    # Only one target chunk contains query words; the vector channel sees all of them.
+    assert response.stats.has_more == (mode != "lexical")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_large_scope_uses_the_index_strategy_and_still_excludes_the_rest(
+    corpus: Workspace, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Force the vec0 (binary index + exact re-rank) path: its allow-list is applied before k."""
+    monkeypatch.setattr("kbmcp.search.semantic.EXACT_SCAN_MAX_ROWS", 0)
+    expected = _brute_force_best(corpus)
+    request = SearchRequest(
+        QUERY, mode=mode, limit=1, candidates=1, filters=_filters(corpus, "tags")
+    )
+    response = search(corpus, corpus.local_principal(), request)
+    assert [r.chunk_id for r in response.results] == [expected]
+    assert response.stats.vector_strategy == "index"
