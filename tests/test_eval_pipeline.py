@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -126,3 +127,72 @@ def test_pipeline_reuses_a_knowledge_base_holding_the_corpus(
         "latency_ms_p50": second.modes["lexical"].metrics["latency_ms_p50"],
         "latency_ms_p95": second.modes["lexical"].metrics["latency_ms_p95"],
     }
+
+
+# --- through the CLI and the real search engine (hashing embedder) ---------------------------
+
+
+def _cli_json(db: Path, *args: str) -> dict[str, Any]:
+    from click.testing import CliRunner
+
+    from kbmcp.cli import cli
+
+    result = CliRunner().invoke(cli, ["--db", str(db), "eval", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_cli_eval_end_to_end_lexical_matches_hand_computed(
+    tmp_path: Path, dataset_dir: Path
+) -> None:
+    db = tmp_path / "eval.db"
+    out = _cli_json(db, str(dataset_dir), "--mode", "lexical", "--mode", "semantic")
+    assert (out["documents"], out["queries"], out["reused_knowledge_base"]) == (30, 6, False)
+    lexical = out["modes"]["lexical"]
+    assert set(lexical) == {*METRIC_KEYS, "latency_ms_p50", "latency_ms_p95", "queries"}
+    assert {k: lexical[k] for k in METRIC_KEYS} == pytest.approx(EXPECTED_LEXICAL)
+    assert set(out["modes"]) == {"lexical", "semantic"}
+
+    again = _cli_json(db, str(dataset_dir), "--mode", "keyword")
+    assert again["reused_knowledge_base"] is True
+    assert {k: again["modes"]["lexical"][k] for k in METRIC_KEYS} == pytest.approx(EXPECTED_LEXICAL)
+
+
+def test_service_run_agrees_with_evaluate_run(db_path: Path, dataset_dir: Path) -> None:
+    from kbmcp.config import Settings
+
+    with Workspace(Settings(db_path=db_path, embedder="hash")) as ws:
+        report = evaluate(ws, ws.local_principal(), dataset_dir, options=EvalOptions())
+    assert list(report.modes) == ["lexical", "semantic", "hybrid", "rrf"]
+    for mode, result in report.modes.items():
+        assert len(result.run) == 6, mode
+        expected = evaluate_run(result.run, QRELS_BY_QUERY)
+        assert {k: result.metrics[k] for k in METRIC_KEYS} == pytest.approx(expected), mode
+    lexical = report.modes["lexical"].run
+    assert lexical["q1"][:2] == ["d01", "d02"]
+    assert lexical["q4"][0] == "d05"  # three chunks, one document
+    assert lexical["q5"] == []
+    assert lexical["q6"][:2] == ["d08", "d07"]
+
+
+def test_cli_eval_table_and_bad_dataset(tmp_path: Path, dataset_dir: Path) -> None:
+    from click.testing import CliRunner
+
+    from kbmcp.cli import cli
+
+    runner = CliRunner()
+    db = str(tmp_path / "eval.db")
+    result = runner.invoke(cli, ["--db", db, "eval", str(dataset_dir), "--mode", "lexical"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith(
+        "tinybeir: 30 documents (ingested in knowledge base 'beir-tinybeir')"
+    )
+    row = next(line for line in lines if line.startswith("lexical"))
+    assert row.split()[1:5] == [
+        f"{EXPECTED_LEXICAL[k]:.4f}" for k in ("ndcg@10", "recall@10", "recall@100", "mrr@10")
+    ]
+    (tmp_path / "broken").mkdir()
+    bad = runner.invoke(cli, ["--db", db, "eval", str(tmp_path / "broken")])
+    assert bad.exit_code != 0
+    assert "qrels" in bad.output
