@@ -9,7 +9,7 @@ chunk-level vs document-level fusion. Every chunk ranking is collapsed to docume
 ranks where its best chunk ranks) before the metrics.
 
     python bench/tune_scifact.py /tmp/kbmcp-eval/scifact.db [--dataset DIR] [--kb NAME]
-        [--section lexical,dense,hybrid,rrf,depth]
+        [--section lexical,dense,hybrid,noise,depth]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import apsw
 import numpy as np
 
 from kbmcp.eval.beir import BeirDataset, load_beir
-from kbmcp.eval.metrics import evaluate_run
+from kbmcp.eval.metrics import evaluate_run, ndcg_at_k
 from kbmcp.service.evaluate import beir_id_from_path
 
 Ranking = list[tuple[int, float]]  # (chunk row, score), best first
@@ -291,6 +291,43 @@ def section_depth(b: Bench, weights: tuple[float, float, float], alpha: float, k
         print(row(f"hybrid, chunk limit {limit}", mh), flush=True)
 
 
+def paired(b: Bench, label: str, run_a: dict, run_b: dict) -> None:
+    """Mean per-query nDCG@10 difference (a - b) with a 95% interval (normal approximation)."""
+    diffs = np.array(
+        [
+            ndcg_at_k(run_a.get(q, []), grades) - ndcg_at_k(run_b.get(q, []), grades)
+            for q, grades in b.data.qrels.items()
+        ]
+    )
+    se = diffs.std(ddof=1) / np.sqrt(len(diffs))
+    print(f"{label:<60} {diffs.mean():+.4f} +- {1.96 * se:.4f}", flush=True)
+
+
+def section_noise(b: Bench, weights: tuple[float, float, float], depth: int) -> None:
+    print("\n## paired nDCG@10 differences over the queries (95% interval)")
+    channels = _channels(b, weights, depth)
+    runs = {
+        f"hybrid {a}": fused_run(b, channels, partial(fuse_alpha, alpha=a), "chunk", None)
+        for a in (0.4, 0.5, 0.6)
+    }
+    runs |= {
+        f"rrf {k}": fused_run(b, channels, partial(fuse_rrf, k=k), "chunk", None) for k in (5, 60)
+    }
+    runs["lexical"] = {qid: to_docs(lex, b.corpus.doc_of_row) for qid, lex, _s in channels}
+    runs["semantic"] = {qid: to_docs(sem, b.corpus.doc_of_row) for qid, _l, sem in channels}
+    runs["hybrid 0.5 doc-level"] = fused_run(
+        b, channels, partial(fuse_alpha, alpha=0.5), "doc", None
+    )
+    heavy = _channels(b, (2.0, 1.5, 1.0), depth)
+    runs["lexical (2, 1.5, 1)"] = {qid: to_docs(lex, b.corpus.doc_of_row) for qid, lex, _ in heavy}
+    for a, c in [
+        ("hybrid 0.5", "rrf 60"), ("hybrid 0.5", "lexical"), ("hybrid 0.5", "semantic"),
+        ("hybrid 0.5", "hybrid 0.4"), ("hybrid 0.5", "hybrid 0.6"), ("rrf 5", "rrf 60"),
+        ("hybrid 0.5 doc-level", "hybrid 0.5"), ("lexical", "lexical (2, 1.5, 1)"),
+    ]:  # fmt: skip
+        paired(b, f"{a}  vs  {c}", runs[a], runs[c])
+
+
 def query_vectors(data: BeirDataset, cache: Path) -> np.ndarray:
     if cache.is_file():
         vecs = np.load(cache)
@@ -316,8 +353,8 @@ def main(argv: Iterable[str] | None = None) -> None:
     parser.add_argument("--dataset", type=Path, default=SCIFACT)
     parser.add_argument("--kb", default=None)
     parser.add_argument("--section", default="lexical,dense,hybrid,depth")
-    parser.add_argument("--weights", type=parse_weights, default=(1.0, 1.0, 1.0))
-    parser.add_argument("--depth", type=int, default=300)
+    parser.add_argument("--weights", type=parse_weights, default=(1.0, 1.0, 1.0))  # engine
+    parser.add_argument("--depth", type=int, default=100)  # engine default
     parser.add_argument("--alpha", type=float, default=0.5)
     parser.add_argument("--rrf-k", type=int, default=60)
     args = parser.parse_args(None if argv is None else list(argv))
@@ -336,6 +373,8 @@ def main(argv: Iterable[str] | None = None) -> None:
         section_dense(bench)
     if "hybrid" in sections:
         section_hybrid(bench, args.weights, args.depth)
+    if "noise" in sections:
+        section_noise(bench, args.weights, args.depth)
     if "depth" in sections:
         section_depth(bench, args.weights, args.alpha, args.rrf_k)
     print(f"\n({time.perf_counter() - started:.0f} s)")
