@@ -9,7 +9,7 @@ chunk-level vs document-level fusion. Every chunk ranking is collapsed to docume
 ranks where its best chunk ranks) before the metrics.
 
     python bench/tune_scifact.py /tmp/kbmcp-eval/scifact.db [--dataset DIR] [--kb NAME]
-        [--section lexical,dense,hybrid,noise,depth]
+        [--section lexical,dense,hybrid,norm,noise,depth]
 """
 
 from __future__ import annotations
@@ -173,6 +173,27 @@ def fuse_alpha(lex: Sequence, sem: Sequence, alpha: float) -> list:
     return sorted(fused.items(), key=lambda kv: -kv[1])
 
 
+def max_norm(ranking: Sequence[tuple[object, float]]) -> dict[object, float]:
+    top = max((s for _k, s in ranking), default=0.0)
+    return {key: s / top if top > 0 else 1.0 for key, s in ranking}
+
+
+def z_norm(ranking: Sequence[tuple[object, float]]) -> dict[object, float]:
+    scores = np.array([s for _k, s in ranking], dtype=float)
+    if len(scores) < 2 or scores.std() == 0:
+        return {key: 0.0 for key, _s in ranking}
+    mean, std = scores.mean(), scores.std()
+    return {key: (s - mean) / std for key, s in ranking}
+
+
+def fuse_norm(lex: Sequence, sem: Sequence, alpha: float, norm: Callable, floor: float) -> list:
+    """Hybrid with another normalisation; a missing channel counts ``floor``."""
+    a, b = norm(lex), norm(sem)
+    keys = dict.fromkeys([*a, *b])
+    fused = {k: alpha * a.get(k, floor) + (1 - alpha) * b.get(k, floor) for k in keys}
+    return sorted(fused.items(), key=lambda kv: -kv[1])
+
+
 def fuse_rrf(lex: Sequence, sem: Sequence, k: float, w_lex: float = 1.0) -> list:
     fused: dict[object, float] = {}
     for weight, ranking in ((w_lex, lex), (1.0, sem)):
@@ -276,6 +297,19 @@ def section_hybrid(b: Bench, weights: tuple[float, float, float], depth: int) ->
             print(row(f"rrf_k 60, lexical weight {w}", m), flush=True)
 
 
+def section_norm(b: Bench, weights: tuple[float, float, float], depth: int) -> None:
+    header(f"hybrid normalisation variants, chunk-level, depth {depth}")
+    channels = _channels(b, weights, depth)
+    variants = {"min-max (engine)": (minmax, 0.0), "divide by max": (max_norm, 0.0),
+                "z-score, missing -3": (z_norm, -3.0)}  # fmt: skip
+    for name, (norm, floor) in variants.items():
+        for alpha in (0.3, 0.4, 0.5, 0.6, 0.7):
+            fuse = partial(fuse_norm, alpha=alpha, norm=norm, floor=floor)
+            print(
+                row(f"{name}, alpha {alpha}", b.score(fused_run(b, channels, fuse, "chunk", None)))
+            )
+
+
 def section_depth(b: Bench, weights: tuple[float, float, float], alpha: float, k: int) -> None:
     header(f"candidate depth per channel (alpha {alpha}, rrf_k {k}, chunk-level)")
     for depth in (10, 20, 50, 100, 200, 300, 500, 1000):
@@ -373,6 +407,8 @@ def main(argv: Iterable[str] | None = None) -> None:
         section_dense(bench)
     if "hybrid" in sections:
         section_hybrid(bench, args.weights, args.depth)
+    if "norm" in sections:
+        section_norm(bench, args.weights, args.depth)
     if "noise" in sections:
         section_noise(bench, args.weights, args.depth)
     if "depth" in sections:
