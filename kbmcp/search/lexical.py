@@ -81,6 +81,10 @@ def search_lexical(
 ) -> LexicalHits:
     if allowed is not None and len(allowed) == 0:
         return LexicalHits([], [], terms, [], False)
+    if allowed is not None and len(allowed) <= depth:
+        # The pruned query could never find more than `depth` chunks here, so it would always
+        # be re-run (below): search with every term straight away.
+        return _search(conn, terms, [], allowed, depth)
     kept, dropped = drop_stopwords(conn, terms, STOPWORD_MIN_ROWS)
     hits = _search(conn, kept, dropped, allowed, depth)
     if dropped and not hits.more:
