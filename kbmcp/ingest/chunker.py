@@ -56,6 +56,9 @@ class ChunkingOptions:
     is capped at ``max_chars // 2`` so that every piece makes real progress.
     """
 
+    # Measured on SciFact (docs/retrieval-quality.md), hybrid nDCG@10: 600/80 0.7219, 1000/100
+    # 0.7232, 2000/200 0.7232; lexical prefers long chunks, the default model short ones (it
+    # reads at most 256 tokens): 1000 keeps both channels near their best.
     max_chars: int = 1000
     overlap_chars: int = 100
 

@@ -36,10 +36,13 @@ from kbmcp.search.lexical_scan import rows_containing, scan_scope
 from kbmcp.search.query_text import match_expression, quote_term
 from kbmcp.search.term_cache import score_cached, term_cache
 
-# bm25 column weights (title, heading, body): a term in the title or a heading says more about
-# what a chunk is about than one in passing in its body.
-TITLE_WEIGHT = 2.0
-HEADING_WEIGHT = 1.5
+# bm25 column weights (title, heading, body). Equal, by measurement (bench/tune_scifact.py,
+# docs/retrieval-quality.md): on SciFact, where a document's title is also its heading, lexical
+# nDCG@10 is 0.685 with (1, 1, 1), 0.676 with (2, 1.5, 1) and 0.671 with (10, 0, 1); weighting
+# titles up only helps documents whose body never repeats the title, and the body of a chunk
+# under a heading usually does. (0, 0, 1) scores 0.680: the title and heading columns still help.
+TITLE_WEIGHT = 1.0
+HEADING_WEIGHT = 1.0
 BODY_WEIGHT = 1.0
 WEIGHTS = (TITLE_WEIGHT, HEADING_WEIGHT, BODY_WEIGHT)
 
