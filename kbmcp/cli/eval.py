@@ -137,7 +137,10 @@ def eval_command(
         candidates=candidates,
     )
     chunking = _chunking(chunk_chars, chunk_overlap)
-    with open_workspace(ctx) as workspace, progress_bar("embedding") as progress:
+    with (
+        open_workspace(ctx, create=True, long_lived=True) as workspace,
+        progress_bar("embedding") as progress,
+    ):
         try:
             report = evaluate(
                 workspace,
