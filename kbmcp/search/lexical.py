@@ -35,6 +35,7 @@ import numpy as np
 from kbmcp.search.lexical_scan import rows_containing, scan_scope
 from kbmcp.search.query_text import match_expression, quote_term
 from kbmcp.search.term_cache import score_cached, term_cache
+from kbmcp.search.top_k import top_k
 
 # bm25 column weights (title, heading, body). Equal, by measurement (bench/tune_scifact.py,
 # docs/retrieval-quality.md): on SciFact, where a document's title is also its heading, lexical
@@ -154,17 +155,10 @@ def _engine(
 
 def _ranked(ids: np.ndarray, scores: np.ndarray, terms: list[str], depth: int) -> LexicalHits:
     """The `depth` best by score, ties by chunk id (the SQL's ORDER BY score DESC, rowid)."""
-    more = len(ids) > depth
-    if more:
-        # Sorting every hit (100k for a common word) costs ~10 ms; keep the rows that score at
-        # least the depth-th best (ties included, so the tie-break by id stays exact) first.
-        threshold = np.partition(scores, len(scores) - depth)[len(scores) - depth]
-        keep = scores >= threshold
-        ids, scores = ids[keep], scores[keep]
-    order = np.lexsort((ids, -scores))[:depth]
+    best_ids, best_scores, more = top_k(ids, scores, depth)
     return LexicalHits(
-        chunk_ids=ids[order].tolist(),
-        scores=scores[order].tolist(),
+        chunk_ids=best_ids.tolist(),
+        scores=best_scores.tolist(),
         terms=terms,
         dropped_terms=[],
         more=more,

@@ -27,6 +27,7 @@ import apsw
 import numpy as np
 
 from kbmcp.search.semantic_sql import nearest_sql
+from kbmcp.search.top_k import top_k
 from kbmcp.search.vector_cache import (
     IndexedVectors,
     has_vectors,
@@ -128,16 +129,10 @@ def _top(
     if min_similarity is not None:
         keep = similarities >= min_similarity
         ids, similarities = ids[keep], similarities[keep]
-    more = len(ids) > depth
-    if more:
-        # Keep everything tied with the depth-th best so the final order (ties by id) is exact.
-        threshold = np.partition(similarities, len(similarities) - depth)[len(similarities) - depth]
-        keep = similarities >= threshold
-        ids, similarities = ids[keep], similarities[keep]
-    order = np.lexsort((ids, -similarities))[:depth]
+    best_ids, best_similarities, more = top_k(ids, similarities, depth)
     return SemanticHits(
-        chunk_ids=ids[order].tolist(),
-        similarities=similarities[order].astype(float).tolist(),
+        chunk_ids=best_ids.tolist(),
+        similarities=best_similarities.astype(float).tolist(),
         strategy=strategy,
         more=more,
     )
