@@ -715,3 +715,22 @@ def test_an_empty_knowledge_base_filter_selects_nothing_rather_than_everything(
         list_documents(ws, ws.local_principal(), knowledge_base_ids=[])
     with pytest.raises(InvalidRequest, match="not a valid knowledge base id"):
         list_documents(ws, ws.local_principal(), knowledge_base_ids=["default"])
+
+
+def test_progress_counts_a_file_once_its_batch_is_written(
+    ws: Workspace, tmp_path: Path, embedder: CountingEmbedder
+) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for i in range(5):
+        (folder / f"note{i}.md").write_text(f"# Note {i}\n\nSome text about topic {i}.\n")
+    calls: list[tuple[int, int]] = []
+    with_progress = add_paths(
+        ws, ws.local_principal(), [folder], IngestOptions(), lambda d, t: calls.append((d, t))
+    )
+    assert with_progress.added == 5
+    done = [d for d, _ in calls]
+    assert done == sorted(done), "progress never goes backwards"
+    # The five small files fit in one embedding batch: none is done before it is written.
+    assert done[:-1] == [0] * (len(done) - 1)
+    assert calls[-1] == (5, 5)

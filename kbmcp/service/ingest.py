@@ -174,8 +174,12 @@ def add_paths(
         if pending is not None:
             run.queue(pending)
         if progress:
-            progress(done, len(files))
+            # Files waiting in the embedding batch are not done yet: the bar moves when their
+            # batch is written, and does not sit at 100% while the last batch embeds.
+            progress(done - len(run.pending), len(files))
     run.flush()
+    if progress:
+        progress(len(files), len(files))
     if options.prune and walk.errors:
         report.warnings.append("--prune skipped: some folders could not be read (see errors)")
     elif options.prune:
