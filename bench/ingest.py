@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from kbmcp.config import Settings
-from kbmcp.embed.base import Embedder, ModelFingerprint
+from kbmcp.embed.base import DelegatingEmbedder, Embedder
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.service.ingest import IngestReport, add_paths
 from kbmcp.workspace import Workspace
@@ -58,26 +58,14 @@ WORDS = _WORD_TEXT.split()
 HEADINGS = _HEADING_TEXT.split()
 
 
-@dataclass
-class TimedEmbedder:
-    """Wraps an embedder and accumulates the wall-clock and CPU time spent in `embed`."""
+class TimedEmbedder(DelegatingEmbedder):
+    """Accumulates the wall-clock and CPU time spent in `embed`."""
 
-    inner: Embedder
-    seconds: float = 0.0
-    cpu_seconds: float = 0.0
-    texts: int = 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
-
-    @property
-    def fingerprint(self) -> ModelFingerprint:
-        return self.inner.fingerprint
+    def __init__(self, inner: Embedder) -> None:
+        super().__init__(inner)
+        self.seconds = 0.0
+        self.cpu_seconds = 0.0
+        self.texts = 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         started, cpu_started = time.perf_counter(), time.process_time()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kbmcp.config import Settings
-from kbmcp.embed.base import Embedder, ModelFingerprint
+from kbmcp.embed.base import DelegatingEmbedder, Embedder
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import InvalidRequest, ModelMismatch
 from kbmcp.ingest.chunker import ChunkingOptions
@@ -106,26 +106,14 @@ def make_mixed_folder(root: Path) -> Path:
     return folder
 
 
-class CountingEmbedder:
-    """Wraps an embedder, counting calls and texts; can fail on a given call."""
+class CountingEmbedder(DelegatingEmbedder):
+    """Counts calls and texts; can fail on a given call."""
 
     def __init__(self, inner: Embedder | None = None, fail_on_call: int | None = None) -> None:
-        self.inner = inner or HashingEmbedder()
+        super().__init__(inner or HashingEmbedder())
         self.fail_on_call = fail_on_call
         self.calls = 0
         self.texts: list[str] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
-
-    @property
-    def fingerprint(self) -> ModelFingerprint:
-        return self.inner.fingerprint
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         self.calls += 1

@@ -45,3 +45,26 @@ class Embedder(Protocol):
 
 class EmbeddingModelError(RuntimeError):
     """The embedding model cannot be loaded (missing package, altered file, ...)."""
+
+
+class DelegatingEmbedder:
+    """An embedder that forwards to another: subclass it to observe or alter `embed` (timing in
+    benchmarks, counting or failing calls in tests) without repeating the protocol."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    @property
+    def fingerprint(self) -> ModelFingerprint:
+        return self.inner.fingerprint
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed(texts)
