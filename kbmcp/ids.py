@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from kbmcp.errors import InvalidRequest
 
@@ -56,17 +57,25 @@ def check_id(kind: str, value: object, *, argument: str) -> str:
     return candidate
 
 
-def check_id_list(kind: str, values: Sequence[str], *, argument: str, limit: int) -> list[str]:
-    """Validate a list of ids: not empty, at most `limit`, each well-formed; stripped and
-    de-duplicated in order."""
-    if isinstance(values, str) or not isinstance(values, Sequence):
-        raise InvalidRequest(f"{argument} must be a list of ids", details={"argument": argument})
+def check_list(values: object, *, argument: str, limit: int) -> list[Any]:
+    """A non-empty list (not a string) of at most `limit` items, else `InvalidRequest`."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise InvalidRequest(f"{argument} must be a list", details={"argument": argument})
     if not values:
         raise InvalidRequest(f"{argument} must not be empty", details={"argument": argument})
     if len(values) > limit:
         raise InvalidRequest(
-            f"{argument} accepts at most {limit} ids, got {len(values)}",
+            f"{argument} accepts at most {limit} items, got {len(values)}",
             details={"argument": argument, "limit": limit},
         )
-    cleaned = [check_id(kind, value, argument=argument) for value in values]
+    return list(values)
+
+
+def check_id_list(kind: str, values: Sequence[str], *, argument: str, limit: int) -> list[str]:
+    """Validate a list of ids: not empty, at most `limit`, each well-formed; stripped and
+    de-duplicated in order."""
+    cleaned = [
+        check_id(kind, value, argument=argument)
+        for value in check_list(values, argument=argument, limit=limit)
+    ]
     return list(dict.fromkeys(cleaned))

@@ -21,7 +21,7 @@ import apsw
 import numpy as np
 
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
-from kbmcp.ids import check_id_list
+from kbmcp.ids import check_id_list, check_list
 from kbmcp.service.search_models import MAX_DOCUMENT_IDS, SearchFilters
 
 MAX_KNOWLEDGE_BASE_IDS = 100
@@ -231,22 +231,9 @@ def _resolve_ids(
     return (kb_ids or None), ([row_id for _, row_id, _ in documents] or None)
 
 
-def _non_empty_list(values: Any, argument: str, limit: int) -> list[Any]:
-    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
-        raise InvalidRequest(f"{argument} must be a list", details={"argument": argument})
-    if not values:
-        raise InvalidRequest(f"{argument} must not be empty", details={"argument": argument})
-    if len(values) > limit:
-        raise InvalidRequest(
-            f"{argument} accepts at most {limit} items, got {len(values)}",
-            details={"argument": argument, "limit": limit},
-        )
-    return list(values)
-
-
 def _paths(values: Any) -> list[str]:
     prefixes = []
-    for value in _non_empty_list(values, "document_paths", MAX_PATH_PREFIXES):
+    for value in check_list(values, argument="document_paths", limit=MAX_PATH_PREFIXES):
         if not isinstance(value, str) or not value.strip():
             raise InvalidRequest(
                 f"document_paths: {value!r} is not a non-empty path prefix",
