@@ -272,6 +272,21 @@ def test_invalid_front_matter_is_a_warning_and_the_heading_is_the_title(
     assert document_row(ws.conn, "bad.md")[3] == "Real Title"
 
 
+def test_front_matter_with_yaml_aliases_is_ignored_not_expanded(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    # Nine levels of nine aliases: a billion leaves once expanded into stored JSON.
+    levels = ['a0: &a0 ["lol"]'] + [
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)
+    ]
+    bomb = "---\n" + "\n".join(levels) + "\n---\n# Laughs\n\ntext\n"
+    (tmp_path / "bomb.md").write_text(bomb)
+    report = add(ws, tmp_path / "bomb.md")
+    assert report.added == 1
+    assert len(report.warnings) == 1 and "aliases" in report.warnings[0]
+    assert document_row(ws.conn, "bomb.md")[3] == "Laughs"
+
+
 # --------------------------------------------------------------------------- re-adding
 
 

@@ -85,11 +85,22 @@ def parse_pairs(values: list[str] | tuple[str, ...], *, option: str) -> list[tup
     return pairs
 
 
+def _has_aliases(body: str) -> bool:
+    """YAML aliases let a few lines of front matter stand for an exponentially large document
+    ("billion laughs"): loading shares the objects, but turning them into stored JSON expands
+    them. Front matter has no use for them, so a document that has them is read without it."""
+    return "*" in body and any(
+        isinstance(token, yaml.AliasToken) for token in yaml.scan(body, Loader=yaml.SafeLoader)
+    )
+
+
 def _front_matter(text: str) -> tuple[dict[str, Any], str | None]:
     match = _FRONT_MATTER.match(text)
     if match is None:
         return {}, None
     try:
+        if _has_aliases(match["body"]):
+            return {}, "front matter ignored: YAML aliases (*name) are not supported"
         loaded = yaml.load(match["body"], Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         first_line = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
