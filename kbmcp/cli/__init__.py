@@ -10,6 +10,9 @@ import click
 
 from kbmcp import __version__
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
+from kbmcp.cli.eval import eval_command
+from kbmcp.cli.search import search
+from kbmcp.cli.serve import serve
 from kbmcp.errors import KbError
 
 
@@ -34,29 +37,8 @@ def cli(ctx: click.Context, db: str | None) -> None:
     ctx.obj = {"db": db}
 
 
-for command in (add, ls, read, reembed, doctor):
+for command in (add, ls, read, search, serve, reembed, doctor, eval_command):
     cli.add_command(command)
-
-
-def _register_optional_commands() -> None:
-    """Commands that live in their own modules (search, serve, eval)."""
-    import importlib
-
-    for module_name, attribute in (
-        ("kbmcp.cli.search", "search"),
-        ("kbmcp.cli.serve", "serve"),
-        ("kbmcp.cli.eval", "eval_command"),
-    ):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        cli.add_command(getattr(module, attribute))
-
-
-_register_optional_commands()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,8 +8,6 @@ import click
 
 from kbmcp.cli.common import open_workspace
 from kbmcp.errors import KbError
-from kbmcp.server.app import build_server, server_options_from_env
-from kbmcp.server.transports import configure_logging, run_http, run_stdio
 from kbmcp.workspace import Workspace
 
 logger = logging.getLogger("kbmcp.serve")
@@ -43,6 +41,10 @@ def serve(
     """
     if not use_http and (host is not None or port is not None):
         raise click.UsageError("--host and --port apply to --http")
+    # Imported here: the MCP SDK takes ~0.4 s to import, which every other command would pay.
+    from kbmcp.server.app import build_server, server_options_from_env
+    from kbmcp.server.transports import configure_logging, run_http, run_stdio
+
     configure_logging(log_level)
     options = server_options_from_env()
     with open_workspace(ctx, create=True, long_lived=True) as workspace:
