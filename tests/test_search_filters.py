@@ -122,6 +122,7 @@ def test_unknown_ids_are_unavailable_and_named_in_one_error(ws: Workspace) -> No
     with pytest.raises(ResourceUnavailable) as error:
         _run(ws, knowledge_base_ids=[missing_kb], document_ids=[missing_doc])
     assert error.value.details == {
+        "argument": "knowledge_base_ids",
         "knowledge_base_ids": [missing_kb],
         "document_ids": [missing_doc],
     }

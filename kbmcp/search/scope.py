@@ -219,7 +219,9 @@ def _resolve_ids(
     if unavailable:
         named = "; ".join(f"{arg}: {', '.join(ids)}" for arg, ids in unavailable.items())
         raise ResourceUnavailable(
-            f"not found, not readable or not published: {named}", details=unavailable
+            f"not found, not readable or not published: {named}",
+            # `argument` names the first offending argument, as every error's details do.
+            details={"argument": next(iter(unavailable)), **unavailable},
         )
     if kb_public and doc_public:
         outside = [public for public, _, kb_id in documents if kb_id not in kb_ids]

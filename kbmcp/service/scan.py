@@ -14,14 +14,16 @@ from dataclasses import dataclass
 from kbmcp.access import READ, Principal, readable_kb_ids
 from kbmcp.clock import format_timestamp, parse_timestamp
 from kbmcp.errors import InvalidRequest
-from kbmcp.ids import check_id_list
-from kbmcp.service.scope_check import check_documents, check_knowledge_bases
-from kbmcp.service.search_models import DEFAULT_LIMIT, MAX_DOCUMENT_IDS, MAX_LIMIT, SearchFilters
+from kbmcp.search.scope import resolve_scope
+from kbmcp.service.search_models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.workspace import Workspace, holding_lock
 
 EXCERPT_CHARS = 240
 
+# The scope's documents come from the search engine's scope SQL (kbmcp/search/scope.py), so
+# scan and search validate and apply every filter the same way.
 SELECT_RECENT = """
+WITH scope_document AS MATERIALIZED ({documents})
 SELECT d.public_id, kb.public_id, r.public_id, r.number, d.path, d.title, d.updated_at,
        r.char_count,
        (SELECT json_group_array(json_array(t.key, t.value))
@@ -29,27 +31,11 @@ SELECT d.public_id, kb.public_id, r.public_id, r.number, d.path, d.title, d.upda
               WHERE document_id = d.id ORDER BY key, value) AS t),
        (SELECT substr(c.text, 1, :excerpt_chars + 1) FROM chunk AS c
         WHERE c.revision_id = d.current_revision_id ORDER BY c.ordinal LIMIT 1)
-FROM document AS d
+FROM scope_document AS s
+JOIN document AS d ON d.id = s.id
 JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 JOIN revision AS r ON r.id = d.current_revision_id
-WHERE d.status = 'published'
-  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
-  AND (:kb_ids IS NULL OR kb.public_id IN (SELECT value FROM json_each(:kb_ids)))
-  AND (:doc_ids IS NULL OR d.public_id IN (SELECT value FROM json_each(:doc_ids)))
-  AND (:paths IS NULL OR EXISTS (
-      SELECT 1 FROM json_each(:paths) AS p
-      WHERE substr(d.path, 1, length(p.value)) = p.value))
-  AND NOT EXISTS (
-      SELECT 1 FROM json_each(:tags) AS want
-      WHERE NOT EXISTS (
-          SELECT 1 FROM document_tag AS t
-          WHERE t.document_id = d.id AND t.key = want.key AND t.value = want.value))
-  AND NOT EXISTS (
-      SELECT 1 FROM json_each(:metadata) AS want
-      WHERE NOT EXISTS (
-          SELECT 1 FROM json_each(d.metadata) AS m
-          WHERE m.key = want.key AND m.type = want.type AND m.value IS want.value))
-  AND (:since IS NULL OR d.updated_at >= :since)
+WHERE (:since IS NULL OR d.updated_at >= :since)
   AND (:until IS NULL OR d.updated_at < :until)
 ORDER BY d.updated_at DESC, d.public_id
 LIMIT :limit
@@ -103,17 +89,12 @@ def scan_recent(
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidRequest("limit must be an integer >= 1", details={"argument": "limit"})
     effective_limit = min(limit, MAX_LIMIT)
-    kb_ids, doc_ids = _check_scope(workspace, principal, filters)
+    scope = resolve_scope(workspace.conn, readable_kb_ids(workspace.conn, principal), filters)
     rows = workspace.conn.execute(
-        SELECT_RECENT,
+        SELECT_RECENT.format(documents=scope.documents_sql()),
         {
+            **scope.params(),
             "excerpt_chars": EXCERPT_CHARS,
-            "readable_kb_ids": json.dumps(readable_kb_ids(workspace.conn, principal)),
-            "kb_ids": json.dumps(kb_ids) if kb_ids else None,
-            "doc_ids": json.dumps(doc_ids) if doc_ids else None,
-            "paths": json.dumps(filters.document_paths) if filters.document_paths else None,
-            "tags": json.dumps(filters.tags or {}),
-            "metadata": json.dumps(filters.metadata or {}),
             "since": since_ts,
             "until": until_ts,
             "limit": effective_limit + 1,
@@ -142,28 +123,6 @@ def _timestamp(value: str | None, argument: str) -> str | None:
             "(e.g. 2026-01-31 or 2026-01-31T09:00:00Z)",
             details={"argument": argument, "value": value},
         ) from None
-
-
-def _check_scope(
-    workspace: Workspace, principal: Principal, filters: SearchFilters
-) -> tuple[list[str] | None, list[str] | None]:
-    kb_ids = doc_ids = None
-    if filters.knowledge_base_ids is not None:
-        kb_ids = check_id_list(
-            "knowledge_base",
-            filters.knowledge_base_ids,
-            argument="knowledge_base_ids",
-            limit=MAX_DOCUMENT_IDS,
-        )
-        check_knowledge_bases(workspace, principal, kb_ids, argument="knowledge_base_ids")
-    if filters.document_ids is not None:
-        doc_ids = check_id_list(
-            "document", filters.document_ids, argument="document_ids", limit=MAX_DOCUMENT_IDS
-        )
-        check_documents(
-            workspace, principal, doc_ids, argument="document_ids", knowledge_base_ids=kb_ids
-        )
-    return kb_ids, doc_ids
 
 
 def _item(row: tuple) -> ScanItem:
