@@ -33,8 +33,8 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder, _hash_feature, text_features
 from kbmcp.ids import make_id
 from kbmcp.search import lexical, semantic
+from kbmcp.search.models import MODES, SearchFilters, SearchRequest
 from kbmcp.service.search import search
-from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest
 from kbmcp.store.catalog import ensure_knowledge_base, ensure_tenant
 from kbmcp.store.index import IndexRow, add_to_index
 from kbmcp.store.vectors import record_model, store_vectors

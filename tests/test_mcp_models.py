@@ -8,9 +8,10 @@ import dataclasses
 import pytest
 from pydantic import BaseModel
 
+from kbmcp.search import models as search_models
+from kbmcp.search.models import Citation
 from kbmcp.server import models
-from kbmcp.service import listing, read, scan, search_models
-from kbmcp.service.read import Citation
+from kbmcp.service import listing, read, scan
 
 MIRRORS: list[tuple[type, type[BaseModel]]] = [
     (Citation, models.Citation),

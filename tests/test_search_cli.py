@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from kbmcp.cli import cli
 from kbmcp.cli.common import to_jsonable
 from kbmcp.config import Settings
+from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.service.search import search as service_search
-from kbmcp.service.search_models import SearchFilters, SearchRequest
 from kbmcp.workspace import Workspace
 from tests.search_corpus import write_small_corpus
 

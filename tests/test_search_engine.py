@@ -14,10 +14,10 @@ from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search import lexical, semantic
 from kbmcp.search.excerpt import ELLIPSIS, make_excerpt
 from kbmcp.search.lexical import document_tokenizer, drop_stopwords
+from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.search.vector_cache import indexed_vectors
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
-from kbmcp.service.search_models import SearchFilters, SearchRequest
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 

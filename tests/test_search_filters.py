@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from kbmcp.errors import InvalidRequest, QueryRequired, ResourceUnavailable
+from kbmcp.search.models import MAX_LIMIT, SearchFilters, SearchRequest
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
-from kbmcp.service.search_models import MAX_LIMIT, SearchFilters, SearchRequest
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.fusion import Ranked, fuse
+from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.query_text import match_expression, query_terms
 from kbmcp.service.search import search
-from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 

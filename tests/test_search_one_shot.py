@@ -15,10 +15,10 @@ import pytest
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search import lexical, semantic_sql
+from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.term_cache import term_cache
 from kbmcp.search.vector_cache import has_vectors
 from kbmcp.service.search import search
-from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.workspace import Workspace
 from tests.search_corpus import (
     QUERY,

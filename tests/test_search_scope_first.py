@@ -16,8 +16,8 @@ import pytest
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search.models import MODES, SearchFilters, SearchRequest
 from kbmcp.service.search import search
-from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest
 from kbmcp.workspace import Workspace
 from tests.search_corpus import (
     QUERY,

@@ -22,7 +22,7 @@ import numpy as np
 
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id_list, check_list
-from kbmcp.service.search_models import MAX_DOCUMENT_IDS, SearchFilters
+from kbmcp.search.models import MAX_DOCUMENT_IDS, SearchFilters
 
 MAX_KNOWLEDGE_BASE_IDS = 100
 MAX_PATH_PREFIXES = 100

@@ -20,6 +20,17 @@ from pydantic import BaseModel
 from kbmcp.access import Principal
 from kbmcp.errors import InvalidRequest, KbError, QueryRequired, ResourceUnavailable
 from kbmcp.ids import check_id
+from kbmcp.search.models import (
+    DEFAULT_ALPHA,
+    DEFAULT_LIMIT,
+    DEFAULT_MODE,
+    MAX_DOCUMENT_IDS,
+    MODE_ALIASES,
+    MODES,
+    SearchFilters,
+    SearchRequest,
+    SearchResponse,
+)
 from kbmcp.server import models
 from kbmcp.server.arguments import (
     STRING_MAP_SCHEMA,
@@ -37,17 +48,6 @@ from kbmcp.server.arguments import (
 from kbmcp.server.errors import kb_error_result
 from kbmcp.service import listing, read, scan
 from kbmcp.service.scope_check import check_knowledge_bases
-from kbmcp.service.search_models import (
-    DEFAULT_ALPHA,
-    DEFAULT_LIMIT,
-    DEFAULT_MODE,
-    MAX_DOCUMENT_IDS,
-    MODE_ALIASES,
-    MODES,
-    SearchFilters,
-    SearchRequest,
-    SearchResponse,
-)
 from kbmcp.workspace import Workspace
 
 MAX_KNOWLEDGE_BASE_IDS = 100

@@ -10,6 +10,7 @@ from kbmcp.access import READ, Principal, readable_kb_ids
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
+from kbmcp.search.models import Citation
 from kbmcp.workspace import Workspace, holding_lock
 
 DEFAULT_LIMIT_CHARS = 4000
@@ -41,16 +42,6 @@ JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 WHERE c.public_id IN (SELECT value FROM json_each(:chunk_ids))
   AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
 """
-
-
-@dataclass(frozen=True)
-class Citation:
-    path: str
-    revision_id: str
-    line_start: int
-    line_end: int
-    char_start: int
-    char_end: int
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from kbmcp.access import READ, Principal, readable_kb_ids
 from kbmcp.clock import format_timestamp, parse_timestamp
 from kbmcp.errors import InvalidRequest
+from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
-from kbmcp.service.search_models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.workspace import Workspace, holding_lock
 
 EXCERPT_CHARS = 240

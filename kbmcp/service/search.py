@@ -27,17 +27,17 @@ from kbmcp.search.lexical import (
     search_lexical,
     term_tokens,
 )
-from kbmcp.search.query_text import query_terms
-from kbmcp.search.request import SearchArguments, check_arguments
-from kbmcp.search.scope import Scope, resolve_scope, scope_chunk_ids, unmatched_filters
-from kbmcp.search.semantic import SemanticHits, choose_strategy, search_semantic
-from kbmcp.service.read import Citation
-from kbmcp.service.search_models import (
+from kbmcp.search.models import (
+    Citation,
     SearchRequest,
     SearchResponse,
     SearchResult,
     SearchStats,
 )
+from kbmcp.search.query_text import query_terms
+from kbmcp.search.request import SearchArguments, check_arguments
+from kbmcp.search.scope import Scope, resolve_scope, scope_chunk_ids, unmatched_filters
+from kbmcp.search.semantic import SemanticHits, choose_strategy, search_semantic
 from kbmcp.workspace import Workspace
 
 PUBLIC_IDS = "SELECT id, public_id FROM chunk WHERE id IN carray(:ids)"

@@ -1,14 +1,13 @@
 """The search request and response: the contract between the search engine, the CLI and MCP.
 
-Plain dataclasses; the MCP layer mirrors them as pydantic models for its schemas.
+Plain dataclasses; the MCP layer mirrors them as pydantic models for its schemas. `Citation` is
+shared by every reader that points into a revision (search results, fetched chunks).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-from kbmcp.service.read import Citation
 
 MODES = ("hybrid", "lexical", "semantic", "rrf")
 MODE_ALIASES = {"keyword": "lexical"}
@@ -17,6 +16,16 @@ DEFAULT_ALPHA = 0.5
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
 MAX_DOCUMENT_IDS = 100
+
+
+@dataclass(frozen=True)
+class Citation:
+    path: str
+    revision_id: str
+    line_start: int
+    line_end: int
+    char_start: int
+    char_end: int
 
 
 @dataclass(frozen=True)
