@@ -1,5 +1,5 @@
-"""Engine internals that must stay exact: the vector cache across writers, stop-word pruning,
-strategy choice, excerpts."""
+"""Engine internals that must stay exact: the vector accelerator across writers, stop-word
+pruning, strategy choice, excerpts."""
 
 from __future__ import annotations
 
@@ -11,11 +11,13 @@ import pytest
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search import lexical, semantic
+from kbmcp.search import plan
 from kbmcp.search.excerpt import ELLIPSIS, make_excerpt
-from kbmcp.search.lexical import document_tokenizer, drop_stopwords
+from kbmcp.search.lexical import fts
+from kbmcp.search.lexical.fts import document_tokenizer, drop_stopwords
 from kbmcp.search.models import SearchFilters, SearchRequest
-from kbmcp.search.vector_cache import indexed_vectors
+from kbmcp.search.vector import candidates
+from kbmcp.search.vector.matrix import VectorMatrix
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
@@ -27,13 +29,18 @@ def _paths(ws: Workspace, query: str, **kwargs: object) -> list[str]:
     return [r.path for r in search(ws, ws.local_principal(), request).results]
 
 
-def test_vector_cache_follows_writes_from_another_connection(
+def _vectors(ws: Workspace) -> VectorMatrix:
+    assert ws.accelerator is not None
+    return ws.accelerator.vectors(ws.conn)
+
+
+def test_vector_copy_follows_writes_from_another_connection_in_place(
     workspace: Workspace, db_path: Path, tmp_path: Path
 ) -> None:
     ingest(workspace, write_small_corpus(tmp_path))
     assert "late.md" not in _paths(workspace, "zebra crossing", mode="semantic")
-    loaded = indexed_vectors(workspace.conn)
-    assert loaded is not None and len(loaded.ids) == 9
+    loaded = _vectors(workspace)
+    assert len(loaded.live_rows()) == 9
     other = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
     try:
         late = tmp_path / "late"
@@ -46,14 +53,14 @@ def test_vector_cache_follows_writes_from_another_connection(
         assert "late.md" not in _paths(workspace, "zebra crossing", mode="semantic")
     finally:
         other.close()
-    cached = indexed_vectors(workspace.conn)
-    assert cached is not None and len(cached.ids) == 9
+    # Updated in place (the added document appended, then marked dead), never reloaded.
+    assert _vectors(workspace) is loaded
+    assert len(loaded.live_rows()) == 9 and len(loaded.ids) == 10
 
 
 def test_cached_vectors_equal_the_stored_ones(workspace: Workspace, tmp_path: Path) -> None:
     ingest(workspace, write_small_corpus(tmp_path))
-    cached = indexed_vectors(workspace.conn)
-    assert cached is not None
+    cached = _vectors(workspace)
     for chunk_id, row in zip(cached.ids, cached.matrix, strict=True):
         blob = workspace.conn.execute(
             "SELECT embedding FROM chunk_vector WHERE chunk_id = ?", (int(chunk_id),)
@@ -69,16 +76,19 @@ def test_index_strategy_matches_exact_on_a_small_corpus(
     scoped = SearchFilters(document_paths=["guide/", "handbook/"])
     request = SearchRequest("rotate keys", mode="semantic", candidates=1, filters=scoped)
     exact = search(workspace, workspace.local_principal(), request)
-    monkeypatch.setattr("kbmcp.search.semantic.EXACT_SCAN_MAX_ROWS", 0)
-    monkeypatch.setattr("kbmcp.search.semantic.RERANK_MIN", 3)  # re-rank 3 of the 9 chunks
-    monkeypatch.setattr("kbmcp.search.semantic.RERANK_PER_RESULT", 1)
+    monkeypatch.setattr(plan, "VECTOR_EXACT_MAX_ROWS", 0)
+    monkeypatch.setattr(candidates, "POOL_MIN", 3)  # re-rank 3 of the 9 chunks
+    monkeypatch.setattr(candidates, "POOL_PER_CANDIDATE", 1)
     pools = []
-    original = semantic._coarse_rows
+    original = candidates._coarse_rows
     monkeypatch.setattr(
-        semantic, "_coarse_rows", lambda *a: pools.append(len(out := original(*a))) or out
+        candidates,
+        "_coarse_rows",
+        lambda *a, **k: pools.append(len(out := original(*a, **k))) or out,
     )
     coarse = search(workspace, workspace.local_principal(), request)
-    assert coarse.stats.vector_strategy == "index" and exact.stats.vector_strategy == "exact"
+    assert coarse.stats.vector_strategy == "sign_bits"
+    assert exact.stats.vector_strategy == "matrix_exact"
     assert pools == [3] and exact.stats.scope_chunks == 9
     # The coarse stage may miss (sign bits are an approximation), but what it keeps is re-scored
     # exactly: the reported similarity is the true cosine of that chunk.
@@ -87,7 +97,7 @@ def test_index_strategy_matches_exact_on_a_small_corpus(
     best = coarse.results[0]
     assert best.semantic_similarity == pytest.approx(true_similarity[best.chunk_id])
     # With a pool as large as the scope, the index path returns exactly the exact results.
-    monkeypatch.setattr("kbmcp.search.semantic.RERANK_MIN", 9)
+    monkeypatch.setattr(candidates, "POOL_MIN", 9)
     assert search(workspace, workspace.local_principal(), request).results == exact.results
 
 
@@ -113,10 +123,11 @@ def test_stopword_pruning_does_not_change_the_lexical_ranking(
     workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ingest(workspace, write_small_corpus(tmp_path))
+    workspace.long_lived = False  # pruning is a plan of the FTS5 (plain) path
     query = "the search scope and the keys"
-    monkeypatch.setattr(lexical, "STOPWORD_MIN_ROWS", 10**9)
+    monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", 10**9)
     full = search(workspace, workspace.local_principal(), SearchRequest(query, mode="lexical"))
-    monkeypatch.setattr(lexical, "STOPWORD_MIN_ROWS", 0)
+    monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", 0)
     pruned = search(workspace, workspace.local_principal(), SearchRequest(query, mode="lexical"))
     top = [r.chunk_id for r in pruned.results]
     assert top == [r.chunk_id for r in full.results][: len(top)]

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search.fusion import Ranked, fuse
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.query_text import match_expression, query_terms
+from kbmcp.search.ranking import bound, rank
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
@@ -95,16 +96,36 @@ def test_rrf_k_defaults_to_the_configured_value(
     assert _search(ws, mode="rrf").rrf_k == 7
 
 
-def test_rrf_k_changes_the_ranking() -> None:
+def _fuse(
+    ws: Workspace,
+    mode: str,
+    lexical: list[tuple[int, float]],
+    semantic: list[tuple[int, float]],
+    *,
+    rrf_k: int = 60,
+) -> list[int]:
+    """The ranking statement over given candidates ((n, score): the n-th chunk of the file),
+    returning the fused order as those n."""
+    chunk = [row[0] for row in ws.conn.execute("SELECT id FROM chunk ORDER BY id")]
+    sources = [
+        bound(name, "given", np.array([chunk[n] for n, _ in pairs], dtype=np.int64),
+              np.array([score for _, score in pairs]))
+        for name, pairs in (("lexical_candidates", lexical), ("semantic_candidates", semantic))
+    ]  # fmt: skip
+    ranking = rank(ws.conn, scope_ids=None, lexical=sources[0], semantic=sources[1], mode=mode,
+                   alpha=0.5, rrf_k=rrf_k, depth=100, limit=100)  # fmt: skip
+    return [chunk.index(row.chunk_row_id) for row in ranking.rows]
+
+
+def test_rrf_k_changes_the_ranking(ws: Workspace) -> None:
     """Chunk 1 is first in one channel, chunk 2 fourth in both: a small k favours the top rank
-    (1/2 > 2/5), a large one agreement between channels (1/61 < 2/64)."""
-    public = {i: f"chk_{i}" for i in range(1, 7)}
-    lexical = [Ranked(1, 1, 9.0), Ranked(4, 2, 8.0), Ranked(5, 3, 7.0), Ranked(2, 4, 6.0)]
-    semantic = [Ranked(3, 1, 0.9), Ranked(6, 2, 0.8), Ranked(5, 3, 0.7), Ranked(2, 4, 0.6)]
-    small = fuse("rrf", lexical, semantic, public, alpha=0.5, rrf_k=1)
-    large = fuse("rrf", lexical, semantic, public, alpha=0.5, rrf_k=60)
-    assert [f.chunk_id for f in small[:2]] == [1, 3]
-    assert [f.chunk_id for f in large[:2]] == [5, 2]
+    (1/2 > 2/5), a large one agreement between channels (1/61 < 2/64). (With k = 1, chunks 1,
+    3 and 5 tie at 1/2; ties go by public id.)"""
+    lexical = [(1, 9.0), (4, 8.0), (5, 7.0), (2, 6.0)]
+    semantic = [(3, 0.9), (6, 0.8), (5, 0.7), (2, 0.6)]
+    small = _fuse(ws, "rrf", lexical, semantic, rrf_k=1)
+    assert set(small[:3]) == {1, 3, 5} and small.index(2) > 2
+    assert _fuse(ws, "rrf", lexical, semantic, rrf_k=60)[:2] == [5, 2]
 
 
 def test_min_similarity_drops_vector_candidates_but_not_lexical_hits(ws: Workspace) -> None:
@@ -118,9 +139,9 @@ def test_min_similarity_drops_vector_candidates_but_not_lexical_hits(ws: Workspa
 
 
 def test_ties_are_broken_by_chunk_id_and_results_are_deterministic(ws: Workspace) -> None:
-    public = {1: "chk_b", 2: "chk_a"}
-    fused = fuse("lexical", [Ranked(1, 1, 1.0), Ranked(2, 2, 1.0)], [], public, alpha=0, rrf_k=1)
-    assert [f.public_id for f in fused] == ["chk_a", "chk_b"]
+    public = [row[0] for row in ws.conn.execute("SELECT public_id FROM chunk ORDER BY id")]
+    tied = _fuse(ws, "lexical", [(1, 1.0), (2, 1.0), (3, 1.0)], [])
+    assert [public[n] for n in tied] == sorted(public[n] for n in (1, 2, 3))
     for mode in MODES:
         first, second = _search(ws, mode=mode), _search(ws, mode=mode)
         assert first.results == second.results

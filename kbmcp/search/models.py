@@ -81,7 +81,9 @@ class SearchStats:
     limit: int
     limit_clamped: bool  # the requested limit was above MAX_LIMIT
     filters_unmatched: list[str]  # names of filters that selected nothing
-    vector_strategy: str  # "exact" (scan of the allowed rows) or "index" (vec0)
+    # How each channel found its candidates (search/plan.py); None when the channel did not run.
+    lexical_strategy: str | None  # fts5 | postings | scan
+    vector_strategy: str | None  # sql_exact | vec0_knn | matrix_exact | sign_bits
     elapsed_ms: float
 
 

@@ -58,7 +58,14 @@ class SearchStats(_Out):
     limit: int = Field(description="The limit applied (after clamping).")
     limit_clamped: bool = Field(description="The requested limit was above 100 and was clamped.")
     filters_unmatched: list[str] = Field(description="Filters that selected nothing.")
-    vector_strategy: str
+    lexical_strategy: str | None = Field(
+        description="How the keyword channel found candidates (fts5, postings, scan); null when "
+        "it did not run."
+    )
+    vector_strategy: str | None = Field(
+        description="How the vector channel found candidates (sql_exact, vec0_knn, "
+        "matrix_exact, sign_bits); null when it did not run."
+    )
     elapsed_ms: float
 
 

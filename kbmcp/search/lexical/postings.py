@@ -1,4 +1,4 @@
-"""An in-memory impact index for large scopes and unscoped keyword searches, filled per term.
+"""Accelerator: an in-memory impact index for large scopes and unscoped keyword searches.
 
 Why: FTS5's doclist walk is cheap (counting the 91k rows of a common term: ~3 ms at 100k
 chunks) but its bm25 is not: it reads each matching row's sizes from docsize and scores it
@@ -10,9 +10,9 @@ phrase, the rows that contain it and FTS5's own contribution for each, obtained 
 search then sums the cached arrays in query order with numpy: the same sums, the same floats,
 the same ranking as the OR query, at a fraction of the cost once its terms are cached.
 
-Freshness: every contribution depends on N, avgdl and the phrase's row count, so any write to
-the file invalidates all of it. The cache is checked like the vector cache (PRAGMA data_version,
-this connection's total_changes()) and dropped when either changed.
+Freshness: every contribution depends on N, avgdl and the phrase's row count, so a change to the
+index invalidates all of it: the owning accelerator (search/accelerator.py) replaces the index
+when the file's index change log moves.
 
 Memory: 12 bytes per cached (row, phrase) pair (int32 row position + float64 contribution);
 at most MAX_POSTINGS pairs, least recently used phrases evicted first.
@@ -20,7 +20,6 @@ at most MAX_POSTINGS pairs, least recently used phrases evicted first.
 
 from __future__ import annotations
 
-import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,21 +46,18 @@ class Postings:
 
 
 @dataclass
-class TermCache:
-    fingerprint: tuple[object, ...]
+class PostingsIndex:
     weights: tuple[float, float, float]
-    conn: apsw.Connection
     phrases: OrderedDict[str, Postings] = field(default_factory=OrderedDict)
     size: int = 0  # cached pairs
     # Rows containing each phrase (the n of its idf), also for phrases without cached postings.
     row_counts: dict[str, int] = field(default_factory=dict)
     _rowids: np.ndarray | None = None
 
-    @property
-    def rowids(self) -> np.ndarray:
+    def rowids(self, conn: apsw.Connection) -> np.ndarray:
         """Every indexed row id (int64, sorted); postings hold positions into it."""
         if self._rowids is None:
-            rows = self.conn.execute(SELECT_INDEXED_ROWIDS).fetchall()
+            rows = conn.execute(SELECT_INDEXED_ROWIDS).fetchall()
             self._rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         return self._rowids
 
@@ -83,7 +79,7 @@ class TermCache:
         contributions = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
         order = np.argsort(rowids, kind="stable")
         found = Postings(
-            np.searchsorted(self.rowids, rowids[order]).astype(np.int32), contributions[order]
+            np.searchsorted(self.rowids(conn), rowids[order]).astype(np.int32), contributions[order]
         )
         self.phrases[phrase] = found
         self.row_counts[phrase] = len(rowids)
@@ -93,38 +89,29 @@ class TermCache:
             self.size -= len(evicted.positions)
         return found
 
-
-_CACHES: weakref.WeakKeyDictionary[apsw.Connection, TermCache] = weakref.WeakKeyDictionary()
-
-
-def term_cache(conn: apsw.Connection, weights: tuple[float, float, float]) -> TermCache:
-    """The connection's cache, emptied if the file changed since it was filled."""
-    fingerprint = (conn.execute("PRAGMA data_version").fetchone()[0], conn.total_changes())
-    cached = _CACHES.get(conn)
-    if cached is not None and cached.fingerprint == fingerprint and cached.weights == weights:
-        return cached
-    fresh = TermCache(fingerprint, weights, conn)
-    _CACHES[conn] = fresh
-    return fresh
+    def score(
+        self, conn: apsw.Connection, match_phrases: Sequence[str], allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk ids, scores) of every allowed row containing at least one phrase, in id
+        order, scored exactly like `-bm25(chunk_fts, *weights)` of the OR of `match_phrases`."""
+        return _score(self, conn, match_phrases, allowed)
 
 
-def score_cached(
+def _score(
+    cache: PostingsIndex,
     conn: apsw.Connection,
     match_phrases: Sequence[str],
     allowed: np.ndarray | None,
-    weights: tuple[float, float, float],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(chunk ids, scores) of every allowed row containing at least one phrase, in id order,
-    scored exactly like `-bm25(chunk_fts, *weights)` of the OR of `match_phrases`."""
-    cache = term_cache(conn, weights)
-    total = len(cache.rowids)
+    rowids = cache.rowids(conn)
+    total = len(rowids)
     mask = None
     if allowed is not None:
         mask = np.zeros(total, dtype=bool)
-        positions = np.searchsorted(cache.rowids, allowed)
+        positions = np.searchsorted(rowids, allowed)
         inside = positions < total
         positions = positions[inside]
-        mask[positions[cache.rowids[positions] == allowed[inside]]] = True
+        mask[positions[rowids[positions] == allowed[inside]]] = True
     score = np.zeros(total, dtype=np.float64)
     hit = np.zeros(total, dtype=bool)
     for phrase in match_phrases:  # in query order, as FTS5 sums them
@@ -136,4 +123,4 @@ def score_cached(
         score[positions] += contributions
         hit[positions] = True
     found = np.flatnonzero(hit)
-    return cache.rowids[found], score[found]
+    return rowids[found], score[found]
