@@ -180,3 +180,50 @@ def test_scan_refuses_when_the_index_holds_other_text(corpus: Workspace) -> None
         finally:
             conn.execute("UPDATE chunk SET text = substr(text, 1, length(text) - 12) "
                          "WHERE id = ?", (int(allowed[0]),))  # fmt: skip
+
+
+def test_postings_follow_writes_in_place_and_stay_exact(tmp_path: Path) -> None:
+    """A server's postings, filled for many phrases, then documents added, rewritten and archived
+    by another connection: the accelerator updates them in place (no phrase fetched again) and
+    every score still equals FTS5's bm25() bit for bit."""
+    settings = Settings(db_path=tmp_path / "kb.db", embedder="hash")
+    server = Workspace(settings, embedder=HashingEmbedder(), long_lived=True)
+    writer = Workspace(settings, embedder=HashingEmbedder())
+    try:
+        _write(tmp_path / "docs", random.Random(1), 40)
+        ingest(server, tmp_path / "docs")
+        accelerator = server.accelerator
+        assert accelerator is not None
+        conn = server.conn
+        ensure_vocabulary(conn)
+        cases = _cases(conn, 20)
+        with conn:
+            accelerator.refresh(conn)
+            for terms, allowed in cases:
+                accelerator.postings.score(conn, [quote_term(t) for t in terms], allowed)
+        postings = accelerator.postings
+        kept = dict(postings.phrases)
+        assert len(kept) > 20
+        _write(tmp_path / "docs", random.Random(2), 15)  # rewrite 15 documents
+        _write(tmp_path / "more", random.Random(3), 10)  # and add 10
+        ingest(writer, tmp_path / "docs")
+        ingest(writer, tmp_path / "more", kb="more")
+        archived = writer.conn.execute("SELECT id FROM document ORDER BY id LIMIT 1").fetchone()
+        archive_document(writer.conn, archived[0])
+        fetched = []
+        original = postings._fill
+        postings._fill = lambda *a: fetched.append(a[1]) or original(*a)  # type: ignore[method-assign]
+        with conn:
+            accelerator.refresh(conn)
+            assert accelerator.postings is postings  # updated, not dropped
+            indexed = _indexed(conn)
+            for terms, _ in cases:
+                for allowed in (indexed, np.ascontiguousarray(indexed[::3])):
+                    ids, scores = postings.score(conn, [quote_term(t) for t in terms], allowed)
+                    want = _fts5(conn, terms, allowed)
+                    assert sorted(want) == ids.tolist()
+                    assert scores.tolist() == [want[i] for i in ids.tolist()]
+        assert [p for p in fetched if p in kept] == []
+    finally:
+        writer.close()
+        server.close()

@@ -3,7 +3,6 @@ pruning, strategy choice, excerpts."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -69,36 +68,42 @@ def test_cached_vectors_equal_the_stored_ones(workspace: Workspace, tmp_path: Pa
         assert np.allclose(row, stored / np.linalg.norm(stored), atol=1e-6)
 
 
-def test_index_strategy_matches_exact_on_a_small_corpus(
+def test_matrix_pool_holds_the_exact_best_rows_and_their_near_ties(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """The in-memory pool is brute force: for every scope it holds the true best `count` rows
+    (compared with scoring every stored vector directly), plus rows tied with the last of
+    them within the rounding slack that sqlite-vec's re-scoring needs."""
+    ingest(workspace, write_small_corpus(tmp_path))
+    vectors = _vectors(workspace)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        query = candidates.unit(rng.standard_normal(vectors.dimension).astype(np.float32))
+        assert query is not None
+        everything = vectors.ids[vectors.live_rows()]
+        for allowed in (None, np.sort(rng.choice(everything, 5, replace=False))):
+            ids = everything if allowed is None else allowed
+            stored = np.stack([vectors.matrix[np.searchsorted(vectors.ids, i)] for i in ids])
+            truth = stored @ query
+            best = set(ids[np.argsort(-truth, kind="stable")[:3]].tolist())
+            pool = candidates.matrix_pool(vectors, query, allowed, 3, None)
+            assert best <= set(pool.tolist()) and set(pool.tolist()) <= set(ids.tolist())
+            cut = np.sort(truth)[-3]
+            assert len(pool) == np.count_nonzero(truth >= cut - candidates.ROUNDING_SLACK)
+
+
+def test_one_shot_vec0_knn_equals_the_exact_scan(
     workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ingest(workspace, write_small_corpus(tmp_path))
+    workspace.long_lived = False  # the plain (SQL) path
     scoped = SearchFilters(document_paths=["guide/", "handbook/"])
-    request = SearchRequest("rotate keys", mode="semantic", candidates=1, filters=scoped)
+    request = SearchRequest("rotate keys", mode="semantic", candidates=2, filters=scoped)
     exact = search(workspace, workspace.local_principal(), request)
     monkeypatch.setattr(plan, "VECTOR_EXACT_MAX_ROWS", 0)
-    monkeypatch.setattr(candidates, "POOL_MIN", 3)  # re-rank 3 of the 9 chunks
-    monkeypatch.setattr(candidates, "POOL_PER_CANDIDATE", 1)
-    pools = []
-    original = candidates._coarse_rows
-    monkeypatch.setattr(
-        candidates,
-        "_coarse_rows",
-        lambda *a, **k: pools.append(len(out := original(*a, **k))) or out,
-    )
-    coarse = search(workspace, workspace.local_principal(), request)
-    assert coarse.stats.vector_strategy == "sign_bits"
-    assert exact.stats.vector_strategy == "matrix_exact"
-    assert pools == [3] and exact.stats.scope_chunks == 9
-    # The coarse stage may miss (sign bits are an approximation), but what it keeps is re-scored
-    # exactly: the reported similarity is the true cosine of that chunk.
-    everything = search(workspace, workspace.local_principal(), replace(request, candidates=100))
-    true_similarity = {r.chunk_id: r.semantic_similarity for r in everything.results}
-    best = coarse.results[0]
-    assert best.semantic_similarity == pytest.approx(true_similarity[best.chunk_id])
-    # With a pool as large as the scope, the index path returns exactly the exact results.
-    monkeypatch.setattr(candidates, "POOL_MIN", 9)
-    assert search(workspace, workspace.local_principal(), request).results == exact.results
+    knn = search(workspace, workspace.local_principal(), request)
+    assert (exact.stats.vector_strategy, knn.stats.vector_strategy) == ("sql_exact", "vec0_knn")
+    assert exact.stats.scope_chunks == 9 and exact.results and knn.results == exact.results
 
 
 def test_stopwords_are_only_terms_in_more_than_half_the_chunks(

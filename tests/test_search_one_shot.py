@@ -84,7 +84,7 @@ def test_one_shot_ranks_like_the_caches(
         assert sql_only.stats.lexical_strategy in (None, "fts5")
         assert sql_only.stats.vector_strategy in (None, "sql_exact", "vec0_knn")
         assert cached.stats.lexical_strategy in (None, "scan", "postings", "fts5")
-        assert cached.stats.vector_strategy in (None, "matrix_exact", "sign_bits")
+        assert cached.stats.vector_strategy in (None, "matrix_exact")
     assert one_shot.accelerator is None  # a one-shot process searches with SQL alone
 
 
@@ -105,7 +105,7 @@ def test_one_shot_large_scopes_use_vec0_and_fts5(
             _assert_same(cached, sql_only)
             if mode != "lexical":
                 assert sql_only.stats.vector_strategy == "vec0_knn"
-                assert cached.stats.vector_strategy == "sign_bits"
+                assert cached.stats.vector_strategy == "matrix_exact"
 
 
 def test_one_shot_min_similarity(pair: tuple[Workspace, Workspace]) -> None:

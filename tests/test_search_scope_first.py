@@ -121,5 +121,5 @@ def test_large_scope_uses_the_index_strategy_and_still_excludes_the_rest(
     )
     response = search(corpus, corpus.local_principal(), request)
     assert [r.chunk_id for r in response.results] == [expected]
-    assert response.stats.vector_strategy in ("sign_bits", "vec0_knn", None)
+    assert response.stats.vector_strategy in ("matrix_exact", "vec0_knn", None)
     assert (response.stats.vector_strategy is None) == (mode == "lexical")

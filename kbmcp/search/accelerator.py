@@ -11,10 +11,10 @@ Freshness is one check per request, inside the request's read transaction: the l
 number of the file's index change log (`index_log`, appended by triggers whenever a document's
 indexed chunks or title change, whichever process wrote) and the embedding-model record. When
 the log moved, only the logged documents are re-read: their vectors are replaced or appended in
-place and their tokenised chunks forgotten, so a server under steady ingest stays warm. The
-postings are the exception: every bm25 contribution depends on the index's row count and
-average length, which any write changes, so they are rebuilt lazily, term by term.
-A new model record (`kbmcp reembed`) replaces everything.
+place, their tokenised chunks forgotten, and their new chunks' postings added for every kept
+phrase (bm25 contributions are recomputed from the new index statistics, nothing is fetched
+again), so a server under steady ingest stays warm. A copy that cannot be updated in place is
+dropped and rebuilt on use; a new model record (`kbmcp reembed`) replaces everything.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import threading
 
 import apsw
 
-from kbmcp.search.lexical.fts import WEIGHTS
+from kbmcp.search.lexical.fts import TOKENIZER, WEIGHTS
 from kbmcp.search.lexical.postings import PostingsIndex
 from kbmcp.search.lexical.tokens import TokenCache
 from kbmcp.search.vector.matrix import VectorMatrix
@@ -53,14 +53,17 @@ class Accelerator:
         if self._position is None or model != self._model or position < self._position:
             self._vectors = None
             self.tokens = TokenCache()
+            self.postings = PostingsIndex(WEIGHTS)
         else:
-            documents = {
+            documents = sorted(
                 row[0] for row in conn.execute(SELECT_LOGGED_DOCUMENTS, {"after": self._position})
-            }
+            )
             if self._vectors is not None and not self._vectors.update_documents(conn, documents):
                 self._vectors = None
-            self.tokens.forget_documents(documents)
-        self.postings = PostingsIndex(WEIGHTS)
+            self.tokens.forget_documents(set(documents))
+            tokenize = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+            if not self.postings.update_documents(conn, documents, tokenize, self.tokens):
+                self.postings = PostingsIndex(WEIGHTS)
         self._position, self._model = position, model
 
     def vectors(self, conn: apsw.Connection) -> VectorMatrix:

@@ -151,14 +151,7 @@ def _semantic_source(
         return ChannelSource(plan.vector)
     if accelerator is None:
         return sql_source(plan.vector, query, allowed is not None, min_similarity)
-    pool = matrix_pool(
-        accelerator.vectors(conn),
-        query,
-        allowed,
-        depth + 1,
-        min_similarity,
-        coarse=plan.vector == "sign_bits",
-    )
+    pool = matrix_pool(accelerator.vectors(conn), query, allowed, depth + 1, min_similarity)
     return pool_source(plan.vector, query, pool, min_similarity)
 
 

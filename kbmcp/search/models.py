@@ -83,7 +83,7 @@ class SearchStats:
     filters_unmatched: list[str]  # names of filters that selected nothing
     # How each channel found its candidates (search/plan.py); None when the channel did not run.
     lexical_strategy: str | None  # fts5 | postings | scan
-    vector_strategy: str | None  # sql_exact | vec0_knn | matrix_exact | sign_bits
+    vector_strategy: str | None  # sql_exact | vec0_knn | matrix_exact
     elapsed_ms: float
 
 

@@ -9,13 +9,14 @@ process holds accelerators (search/accelerator.py):
 | lexical  | "scan" up to LEXICAL_SCAN_MAX_ROWS chunks  | "fts5": FTS5 MATCH over the scope     |
 |          | unless every term is in the postings;      |                                       |
 |          | "postings" otherwise                       |                                       |
-| semantic | "matrix_exact" up to VECTOR_EXACT_MAX_ROWS | "sql_exact" up to VECTOR_EXACT_MAX_   |
-|          | chunks; "sign_bits" above and unscoped     | ROWS chunks; "vec0_knn" above         |
+| semantic | "matrix_exact": every allowed row scored   | "sql_exact" up to VECTOR_EXACT_MAX_   |
+|          | in memory                                  | ROWS chunks; "vec0_knn" above         |
 
 Measured costs behind the thresholds (100k chunks, docs/search.md): the scope scan ~30 us per
 allowed chunk cold and far less once its tokens are kept, against ~1 us per posting to fill the
 postings of an uncached term (a word in half the chunks: ~50 ms); exact vector scoring ~3 us a
-row in SQL and ~0.2 us in memory, against a whole-index scan (vec0 ~60-90 ms, sign bits a few ms).
+row in SQL (so above 20,000 rows vec0's whole-index scan, ~60-90 ms, is cheaper) and ~0.1 us in
+memory (every row of 100k in ~7-10 ms).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def _lexical(scope_rows: int | None, accelerated: bool, terms_in_postings: bool)
 
 
 def _vector(scope_rows: int | None, accelerated: bool) -> str:
-    exact = scope_rows is not None and scope_rows <= VECTOR_EXACT_MAX_ROWS
     if accelerated:
-        return "matrix_exact" if exact else "sign_bits"
-    return "sql_exact" if exact else "vec0_knn"
+        return "matrix_exact"
+    small = scope_rows is not None and scope_rows <= VECTOR_EXACT_MAX_ROWS
+    return "sql_exact" if small else "vec0_knn"

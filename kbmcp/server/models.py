@@ -64,7 +64,7 @@ class SearchStats(_Out):
     )
     vector_strategy: str | None = Field(
         description="How the vector channel found candidates (sql_exact, vec0_knn, "
-        "matrix_exact, sign_bits); null when it did not run."
+        "matrix_exact); null when it did not run."
     )
     elapsed_ms: float
 

@@ -67,27 +67,56 @@ def scan_scope(
     whole doclist (~3-5 ms for a word in every chunk at 100k), so callers keep it while the
     file is unchanged (postings.PostingsIndex.row_counts). Tokenised chunks are kept in
     `cache`."""
-    if any(not tokens for _, tokens in phrases) or not _exact_weights(weights):
+    if any(not tokens for _, tokens in phrases) or not exact_weights(weights):
         return None
     stats = bm25.index_stats(conn)
-    chunk_ids = allowed.tolist()
-    chunks = {i: cache.chunks[i] for i in chunk_ids if i in cache.chunks}
-    if len(chunks) < len(chunk_ids):
-        missing = np.asarray([i for i in chunk_ids if i not in chunks], dtype=np.int64)
+    if not phrases or len(allowed) == 0 or stats.rows == 0:
+        return _empty_ids(), np.zeros(0)
+    found = phrase_frequencies(conn, phrases, allowed, weights, tokenize, cache)
+    if found is None:
+        return None  # the index holds other text for some row
+    frequency, doc_length = found
+    containing = rows_containing(conn, phrases, {} if known_counts is None else known_counts)
+    score = np.zeros(len(allowed), dtype=np.float64)
+    for i, (term, _) in enumerate(phrases):  # in query order, as FTS5 sums them
+        idf = bm25.idf(stats.rows, containing[term])
+        score += bm25.contributions(idf, frequency[i], doc_length, stats.avgdl)
+    hit = (frequency > 0).any(axis=0)
+    return allowed[hit], score[hit]
+
+
+def phrase_frequencies(
+    conn: apsw.Connection,
+    phrases: Sequence[Phrase],
+    chunk_ids: np.ndarray,
+    weights: Sequence[float],
+    tokenize: apsw.FTS5Tokenizer,
+    cache: TokenCache,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(frequency, doc_length): each phrase's column-weighted instance count in each chunk
+    (phrases x chunks, float64, FTS5's f) and each chunk's token count over all columns (FTS5's
+    D), from the chunks' text as indexed; None if some chunk's text differs from the index."""
+    ids = chunk_ids.tolist()
+    chunks = {i: cache.chunks[i] for i in ids if i in cache.chunks}
+    if len(chunks) < len(ids):
+        missing = np.asarray([i for i in ids if i not in chunks], dtype=np.int64)
         tokenised = _tokenise(conn, cache, missing, tokenize)
         if tokenised is None:
-            return None  # the index holds other text for some row
+            return None
         chunks.update(tokenised)
-    if not phrases or not chunk_ids or stats.rows == 0:
-        return _empty_ids(), np.zeros(0)
-    ordered = [chunks[i] for i in chunk_ids]
-    ids = np.asarray(chunk_ids, dtype=np.int64)
+    ordered = [chunks[i] for i in ids]
     lengths = np.fromiter((len(c.token_ids) for c in ordered), dtype=np.int64, count=len(ordered))
-    token_ids = np.concatenate([c.token_ids for c in ordered])
-    columns = np.concatenate([c.columns for c in ordered]).astype(np.int64)
+    token_ids = np.concatenate([c.token_ids for c in ordered]) if ordered else np.zeros(0, np.int32)
+    columns = (
+        np.concatenate([c.columns for c in ordered]).astype(np.int64)
+        if ordered
+        else np.zeros(0, np.int64)
+    )
     # The text (row * 3 + column) of every token, as FTS5 counts per column of each row.
     text_of = np.repeat(np.arange(len(ordered), dtype=np.int64) * COLUMNS, lengths) + columns
-    doc_length = np.stack([c.sizes for c in ordered]).sum(axis=1)
+    doc_length = (
+        np.stack([c.sizes for c in ordered]).sum(axis=1) if ordered else np.zeros(0, np.int64)
+    )
     texts = len(ordered) * COLUMNS
     code_of = {token: code for code, token in enumerate({t for _, p in phrases for t in p})}
     codes = np.full(len(token_ids), -1, dtype=np.int32)
@@ -103,13 +132,7 @@ def scan_scope(
         # multiples of 1/1024 (checked) these sums are exact, so count * weight is the same.
         for column, weight in enumerate(weights):
             frequency[i] += counts[:, column] * weight
-    containing = rows_containing(conn, phrases, {} if known_counts is None else known_counts)
-    score = np.zeros(len(ordered), dtype=np.float64)
-    for i, (term, _) in enumerate(phrases):  # in query order, as FTS5 sums them
-        idf = bm25.idf(stats.rows, containing[term])
-        score += bm25.contributions(idf, frequency[i], doc_length, stats.avgdl)
-    hit = (frequency > 0).any(axis=0)
-    return ids[hit], score[hit]
+    return frequency, doc_length
 
 
 def _tokenise(
@@ -165,7 +188,8 @@ def _phrase_starts(codes: np.ndarray, text_of: np.ndarray, phrase: list[int]) ->
     return np.flatnonzero(match)
 
 
-def _exact_weights(weights: Sequence[float]) -> bool:
+def exact_weights(weights: Sequence[float]) -> bool:
+    """Weights whose instance sums are exact in float64 (multiples of 1/1024)."""
     return len(weights) == COLUMNS and all(float(w * 1024).is_integer() for w in weights)
 
 

@@ -2,12 +2,11 @@
 
 Why: reading vectors from SQLite costs ~3 us a row (10k rows: ~30 ms) and a vec0 KNN scans every
 row (~60-90 ms at 100k), while numpy scores 10k gathered rows of a matrix in memory in ~2 ms and
-Hamming-scans 100k packed sign bits in a few ms. The copy holds, per indexed chunk (the rows of
-the `indexed_chunk` view that have a vector):
+all 100k rows in ~7-10 ms. The copy holds, per indexed chunk (the rows of the `indexed_chunk`
+view that have a vector):
 
 - `ids`: chunk ids, ascending (chunk ids only grow, so new chunks are appended);
 - `matrix`: float32 vectors, L2-normalised (cosine = dot product);
-- `bits`: sign bits packed into uint64 words, for the coarse stage of large scopes;
 - `documents`: the document of each row, and `alive`: whether the row is still indexed.
 
 Arrays have spare capacity, so appending a document's chunks copies only the new rows, and a
@@ -40,12 +39,11 @@ COMPACT_DEAD_FRACTION = 0.25
 
 @dataclass
 class VectorRows:
-    """Vectors read from the file: ids ascending, unit rows, sign bits."""
+    """Vectors read from the file: ids ascending, unit rows."""
 
     ids: np.ndarray  # (n,) int64
     documents: np.ndarray  # (n,) int64
     matrix: np.ndarray  # (n, d) float32
-    bits: np.ndarray  # (n, words) uint64
 
 
 class VectorMatrix:
@@ -56,7 +54,6 @@ class VectorMatrix:
         self._ids = rows.ids
         self._documents = rows.documents
         self._matrix = rows.matrix
-        self._bits = rows.bits
         self._alive = np.ones(self._size, dtype=bool)
         self._live_rows: np.ndarray | None = None
 
@@ -76,12 +73,8 @@ class VectorMatrix:
     def matrix(self) -> np.ndarray:
         return self._matrix[: self._size]
 
-    @property
-    def bits(self) -> np.ndarray:
-        return self._bits[: self._size]
-
     def live_rows(self) -> np.ndarray:
-        """Positions of every indexed row (the unscoped search space)."""
+        """Positions of every indexed row."""
         if self._live_rows is None:
             self._live_rows = np.flatnonzero(self._alive[: self._size])
         return self._live_rows
@@ -117,7 +110,6 @@ class VectorMatrix:
         # input) keeps its row; its vector is re-read.
         rows = known[existing]
         self._matrix[rows] = fresh.matrix[existing]
-        self._bits[rows] = fresh.bits[existing]
         self._documents[rows] = fresh.documents[existing]
         self._alive[rows] = True
         new = ~existing
@@ -149,13 +141,11 @@ class VectorMatrix:
             self._ids = _grown(self._ids, capacity)
             self._documents = _grown(self._documents, capacity)
             self._matrix = _grown(self._matrix, capacity)
-            self._bits = _grown(self._bits, capacity)
             self._alive = _grown(self._alive, capacity)
         end = self._size + count
         self._ids[self._size : end] = fresh.ids[new]
         self._documents[self._size : end] = fresh.documents[new]
         self._matrix[self._size : end] = fresh.matrix[new]
-        self._bits[self._size : end] = fresh.bits[new]
         self._alive[self._size : end] = True
         self._size = end
 
@@ -164,7 +154,6 @@ class VectorMatrix:
         self._ids = self._ids[keep]
         self._documents = self._documents[keep]
         self._matrix = self._matrix[keep]
-        self._bits = self._bits[keep]
         self._alive = np.ones(len(keep), dtype=bool)
         self._size = len(keep)
 
@@ -178,7 +167,7 @@ def _grown(array: np.ndarray, capacity: int) -> np.ndarray:
 def read_vectors(
     rows: Iterable[tuple[int, int, bytes]], dimension: int | None = None
 ) -> VectorRows:
-    """Unit-normalised vectors with their sign bits, from (chunk id, document id, blob) rows in
+    """Unit-normalised vectors from (chunk id, document id, blob) rows in
     ascending chunk id order.
 
     Rows are consumed in blocks so that the only large allocations are the blocks and the final
@@ -207,7 +196,7 @@ def read_vectors(
     del matrix_blocks
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
-    return VectorRows(ids=ids, documents=documents, matrix=matrix, bits=sign_bits(matrix))
+    return VectorRows(ids=ids, documents=documents, matrix=matrix)
 
 
 def similarities(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -225,12 +214,3 @@ def similarities(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.
         stop = min(start + GATHER_BLOCK, len(rows))
         np.einsum("ij,j->i", matrix[rows[start:stop]], query, out=out[start:stop])
     return out
-
-
-def sign_bits(matrix: np.ndarray) -> np.ndarray:
-    """Pack the signs of each row into uint64 words (a vector's 1-bit quantisation)."""
-    packed = np.packbits(matrix > 0, axis=1)
-    pad = (-packed.shape[1]) % 8
-    if pad:
-        packed = np.pad(packed, ((0, 0), (0, pad)))
-    return np.ascontiguousarray(packed).view(np.uint64)
