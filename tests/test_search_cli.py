@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from pydantic_core import to_jsonable_python
 
 from kbmcp.cli import cli
-from kbmcp.cli.common import to_jsonable
 from kbmcp.config import Settings
 from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.service.search import search as service_search
@@ -75,7 +75,7 @@ def test_json_output_equals_the_service_response(db: Path) -> None:
         request = SearchRequest(
             "keys", limit=2, filters=SearchFilters(document_paths=["handbook/"])
         )
-        service = to_jsonable(service_search(ws, ws.local_principal(), request))
+        service = to_jsonable_python(service_search(ws, ws.local_principal(), request))
     assert cli_response == _without_elapsed(service)
 
 
