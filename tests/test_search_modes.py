@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator
 
 import numpy as np
@@ -16,7 +17,7 @@ from kbmcp.search.query_text import match_expression, query_terms
 from kbmcp.search.ranking import bound, rank
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
-from tests.search_corpus import ingest, write_small_corpus
+from tests.search_corpus import SMALL_CORPUS, ingest, write_small_corpus
 
 QUERY = "how do I rotate keys and search the scope"
 
@@ -171,14 +172,77 @@ def test_has_more_and_stats(ws: Workspace) -> None:
     assert not scoped.stats.has_more
 
 
-@pytest.mark.parametrize(
-    "query",
-    ["sqlite-vec", "C++", "what's", '"unbalanced', "AND", "NEAR(", "🚀", "OR NOT", "col:umn",
-     "a*", "^start", "(((", '""', "-", "title: keys", "\x00", "NEAR(a b, 3)"],
-)  # fmt: skip
+def _assert_well_formed(response: SearchResponse, query: str, mode: str) -> None:
+    """A response that answers `query` (stripped) in `mode`: results from the corpus, ordered by
+    score, ranked within the candidates each channel reports, and stats that count them."""
+    results, stats = response.results, response.stats
+    assert (response.query, response.mode) == (query.strip(), mode)
+    assert stats.results == len(results) <= stats.limit
+    assert len(results) == stats.limit or not stats.has_more
+    assert len({r.chunk_id for r in results}) == len(results)
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    for r in results:
+        assert r.path in SMALL_CORPUS and r.citation.path == r.path
+        assert r.citation.revision_id == r.revision_id
+        assert r.lexical_rank is not None or r.semantic_rank is not None
+        if r.lexical_rank is not None:
+            assert 1 <= r.lexical_rank <= stats.lexical_candidates
+        if r.semantic_rank is not None:
+            assert 1 <= r.semantic_rank <= stats.semantic_candidates
+            assert -1 <= r.semantic_similarity <= 1
+    if mode == "lexical":
+        assert all(r.semantic_rank is None for r in results)
+        assert len(results) == min(stats.lexical_candidates, stats.limit)
+    if mode == "semantic":
+        assert all(r.lexical_rank is None for r in results)
+
+
+def _lexical_paths(response: SearchResponse) -> set[str]:
+    return {r.path for r in response.results if r.lexical_rank is not None}
+
+
+def _has_token_characters(text: str) -> bool:
+    """Whether FTS5's unicode61 tokenizer finds a token in `text` (letters, numbers and private
+    use characters; combining marks counted too, to be safe)."""
+    return any(unicodedata.category(c)[0] in "LNM" or unicodedata.category(c) == "Co" for c in text)
+
+
+# Each hostile query with the document its words appear in (None: they appear nowhere, or the
+# query has no word characters at all). Operators and quotes are ordinary text: `AND`, `OR NOT`,
+# `a*` and `title:` find documents with those words instead of acting on the query.
+HOSTILE_QUERIES = {
+    "sqlite-vec": "guide/cpp.txt",
+    "C++": "guide/cpp.txt",
+    "what's": "guide/cpp.txt",
+    '"unbalanced': None,
+    "AND": "guide/search.md",
+    "NEAR(": None,
+    "🚀": None,
+    "OR NOT": "handbook/backups.md",
+    "col:umn": None,
+    "a*": "handbook/keys.md",
+    "^start": None,
+    "(((": None,
+    '""': None,
+    "-": None,
+    "title: keys": "handbook/keys.md",
+    "\x00": None,
+    "NEAR(a b, 3)": None,
+}
+
+
+@pytest.mark.parametrize("query", list(HOSTILE_QUERIES))
 @pytest.mark.parametrize("mode", MODES)
 def test_hostile_queries_are_ordinary_text(ws: Workspace, query: str, mode: str) -> None:
-    _search(ws, query, mode=mode)
+    response = _search(ws, query, mode=mode)
+    _assert_well_formed(response, query, mode)
+    found_in = HOSTILE_QUERIES[query]
+    if mode == "semantic":
+        return  # the keyword channel does not run
+    if found_in is None:
+        assert response.stats.lexical_candidates == 0 and not _lexical_paths(response)
+    else:
+        assert found_in in _lexical_paths(response)
 
 
 def test_punctuation_queries_still_run_the_vector_channel(ws: Workspace) -> None:
@@ -198,5 +262,13 @@ def test_hyphenated_terms_are_phrases(ws: Workspace) -> None:
 )
 @given(query=st.text(min_size=1, max_size=60).filter(lambda q: q.strip()))
 def test_generated_text_never_raises(ws: Workspace, query: str) -> None:
+    """Any text is a well-formed search, and never hides an ordinary word beside it."""
     for mode in ("lexical", "hybrid"):
-        _search(ws, query, mode=mode)
+        response = _search(ws, query, mode=mode)
+        _assert_well_formed(response, query, mode)
+        if not _has_token_characters(query):
+            assert response.stats.lexical_candidates == 0
+        beside_a_word = f"{query} rotate"
+        response = _search(ws, beside_a_word, mode=mode, limit=100)
+        _assert_well_formed(response, beside_a_word, mode)
+        assert "handbook/keys.md" in _lexical_paths(response)

@@ -8,7 +8,6 @@ same JSON as a text block for clients that only read text.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -238,7 +237,7 @@ class KbTools:
     def list_knowledge_bases(self) -> Annotated[CallToolResult, models.KnowledgeBaseList]:
         def run() -> BaseModel:
             kbs = listing.list_knowledge_bases(self.workspace, self.principal())
-            return models.KnowledgeBaseList(knowledge_bases=[_dump(kb) for kb in kbs])
+            return models.KnowledgeBaseList(knowledge_bases=kbs)
 
         return self._run(run)
 
@@ -249,7 +248,7 @@ class KbTools:
         tags: ListTags = None,
         cursor: Cursor = None,
         limit: PageLimit = None,
-    ) -> Annotated[CallToolResult, models.DocumentPage]:
+    ) -> Annotated[CallToolResult, models.DocumentPageOutput]:
         def run() -> BaseModel:
             kb_ids = as_string_list(
                 knowledge_base_ids,
@@ -274,7 +273,7 @@ class KbTools:
                 cursor=page_cursor,
                 limit=page_limit or listing.DEFAULT_PAGE,
             )
-            return models.DocumentPage.model_validate(_dump(page))
+            return models.DocumentPageOutput.model_validate(page)
 
         return self._run(run)
 
@@ -313,7 +312,7 @@ class KbTools:
             candidates=self.options.search_candidates,
         )
         response = _search(self.workspace, self.principal(), request)
-        return models.QueryOutput.model_validate(_dump(response))
+        return models.QueryOutput.model_validate(response)
 
     def _fetch(self, args: dict[str, Any]) -> BaseModel:
         others = [name for name in args if name != "chunk_ids"]
@@ -325,7 +324,7 @@ class KbTools:
             check=_id_check("chunk", "chunk_ids"),
         )
         fetched = read.fetch_chunks(self.workspace, self.principal(), chunk_ids or [])
-        return models.FetchOutput.model_validate(_dump(fetched))
+        return models.FetchOutput.model_validate(fetched)
 
     def _read(self, args: dict[str, Any]) -> BaseModel:
         document_id = as_string(args["document_id"], "document_id")
@@ -359,7 +358,7 @@ class KbTools:
                 tree = read.document_outline(
                     self.workspace, self.principal(), doc_id, revision_id=rev_id
                 )
-                return models.OutlineOutput.model_validate(_dump(tree))
+                return models.OutlineOutput.model_validate(tree)
             window = read.read_document(
                 self.workspace,
                 self.principal(),
@@ -371,7 +370,7 @@ class KbTools:
         except ResourceUnavailable as error:
             error.details.setdefault("argument", "revision_id" if rev_id else "document_id")
             raise
-        return models.ReadOutput.model_validate(_dump(window))
+        return models.ReadOutput.model_validate(window)
 
     def _scan(self, args: dict[str, Any]) -> BaseModel:
         given = [name for name in QUERY_ONLY if args[name] is not None]
@@ -389,7 +388,7 @@ class KbTools:
             limit=_default(as_int(args["limit"], "limit", minimum=1), DEFAULT_LIMIT),
             filters=_filters(args),
         )
-        return models.ScanOutput.model_validate(_dump(response))
+        return models.ScanOutput.model_validate(response)
 
     # -------------------------------------------------------------- plumbing
 
@@ -460,7 +459,3 @@ def _id_check(kind: str, argument: str) -> Callable[[str], str]:
 
 def _default(value: Any, default: Any) -> Any:
     return default if value is None else value
-
-
-def _dump(value: Any) -> dict[str, Any]:
-    return dataclasses.asdict(value)

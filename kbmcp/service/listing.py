@@ -6,8 +6,10 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 from kbmcp.access import READ, Principal, readable_kb_ids
+from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id_list
 from kbmcp.workspace import Workspace, holding_lock
@@ -61,8 +63,8 @@ class KnowledgeBaseInfo:
     name: str
     description: str
     tags: dict[str, str]
-    document_count: int
-    chunk_count: int
+    document_count: Annotated[int, Described("Published documents.")]
+    chunk_count: Annotated[int, Described("Searchable chunks.")]
     created_at: str
     updated_at: str
 
@@ -78,14 +80,16 @@ class DocumentInfo:
     revision_number: int | None
     size_chars: int
     updated_at: str
-    tags: list[tuple[str, str]]
+    tags: Annotated[list[tuple[str, str]], Described("[key, value] pairs.")]
     metadata: dict[str, object]
 
 
 @dataclass(frozen=True)
 class DocumentPage:
-    documents: list[DocumentInfo]
-    next_cursor: str | None
+    documents: Annotated[list[DocumentInfo], Described("Most recently updated first.")]
+    next_cursor: Annotated[
+        str | None, Described("Pass as cursor for the next page; null at the end.")
+    ]
 
 
 @holding_lock
