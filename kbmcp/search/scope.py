@@ -44,13 +44,14 @@ LEFT JOIN document AS d
       AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
 """
 
-# The documents every scope starts from: published, in a knowledge base the principal can read.
+# The documents every scope starts from: in a knowledge base the principal can read, and
+# published ({published}; a listing may include archived documents).
 BASE_DOCUMENTS = """
 SELECT d.id, d.current_revision_id
 FROM document AS d
-WHERE d.status = 'published'
-  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
+WHERE d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids)){published}
 """
+PUBLISHED = "\n  AND d.status = 'published'"
 
 # One clause per filter, ANDed onto BASE_DOCUMENTS. Each reads only its own parameter, so the same
 # clause can be tested alone to say which filter selected nothing.
@@ -127,9 +128,11 @@ class Scope:
     def filtered(self) -> bool:
         return bool(self.filters)
 
-    def documents_sql(self, only: str | None = None) -> str:
+    def documents_sql(self, only: str | None = None, *, include_archived: bool = False) -> str:
+        """The scope's documents (id, current_revision_id); `only`: with one filter alone."""
         names = [only] if only is not None else list(self.filters)
-        return BASE_DOCUMENTS + "".join(f"  AND {FILTER_CLAUSES[n]}\n" for n in names)
+        base = BASE_DOCUMENTS.format(published="" if include_archived else PUBLISHED)
+        return base + "".join(f"  AND {FILTER_CLAUSES[n]}\n" for n in names)
 
     def params(self) -> dict[str, Any]:
         values = {

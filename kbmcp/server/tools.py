@@ -46,7 +46,6 @@ from kbmcp.server.arguments import (
 )
 from kbmcp.server.errors import kb_error_result
 from kbmcp.service import listing, read, scan
-from kbmcp.service.scope_check import check_knowledge_bases
 from kbmcp.workspace import Workspace
 
 MAX_KNOWLEDGE_BASE_IDS = 100
@@ -260,10 +259,6 @@ class KbTools:
             tag_filter = as_string_map(tags, "tags")
             page_cursor = as_string(cursor, "cursor")
             page_limit = as_int(limit, "limit", minimum=1, maximum=listing.MAX_PAGE)
-            if kb_ids:
-                check_knowledge_bases(
-                    self.workspace, self.principal(), kb_ids, argument="knowledge_base_ids"
-                )
             page = listing.list_documents(
                 self.workspace,
                 self.principal(),
