@@ -148,9 +148,8 @@ def token() -> None:
     "--scope",
     "scopes",
     multiple=True,
-    required=True,
     type=click.Choice(TOKEN_SCOPES),
-    help="A scope the token carries (repeatable).",
+    help="A scope the token carries (repeatable; at least one).",
 )
 @click.option(
     "--kb",
