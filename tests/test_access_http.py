@@ -7,18 +7,20 @@ readable set: own knowledge bases + shares in force, intersected with the token'
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import click
 import httpx2
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
+from kbmcp.cli import main
+from kbmcp.cli.serve import http_verifier
+from kbmcp.server.auth import is_loopback
 from kbmcp.service.tenants import share_knowledge_base, unshare_knowledge_base
 from kbmcp.service.tokens import revoke_token
 from kbmcp.store.connection import open_connection
@@ -30,7 +32,7 @@ from tests.access_support import (
     connect_with_token,
     make_token,
 )
-from tests.mcp_support import REPO_ROOT, T0, HttpServer, payload, pinned_clock, subprocess_env
+from tests.mcp_support import T0, HttpServer, payload, pinned_clock
 
 pytestmark = pytest.mark.anyio
 
@@ -325,72 +327,63 @@ async def test_health_needs_no_token_and_returns_no_data(corpus: Corpus) -> None
 
 
 # ------------------------------------------------------------------ serve's host rules
+# (in-process through the real entry point: each refusal happens before a server would start)
 
 
-def run_serve(db: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kbmcp", "--db", str(db), "serve", *args],
-        env=subprocess_env(db, **env),
-        cwd=str(REPO_ROOT),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-def test_serving_a_public_address_without_tokens_is_refused(tmp_path: Path) -> None:
-    db = tmp_path / "kb.db"
-    build_two_tenants(tmp_path, db)
-    result = run_serve(db, "--http", "--host", "0.0.0.0", "--port", "0")
-    assert result.returncode == 2
-    assert "refusing to serve 0.0.0.0 without authentication" in result.stderr
-    assert "kbmcp token create" in result.stderr
-
-
-def test_loopback_without_tokens_serves_the_local_owner_with_a_warning(tmp_path: Path) -> None:
-    db = tmp_path / "kb.db"
-    build_two_tenants(tmp_path, db)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kbmcp", "--db", str(db), "serve", "--http", "--port", "0"],
-        env=subprocess_env(db),
-        cwd=str(REPO_ROOT),
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def serve_in_process(capsys: pytest.CaptureFixture[str], db: Path, *args: str) -> tuple[int, str]:
+    code = 0
     try:
-        assert process.stderr is not None
-        lines = []
-        while not lines or "listening on" not in lines[-1]:
-            line = process.stderr.readline()
-            assert line, f"server exited: {lines}"
-            lines.append(line)
-        url = lines[-1].split("listening on ")[1].strip()
-        response = httpx2.post(
-            url,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "0"},
-                },
-            },
-            headers={"Accept": "application/json, text/event-stream"},
-        )
-        assert response.status_code == 200
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-    assert any("WITHOUT authentication" in line for line in lines), lines
+        main(["--db", str(db), "serve", *args])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    return code, capsys.readouterr().err
 
 
-def test_stdio_refuses_an_unusable_kbmcp_token(tmp_path: Path) -> None:
+def test_serving_a_public_address_without_tokens_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "kb.db"
     build_two_tenants(tmp_path, db)
-    result = run_serve(db, KBMCP_TOKEN="kbmcp_0000000000000000_" + "A" * 43)
-    assert result.returncode == 2
-    assert "KBMCP_TOKEN is not a usable token" in result.stderr
+    code, err = serve_in_process(capsys, db, "--http", "--host", "0.0.0.0", "--port", "0")
+    assert code == 2
+    assert "refusing to serve 0.0.0.0 without authentication" in err
+    assert "kbmcp token create" in err
+
+
+def test_loopback_without_tokens_serves_the_local_owner_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    db = tmp_path / "kb.db"
+    build_two_tenants(tmp_path, db)
+    with admin_workspace(db) as ws:
+        assert http_verifier(ws, "127.0.0.1") is None
+        assert "WITHOUT authentication" in caplog.text
+        with pytest.raises(click.UsageError):
+            http_verifier(ws, "192.0.2.10")
+    make_token(db, "acme", ["knowledge:read"])
+    with admin_workspace(db) as ws:
+        for host in ("127.0.0.1", "0.0.0.0", "::"):
+            verifier = http_verifier(ws, host)
+            assert verifier is not None
+            verifier.close()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost"])
+def test_loopback_addresses(host: str) -> None:
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "example.org", ""])
+def test_non_loopback_addresses(host: str) -> None:
+    assert not is_loopback(host)
+
+
+def test_stdio_refuses_an_unusable_kbmcp_token(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "kb.db"
+    build_two_tenants(tmp_path, db)
+    monkeypatch.setenv("KBMCP_TOKEN", "kbmcp_0000000000000000_" + "A" * 43)
+    code, err = serve_in_process(capsys, db)
+    assert code == 2
+    assert "KBMCP_TOKEN is not a usable token" in err

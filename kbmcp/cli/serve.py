@@ -64,7 +64,7 @@ def serve(
         warm_up = lambda: _warm_up(workspace)  # noqa: E731
         if use_http:
             bind = host or "127.0.0.1"
-            verifier = _http_verifier(workspace, bind)
+            verifier = http_verifier(workspace, bind)
             try:
                 run_http(
                     build_server(workspace, options, token_verifier=verifier),
@@ -81,7 +81,7 @@ def serve(
             run_stdio(server, warm_up=warm_up)
 
 
-def _http_verifier(workspace: Workspace, host: str) -> FileTokenVerifier | None:
+def http_verifier(workspace: Workspace, host: str) -> FileTokenVerifier | None:
     """Authentication is on as soon as the file has a usable token. Without one, the server runs
     as the local owner, and only where nobody else can reach it (loopback)."""
     from kbmcp.server.auth import FileTokenVerifier, is_loopback
