@@ -82,6 +82,12 @@ def make_token(
     return created.token.token_id, created.secret
 
 
+def names_of(kb_ids_by_name: dict[str, str], kb_ids: set[str]) -> set[str]:
+    """Knowledge-base names for a set of kb_ ids."""
+    by_id = {kb_id: name for name, kb_id in kb_ids_by_name.items()}
+    return {by_id[kb_id] for kb_id in kb_ids}
+
+
 def admin_workspace(db_path: Path) -> Workspace:
     return hash_workspace(db_path)
 

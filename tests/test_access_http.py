@@ -31,6 +31,7 @@ from tests.access_support import (
     build_two_tenants,
     connect_with_token,
     make_token,
+    names_of,
 )
 from tests.mcp_support import T0, HttpServer, payload, pinned_clock
 
@@ -59,8 +60,7 @@ class Corpus:
     token_ids: dict[str, str]  # token label -> tok_ id
 
     def names(self, kb_ids: set[str]) -> set[str]:
-        by_id = {v: k for k, v in self.kb_ids.items()}
-        return {by_id[kb_id] for kb_id in kb_ids}
+        return names_of(self.kb_ids, kb_ids)
 
 
 @pytest.fixture(scope="module")

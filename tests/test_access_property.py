@@ -31,6 +31,7 @@ from kbmcp.service.tenants import (
     unshare_knowledge_base,
 )
 from kbmcp.workspace import Workspace
+from tests.access_support import names_of
 from tests.mcp_support import write
 
 TENANTS = ["t0", "t1", "t2"]
@@ -48,8 +49,7 @@ class World:
     kb_of_chunk: dict[str, str]  # chk_ id -> knowledge base name
 
     def kb_names(self, kb_ids: set[str]) -> set[str]:
-        by_id = {v: k for k, v in self.kb_ids.items()}
-        return {by_id[kb_id] for kb_id in kb_ids}
+        return names_of(self.kb_ids, kb_ids)
 
 
 @pytest.fixture(scope="module")

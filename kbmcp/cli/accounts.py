@@ -6,12 +6,19 @@ once; it is not stored and cannot be shown again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import click
 
-from kbmcp.access import TOKEN_SCOPES
+from kbmcp.access import TOKEN_SCOPES, Principal
 from kbmcp.cli.common import echo_json, open_workspace
 from kbmcp.service import tenants, tokens
+from kbmcp.service.tenants import KnowledgeBaseRecord
 from kbmcp.service.tokens import MAX_EXPIRY_DAYS, TokenInfo
+from kbmcp.workspace import Workspace
+
+T = TypeVar("T")
 
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
@@ -27,12 +34,12 @@ def tenant() -> None:
 @click.pass_context
 def tenant_create(ctx: click.Context, name: str, as_json: bool) -> None:
     """Create a tenant."""
-    with open_workspace(ctx, create=True) as workspace:
-        info = tenants.create_tenant(workspace, workspace.local_principal(), name)
-    if as_json:
-        echo_json(info)
-    else:
-        click.echo(f"created tenant {info.name} ({info.tenant_id})")
+    _admin(
+        ctx,
+        as_json,
+        lambda ws, admin: tenants.create_tenant(ws, admin, name),
+        lambda info: f"created tenant {info.name} ({info.tenant_id})",
+    )
 
 
 @tenant.command("list")
@@ -40,16 +47,16 @@ def tenant_create(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def tenant_list(ctx: click.Context, as_json: bool) -> None:
     """List tenants with their knowledge-base and active-token counts."""
-    with open_workspace(ctx, create=True) as workspace:
-        infos = tenants.list_tenants(workspace, workspace.local_principal())
-    if as_json:
-        echo_json(infos)
-        return
-    for info in infos:
-        click.echo(
+    _admin(
+        ctx,
+        as_json,
+        tenants.list_tenants,
+        lambda infos: [
             f"{info.tenant_id}  {info.name}  {info.knowledge_base_count} knowledge bases, "
             f"{info.active_token_count} active tokens"
-        )
+            for info in infos
+        ],
+    )
 
 
 @click.group("kb")
@@ -67,20 +74,14 @@ def kb_create(
     ctx: click.Context, name: str, tenant_ref: str, description: str, as_json: bool
 ) -> None:
     """Create an (empty) knowledge base owned by a tenant; add files with `kbmcp add`."""
-    with open_workspace(ctx, create=True) as workspace:
-        record = tenants.create_knowledge_base(
-            workspace,
-            workspace.local_principal(),
-            name,
-            tenant=tenant_ref,
-            description=description,
-        )
-    if as_json:
-        echo_json(record)
-    else:
-        click.echo(
-            f"created knowledge base {record.name} ({record.knowledge_base_id}) for {record.owner}"
-        )
+    _admin(
+        ctx,
+        as_json,
+        lambda ws, admin: tenants.create_knowledge_base(
+            ws, admin, name, tenant=tenant_ref, description=description
+        ),
+        lambda kb: f"created knowledge base {kb.name} ({kb.knowledge_base_id}) for {kb.owner}",
+    )
 
 
 @kb.command("list")
@@ -89,16 +90,17 @@ def kb_create(
 @click.pass_context
 def kb_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> None:
     """List knowledge bases with owner and the tenants they are shared with."""
-    with open_workspace(ctx, create=True) as workspace:
-        records = tenants.list_knowledge_base_records(
-            workspace, workspace.local_principal(), tenant=tenant_ref
-        )
-    if as_json:
-        echo_json(records)
-        return
-    for record in records:
-        shared = f"  shared with {', '.join(record.shared_with)}" if record.shared_with else ""
-        click.echo(f"{record.knowledge_base_id}  {record.name}  owner {record.owner}{shared}")
+
+    def line(kb: KnowledgeBaseRecord) -> str:
+        shared = f"  shared with {', '.join(kb.shared_with)}" if kb.shared_with else ""
+        return f"{kb.knowledge_base_id}  {kb.name}  owner {kb.owner}{shared}"
+
+    _admin(
+        ctx,
+        as_json,
+        lambda ws, admin: tenants.list_knowledge_base_records(ws, admin, tenant=tenant_ref),
+        lambda records: [line(kb) for kb in records],
+    )
 
 
 @kb.command("share")
@@ -108,15 +110,7 @@ def kb_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> None:
 @click.pass_context
 def kb_share(ctx: click.Context, knowledge_base: str, tenant_ref: str, as_json: bool) -> None:
     """Share a knowledge base (name or id) read-only with another tenant."""
-    with open_workspace(ctx, create=True) as workspace:
-        info = tenants.share_knowledge_base(
-            workspace, workspace.local_principal(), knowledge_base, tenant=tenant_ref
-        )
-    if as_json:
-        echo_json(info)
-    else:
-        state = "shared" if info.changed else "already shared"
-        click.echo(f"{info.knowledge_base} ({info.knowledge_base_id}) {state} with {info.tenant}")
+    _change_share(ctx, knowledge_base, tenant_ref, as_json, share=True)
 
 
 @kb.command("unshare")
@@ -126,15 +120,28 @@ def kb_share(ctx: click.Context, knowledge_base: str, tenant_ref: str, as_json: 
 @click.pass_context
 def kb_unshare(ctx: click.Context, knowledge_base: str, tenant_ref: str, as_json: bool) -> None:
     """Stop sharing a knowledge base with a tenant (effective on its next call)."""
-    with open_workspace(ctx, create=True) as workspace:
-        info = tenants.unshare_knowledge_base(
-            workspace, workspace.local_principal(), knowledge_base, tenant=tenant_ref
-        )
-    if as_json:
-        echo_json(info)
-    else:
-        state = "no longer shared" if info.changed else "was not shared"
-        click.echo(f"{info.knowledge_base} ({info.knowledge_base_id}) {state} with {info.tenant}")
+    _change_share(ctx, knowledge_base, tenant_ref, as_json, share=False)
+
+
+def _change_share(
+    ctx: click.Context, knowledge_base: str, tenant_ref: str, as_json: bool, *, share: bool
+) -> None:
+    change = tenants.share_knowledge_base if share else tenants.unshare_knowledge_base
+    states = {
+        (True, True): "shared",
+        (True, False): "already shared",
+        (False, True): "no longer shared",
+        (False, False): "was not shared",
+    }
+    _admin(
+        ctx,
+        as_json,
+        lambda ws, admin: change(ws, admin, knowledge_base, tenant=tenant_ref),
+        lambda info: (
+            f"{info.knowledge_base} ({info.knowledge_base_id}) "
+            f"{states[(share, info.changed)]} with {info.tenant}"
+        ),
+    )
 
 
 @click.group()
@@ -204,13 +211,12 @@ def token_create(
 @click.pass_context
 def token_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> None:
     """List tokens (never their secrets)."""
-    with open_workspace(ctx, create=True) as workspace:
-        infos = tokens.list_tokens(workspace, workspace.local_principal(), tenant=tenant_ref)
-    if as_json:
-        echo_json(infos)
-        return
-    for info in infos:
-        click.echo(_token_line(info))
+    _admin(
+        ctx,
+        as_json,
+        lambda ws, admin: tokens.list_tokens(ws, admin, tenant=tenant_ref),
+        lambda infos: [_token_line(info) for info in infos],
+    )
 
 
 @token.command("revoke")
@@ -219,12 +225,24 @@ def token_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> Non
 @click.pass_context
 def token_revoke(ctx: click.Context, token_id: str, as_json: bool) -> None:
     """Revoke a token: its next request is refused."""
+    _admin(ctx, as_json, lambda ws, admin: tokens.revoke_token(ws, admin, token_id), _token_line)
+
+
+def _admin(
+    ctx: click.Context,
+    as_json: bool,
+    call: Callable[[Workspace, Principal], T],
+    render: Callable[[T], str | list[str]],
+) -> None:
+    """Run one administrative service call as the local operator; print JSON or lines."""
     with open_workspace(ctx, create=True) as workspace:
-        info = tokens.revoke_token(workspace, workspace.local_principal(), token_id)
+        result = call(workspace, workspace.local_principal())
     if as_json:
-        echo_json(info)
-    else:
-        click.echo(_token_line(info))
+        echo_json(result)
+        return
+    lines = render(result)
+    for line in [lines] if isinstance(lines, str) else lines:
+        click.echo(line)
 
 
 def _token_line(info: TokenInfo) -> str:
