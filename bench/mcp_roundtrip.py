@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import re
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -172,9 +174,9 @@ async def over_stdio(db: Path, calls: int, warmup: int) -> list[tuple[float, flo
         return await time_calls(client, calls, warmup)
 
 
-async def over_http(
-    db: Path, calls: int, warmup: int, secret: str | None = None
-) -> list[tuple[float, float]]:
+@contextlib.contextmanager
+def start_http(db: Path) -> Iterator[str]:
+    """`kbmcp serve --http --port 0` over `db`; yields its URL."""
     process = subprocess.Popen(
         [sys.executable, "-m", "kbmcp", "--db", str(db), "serve", "--http", "--port", "0"],
         env=server_env(db),
@@ -194,6 +196,16 @@ async def over_http(
             url = match.group(1) if match else None
         if url is None:
             raise SystemExit("HTTP server did not start")
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def over_http(
+    db: Path, calls: int, warmup: int, secret: str | None = None
+) -> list[tuple[float, float]]:
+    with start_http(db) as url:
         if secret is None:
             async with Client(url) as client:
                 return await time_calls(client, calls, warmup)
@@ -203,9 +215,6 @@ async def over_http(
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
             return await time_calls(client, calls, warmup)
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 async def over_http_with_token(db: Path, calls: int, warmup: int) -> list[tuple[float, float]]:

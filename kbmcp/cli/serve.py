@@ -63,6 +63,8 @@ def serve(
     with open_workspace(ctx, create=True, long_lived=True) as workspace:
         warm_up = lambda: _warm_up(workspace)  # noqa: E731
         if use_http:
+            if os.environ.get(TOKEN_ENV):
+                logger.warning("%s applies to stdio; HTTP clients send their own tokens", TOKEN_ENV)
             bind = host or "127.0.0.1"
             verifier = http_verifier(workspace, bind)
             try:
