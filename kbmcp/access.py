@@ -65,8 +65,6 @@ class Principal:
     knowledge_base_allowlist: frozenset[str] | None = field(default=None)
     # The token this principal comes from (None: the local operator or a tenant acting locally).
     token_id: str | None = None
-    # When the token stops working (ISO 8601 UTC), if it expires.
-    expires_at: str | None = None
 
     def require(self, scope: str) -> None:
         if scope not in self.scopes:
@@ -107,7 +105,6 @@ def principal_for_secret(conn: apsw.Connection, secret: str) -> Principal | None
         scopes=frozenset(json.loads(scopes)) & frozenset(TOKEN_SCOPES),
         knowledge_base_allowlist=None if kb_ids is None else frozenset(json.loads(kb_ids)),
         token_id=public_id,
-        expires_at=expires_at,
     )
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ipaddress
 import logging
-from calendar import timegm
 from pathlib import Path
 from typing import Protocol
 
@@ -24,7 +23,6 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 
 from kbmcp.access import Principal, principal_for_secret
-from kbmcp.clock import parse_timestamp
 from kbmcp.errors import Forbidden
 from kbmcp.store.connection import open_connection
 from kbmcp.workspace import Workspace
@@ -108,14 +106,14 @@ class FileTokenVerifier:
 
 def access_token_for(principal: Principal) -> AccessToken:
     """The SDK's record of a verified request. `client_id` is the token id: the SDK binds each
-    HTTP session to it, so a session cannot be continued with another token."""
+    HTTP session to it, so a session cannot be continued with another token. `expires_at` is
+    left unset: expiry is checked in `principal_for_secret` on every request, against kbmcp's
+    clock (kbmcp/clock.py), so there is one clock, not two."""
     assert principal.token_id is not None
-    expires = principal.expires_at
     return AccessToken(
         token=principal.token_id,  # the id, not the secret: nothing downstream needs the secret
         client_id=principal.token_id,
         scopes=sorted(principal.scopes),
-        expires_at=None if expires is None else timegm(parse_timestamp(expires).utctimetuple()),
         subject=principal.tenant_public_id,
         claims={
             "tenant_id": principal.tenant_id,

@@ -132,15 +132,6 @@ def _tenant_info(workspace: Workspace, name: str) -> TenantInfo:
 
 
 @holding_lock
-def resolve_tenant(
-    workspace: Workspace, principal: Principal, ref: str, *, argument: str = "tenant"
-) -> NamedTenant:
-    """The tenant named (or with public id) `ref`; unknown is `resource_unavailable`."""
-    principal.require(ADMIN)
-    return tenant_named(workspace, ref, argument)
-
-
-@holding_lock
 def act_as_tenant(workspace: Workspace, principal: Principal, ref: str) -> Principal:
     """The operator acting as tenant `ref` (e.g. to add documents to its knowledge bases)."""
     principal.require(ADMIN)
