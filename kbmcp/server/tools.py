@@ -44,6 +44,7 @@ from kbmcp.server.arguments import (
     reject_given,
     string_list_schema,
 )
+from kbmcp.server.auth import LocalOwner, PrincipalSource
 from kbmcp.server.errors import kb_error_result
 from kbmcp.service import listing, read, scan
 from kbmcp.workspace import Workspace
@@ -193,16 +194,20 @@ PageLimit = param(
 class KbTools:
     """The tool functions, bound to one workspace."""
 
-    def __init__(self, workspace: Workspace, options: ServerOptions | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        options: ServerOptions | None = None,
+        principals: PrincipalSource | None = None,
+    ) -> None:
         self.workspace = workspace
         self.options = options or ServerOptions()
-        self._principal: Principal | None = None
+        self._principals = principals or LocalOwner(workspace)
 
     def principal(self) -> Principal:
-        # The local user today; a per-request principal from the HTTP token plugs in here.
-        if self._principal is None:
-            self._principal = self.workspace.local_principal()
-        return self._principal
+        """The caller of the current tool call (kbmcp/server/auth.py): the bearer token's
+        tenant over HTTP, KBMCP_TOKEN's or the local owner over stdio."""
+        return self._principals.current()
 
     # -------------------------------------------------------------- tools
 
