@@ -20,10 +20,10 @@ from kbmcp.access import KNOWLEDGE_READ, Principal
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import KbError
+from kbmcp.search.models import MODES, SearchFilters, SearchRequest
 from kbmcp.service import listing, read, scan
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.search import search
-from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest
 from kbmcp.service.tenants import (
     act_as_tenant,
     create_tenant,

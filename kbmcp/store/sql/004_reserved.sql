@@ -1,3 +1,0 @@
--- Migration 4: reserved for the search-engine redesign (issue 8), which lands on another branch.
--- This placeholder only keeps the version numbers contiguous (kbmcp/store/migrations.py requires
--- 1..n without gaps) so that migration 5 can be developed in parallel; it is replaced at merge.
