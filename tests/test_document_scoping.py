@@ -1,0 +1,159 @@
+"""Document scoping rules (`document_ids` / `knowledge_ids`), one test per rule, on a file with
+two tenants: every selected document must exist, be published, be readable (own or shared),
+belong to its knowledge base's owner and lie inside `knowledge_base_ids`; a failing selection is
+an error naming the failing ids and runs no retrieval; a selected document is never emptied by
+`min_similarity`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kbmcp.access import Principal
+from kbmcp.errors import InvalidRequest, ResourceUnavailable
+from kbmcp.search.models import MAX_DOCUMENT_IDS, SearchFilters, SearchRequest, SearchResponse
+from kbmcp.service.search import search
+from kbmcp.service.tenants import share_knowledge_base
+from kbmcp.workspace import Workspace
+from tests.access_support import build_two_tenants, tenant_of
+from tests.mcp_support import hash_workspace
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("scoping")
+    db_path = root / "kb.db"
+    build_two_tenants(root, db_path)
+    return db_path
+
+
+@pytest.fixture
+def ws(db: Path) -> Iterator[Workspace]:
+    with hash_workspace(db) as workspace:
+        yield workspace
+
+
+def _doc(ws: Workspace, path: str) -> str:
+    return ws.conn.execute("SELECT public_id FROM document WHERE path = ?", (path,)).fetchone()[0]
+
+
+def _kb(ws: Workspace, name: str) -> str:
+    row = ws.conn.execute("SELECT public_id FROM knowledge_base WHERE name = ?", (name,))
+    return row.fetchone()[0]
+
+
+def _search(ws: Workspace, principal: Principal, **kwargs: object) -> SearchResponse:
+    request = SearchRequest("zanzibar standby narwhal quokka", **kwargs)  # type: ignore[arg-type]
+    return search(ws, principal, request)
+
+
+def _counting_retrievals(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    calls: list[object] = []
+    monkeypatch.setattr("kbmcp.service.search.run_search", lambda *a, **k: calls.append(a))
+    return calls
+
+
+def test_a_selected_document_scopes_the_search_to_it(ws: Workspace) -> None:
+    acme = tenant_of(ws, "acme")
+    doc = _doc(ws, "failover.md")
+    response = _search(ws, acme, filters=SearchFilters(document_ids=[doc]))
+    assert response.results and {r.document_id for r in response.results} == {doc}
+
+
+def test_ids_are_trimmed_and_deduplicated(ws: Workspace) -> None:
+    acme = tenant_of(ws, "acme")
+    doc = _doc(ws, "failover.md")
+    padded = _search(ws, acme, filters=SearchFilters(document_ids=[f" {doc} ", doc]))
+    plain = _search(ws, acme, filters=SearchFilters(document_ids=[doc]))
+    assert [r.chunk_id for r in padded.results] == [r.chunk_id for r in plain.results]
+
+
+@pytest.mark.parametrize(
+    ("ids", "message"),
+    [([], "must not be empty"), (["doc_0123456789abcdef"] * (MAX_DOCUMENT_IDS + 1), "at most")],
+)
+def test_empty_and_oversized_lists_are_rejected_before_retrieval(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch, ids: list[str], message: str
+) -> None:
+    calls = _counting_retrievals(monkeypatch)
+    with pytest.raises(InvalidRequest, match=message) as error:
+        _search(ws, tenant_of(ws, "acme"), filters=SearchFilters(document_ids=ids))
+    assert error.value.details["argument"] == "document_ids" and calls == []
+
+
+def test_another_tenants_document_is_unavailable_and_named(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _counting_retrievals(monkeypatch)
+    theirs, unknown = _doc(ws, "onboarding.md"), "doc_0123456789abcdef"
+    with pytest.raises(ResourceUnavailable) as error:
+        _search(ws, tenant_of(ws, "acme"), filters=SearchFilters(document_ids=[theirs, unknown]))
+    assert error.value.details["document_ids"] == [theirs, unknown]
+    assert calls == []
+
+
+def test_a_document_of_a_shared_knowledge_base_is_selectable_and_keeps_its_owner(
+    tmp_path: Path,
+) -> None:
+    db_path = tmp_path / "kb.db"
+    build_two_tenants(tmp_path, db_path)
+    with hash_workspace(db_path) as ws:
+        beta = tenant_of(ws, "beta")
+        doc = _doc(ws, "failover.md")
+        with pytest.raises(ResourceUnavailable):
+            _search(ws, beta, filters=SearchFilters(document_ids=[doc]))
+        share_knowledge_base(ws, ws.local_principal(), "acme-ops", tenant="beta")
+        response = _search(ws, beta, filters=SearchFilters(document_ids=[doc]))
+        assert response.results and {r.document_id for r in response.results} == {doc}
+        owner = ws.conn.execute(
+            "SELECT t.name FROM document AS d JOIN tenant AS t ON t.id = d.tenant_id "
+            "WHERE d.public_id = ?",
+            (doc,),
+        ).fetchone()[0]
+        assert owner == "acme"
+
+
+def test_a_document_whose_tenant_differs_from_its_knowledge_base_owner_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db_path = tmp_path / "kb.db"
+    build_two_tenants(tmp_path, db_path)
+    with hash_workspace(db_path) as ws:
+        doc = _doc(ws, "failover.md")
+        with ws.conn:
+            ws.conn.execute(
+                "UPDATE document SET tenant_id = (SELECT id FROM tenant WHERE name = 'beta') "
+                "WHERE public_id = ?",
+                (doc,),
+            )
+        calls = _counting_retrievals(monkeypatch)
+        with pytest.raises(ResourceUnavailable) as error:
+            _search(ws, tenant_of(ws, "acme"), filters=SearchFilters(document_ids=[doc]))
+        assert error.value.details["document_ids"] == [doc] and calls == []
+
+
+def test_a_document_outside_the_selected_knowledge_bases_is_a_conflict(
+    ws: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _counting_retrievals(monkeypatch)
+    filters = SearchFilters(
+        knowledge_base_ids=[_kb(ws, "acme-notes")], document_ids=[_doc(ws, "failover.md")]
+    )
+    with pytest.raises(InvalidRequest) as error:
+        _search(ws, tenant_of(ws, "acme"), filters=filters)
+    assert error.value.details["argument"] == "document_ids" and calls == []
+
+
+def test_min_similarity_never_empties_a_selected_document(ws: Workspace) -> None:
+    acme = tenant_of(ws, "acme")
+    doc = _doc(ws, "failover.md")
+    unscoped = _search(ws, acme, mode="semantic", min_similarity=0.999)
+    assert unscoped.results == []  # the floor removes every vector candidate ...
+    selected = _search(
+        ws, acme, mode="semantic", min_similarity=0.999, filters=SearchFilters(document_ids=[doc])
+    )
+    # ... but not those of a document the caller chose.
+    assert selected.results and {r.document_id for r in selected.results} == {doc}
+    assert all(r.semantic_similarity < 0.999 for r in selected.results)
