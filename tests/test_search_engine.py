@@ -33,7 +33,7 @@ def test_vector_cache_follows_writes_from_another_connection(
     ingest(workspace, write_small_corpus(tmp_path))
     assert "late.md" not in _paths(workspace, "zebra crossing", mode="semantic")
     loaded = indexed_vectors(workspace.conn)
-    assert loaded is not None and len(loaded.ids) == 9
+    assert loaded is not None and len(loaded.ids) == 6
     other = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
     try:
         late = tmp_path / "late"
@@ -47,7 +47,7 @@ def test_vector_cache_follows_writes_from_another_connection(
     finally:
         other.close()
     cached = indexed_vectors(workspace.conn)
-    assert cached is not None and len(cached.ids) == 9
+    assert cached is not None and len(cached.ids) == 6
 
 
 def test_cached_vectors_equal_the_stored_ones(workspace: Workspace, tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_index_strategy_matches_exact_on_a_small_corpus(
     )
     coarse = search(workspace, workspace.local_principal(), request)
     assert coarse.stats.vector_strategy == "index" and exact.stats.vector_strategy == "exact"
-    assert pools == [3] and exact.stats.scope_chunks == 9
+    assert pools == [3] and exact.stats.scope_chunks == 6
     # The coarse stage may miss (sign bits are an approximation), but what it keeps is re-scored
     # exactly: the reported similarity is the true cosine of that chunk.
     everything = search(workspace, workspace.local_principal(), replace(request, candidates=100))
