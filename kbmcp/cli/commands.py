@@ -8,9 +8,12 @@ from pathlib import Path
 import click
 
 from kbmcp.cli.common import echo_json, open_workspace, pairs_option, progress_bar
+from kbmcp.cli.progress import file_progress
+from kbmcp.errors import InvalidRequest
+from kbmcp.ingest.walker import Selection
 from kbmcp.service.admin import doctor as doctor_report
 from kbmcp.service.admin import reembed as reembed_all
-from kbmcp.service.ingest import IngestOptions, add_paths
+from kbmcp.service.ingest import IngestOptions, IngestPreview, add_paths, preview_paths
 from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
 from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
 
@@ -23,6 +26,24 @@ from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_docume
     default="default",
     show_default=True,
     help="Knowledge base name (created if new).",
+)
+@click.option(
+    "--include",
+    "include",
+    multiple=True,
+    metavar="GLOB",
+    help="Index only files matching GLOB, whatever their format (gitignore syntax, relative to "
+    "the added folder; repeatable).",
+)
+@click.option(
+    "--exclude",
+    "exclude",
+    multiple=True,
+    metavar="GLOB",
+    help="Skip files and folders matching GLOB (gitignore syntax; repeatable).",
+)
+@click.option(
+    "--code", is_flag=True, help="Also index source code and configuration files (by suffix)."
 )
 @click.option(
     "--tag",
@@ -41,29 +62,52 @@ from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_docume
 @click.option(
     "--prune", is_flag=True, help="Archive documents whose files are gone from the added folders."
 )
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List what would be indexed and why each other file would not; write nothing.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def add(
     ctx: click.Context,
     paths: tuple[Path, ...],
     kb_name: str,
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    code: bool,
     tags: tuple[str, ...],
     meta: tuple[str, ...],
     prune: bool,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Add files and folders to a knowledge base.
 
-    Folders are walked (hidden and .gitignore'd paths and binary files are skipped). Unchanged
-    files are skipped by content hash; changed files get a new revision.
+    \b
+    Indexed by default: Markdown, reStructuredText, plain text, HTML and PDF. Skipped and
+    counted by reason: hidden and .gitignore'd / .kbmcpignore'd paths, images (SVG too),
+    binaries, lock files, minified assets, build output (node_modules, dist, ...), source code
+    (unless --code). Unchanged files are skipped by content hash; changed files get a new
+    revision.
+
+    \b
+    Examples:
+      kbmcp add ./docs --kb handbook
+      kbmcp add ./docs --exclude 'drafts/' --dry-run
+      kbmcp add ./repo --include '*.md' --include '*.py'
     """
     options = IngestOptions(
         knowledge_base=kb_name,
         tags=pairs_option(tags, "--tag"),
         metadata=pairs_option(meta, "--meta"),
         prune=prune,
+        selection=selection_option(include, exclude, code),
     )
-    with open_workspace(ctx, create=True) as workspace, progress_bar("indexing") as progress:
+    if dry_run:
+        _print_preview(preview_paths(list(paths), options), as_json)
+        return
+    with open_workspace(ctx, create=True) as workspace, file_progress("indexing") as progress:
         report = add_paths(workspace, workspace.local_principal(), list(paths), options, progress)
     if as_json:
         echo_json(report.to_dict())
@@ -74,6 +118,38 @@ def add(
             click.echo(f"error: {error}", err=True)
         click.echo(report.summary_line())
     if report.errors:
+        sys.exit(1)
+
+
+def selection_option(include: tuple[str, ...], exclude: tuple[str, ...], code: bool) -> Selection:
+    """`--include` / `--exclude` / `--code`; a pattern that does not compile is a one-line
+    `InvalidRequest` naming the option."""
+    try:
+        return Selection(include=include, exclude=exclude, code=code)
+    except ValueError as exc:
+        option = "--include" if str(exc).startswith("--include") else "--exclude"
+        raise InvalidRequest(str(exc), details={"argument": option}) from None
+
+
+def _print_preview(preview: IngestPreview, as_json: bool) -> None:
+    if as_json:
+        echo_json(
+            {
+                "files": preview.files,
+                "skipped": [{"path": path, "reason": reason} for path, reason in preview.skipped],
+                "skipped_by_reason": preview.counts(),
+                "errors": preview.errors,
+            }
+        )
+    else:
+        for file in preview.files:
+            click.echo(f"index  {file.path}  ({file.kind}, {file.chunks} chunks)")
+        for path, reason in preview.skipped:
+            click.echo(f"skip   {path}  ({reason})")
+        for error in preview.errors:
+            click.echo(f"error: {error}", err=True)
+        click.echo(preview.summary_line())
+    if preview.errors:
         sys.exit(1)
 
 
