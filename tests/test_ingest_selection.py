@@ -26,9 +26,10 @@ def write(root: Path, files: dict[str, str | bytes]) -> Path:
     return root
 
 
-def walk(paths: list[Path], selection: Selection = Selection()) -> tuple[list[str], WalkReport]:
+def walk(paths: list[Path], selection: Selection | None = None) -> tuple[list[str], WalkReport]:
     report = WalkReport()
-    found = [source.relative_path for source in iter_source_files(paths, report, selection)]
+    chosen = selection or Selection()
+    found = [source.relative_path for source in iter_source_files(paths, report, chosen)]
     return found, report
 
 
