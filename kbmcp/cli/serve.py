@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,7 +15,11 @@ from kbmcp.cli.common import open_workspace
 from kbmcp.errors import KbError
 from kbmcp.workspace import Workspace
 
+if TYPE_CHECKING:
+    from kbmcp.service.ingest import IngestReport
+
 logger = logging.getLogger("kbmcp.serve")
+watch_logger = logging.getLogger("kbmcp.watch")
 
 
 @click.command()
@@ -29,15 +38,36 @@ logger = logging.getLogger("kbmcp.serve")
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     help="Logs always go to stderr.",
 )
+@click.option(
+    "--watch",
+    "watch_folders",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FOLDER",
+    help="Keep FOLDER indexed while serving, as `kbmcp watch` does (repeatable).",
+)
+@click.option(
+    "--watch-kb",
+    default="default",
+    show_default=True,
+    help="The knowledge base the --watch folders go into.",
+)
 @click.pass_context
 def serve(
-    ctx: click.Context, use_http: bool, host: str | None, port: int | None, log_level: str
+    ctx: click.Context,
+    use_http: bool,
+    host: str | None,
+    port: int | None,
+    log_level: str,
+    watch_folders: tuple[Path, ...],
+    watch_kb: str,
 ) -> None:
     """Serve the knowledge base to agents over MCP.
 
     \b
     stdio (desktop agents launch this as a subprocess):  kbmcp serve
     HTTP (one server, many clients):  kbmcp serve --http --port 8765
+    Keep a folder indexed while serving:  kbmcp serve --watch ./docs --watch-kb handbook
     """
     if not use_http and (host is not None or port is not None):
         raise click.UsageError("--host and --port apply to --http")
@@ -47,7 +77,10 @@ def serve(
 
     configure_logging(log_level)
     options = server_options_from_env()
-    with open_workspace(ctx, create=True, long_lived=True) as workspace:
+    with (
+        open_workspace(ctx, create=True, long_lived=True) as workspace,
+        watching(workspace, list(watch_folders), watch_kb),
+    ):
         server = build_server(workspace, options)
         warm_up = lambda: _warm_up(workspace)  # noqa: E731
         if use_http:
@@ -60,6 +93,44 @@ def serve(
             )
         else:
             run_stdio(server, warm_up=warm_up)
+
+
+@contextlib.contextmanager
+def watching(workspace: Workspace, folders: list[Path], kb_name: str) -> Iterator[None]:
+    """Run `watch_paths` on `folders` in a background thread while the server runs. It shares
+    the server's workspace: it holds the workspace lock only while writing, never while
+    embedding, so searches are answered while it indexes. Syncs are logged on stderr."""
+    if not folders:
+        yield
+        return
+    from kbmcp.service.ingest import IngestOptions
+    from kbmcp.service.watch import changed, watch_paths, watched_folders
+
+    stop = threading.Event()
+
+    def log_report(report: IngestReport) -> None:
+        if changed(report):
+            watch_logger.info("%s", report.summary_line())
+
+    def log_error(error: Exception) -> None:
+        watch_logger.warning("%s", getattr(error, "message", None) or error)
+
+    principal = workspace.local_principal()
+    options = IngestOptions(knowledge_base=kb_name)
+    folders = watched_folders(folders)  # a missing folder is an error before serving starts
+    thread = threading.Thread(
+        target=watch_paths,
+        args=(workspace, principal, folders, options),
+        kwargs={"on_report": log_report, "on_error": log_error, "stop": stop},
+        name="kbmcp-watch",
+        daemon=True,
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 def _warm_up(workspace: Workspace) -> None:
