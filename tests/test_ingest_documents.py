@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -120,3 +121,10 @@ def test_bad_documents_are_refused_before_anything_is_written(
     assert workspace.conn.execute("SELECT count(*) FROM document").fetchone() == (0,)
     with pytest.raises(InvalidRequest, match=r"the same path more than once: good\.md"):
         add_documents(workspace, workspace.local_principal(), "kb", [good, good])
+
+
+def test_the_example_in_docs_ingest_md_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "ingest.md").read_text()
+    (example,) = re.findall(r"^```python\n(.*?)^```", docs, re.M | re.S)
+    exec(example, {"my_model": HashingEmbedder()})  # the database is $KBMCP_DB (a temp file)
+    assert capsys.readouterr().out.startswith("imported: added 1, updated 0")

@@ -107,6 +107,8 @@ def watching(workspace: Workspace, folders: list[Path], kb_name: str) -> Iterato
     from kbmcp.service.watch import changed, watch_paths, watched_folders
 
     stop = threading.Event()
+    # watchfiles logs every change it sees at INFO; the sync's own line says what matters.
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
 
     def log_report(report: IngestReport) -> None:
         if changed(report):
