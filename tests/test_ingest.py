@@ -27,6 +27,7 @@ from kbmcp.service.listing import list_documents
 from kbmcp.service.read import read_document
 from kbmcp.store.vectors import recorded_model
 from kbmcp.workspace import Workspace
+from tests.file_tree import write_tree
 
 GUIDE = """\
 ---
@@ -118,15 +119,7 @@ def make_mixed_folder(root: Path) -> Path:
         "sub/keep.txt": "re-included by a negation\n",
         "sub/deep/page.md": "# Deep Page\n\nNested two folders down.\n",
     }
-    folder = root / "mixed"
-    for relative, content in files.items():
-        path = folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8", newline="")
-    return folder
+    return write_tree(root / "mixed", files)
 
 
 class CountingEmbedder(DelegatingEmbedder):

@@ -13,17 +13,7 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.ingest.walker import Selection, WalkReport, iter_source_files
 from kbmcp.service.ingest import IngestOptions, add_paths, preview_paths
 from kbmcp.workspace import Workspace
-
-
-def write(root: Path, files: dict[str, str | bytes]) -> Path:
-    for relative, content in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content)
-    return root
+from tests.file_tree import write_tree
 
 
 def walk(paths: list[Path], selection: Selection | None = None) -> tuple[list[str], WalkReport]:
@@ -34,7 +24,7 @@ def walk(paths: list[Path], selection: Selection | None = None) -> tuple[list[st
 
 
 def test_include_and_exclude_globs(tmp_path: Path) -> None:
-    root = write(
+    root = write_tree(
         tmp_path / "docs",
         {
             "a.md": "# A",
@@ -68,7 +58,7 @@ def test_a_bad_glob_is_an_error_naming_the_option() -> None:
 
 
 def test_ignore_files_above_the_added_folder_inside_the_repository(tmp_path: Path) -> None:
-    repo = write(
+    repo = write_tree(
         tmp_path / "repo",
         {
             ".gitignore": "*.draft.md\ndocs/\n/top-only.md\n",
@@ -99,7 +89,7 @@ def test_ignore_files_above_the_added_folder_inside_the_repository(tmp_path: Pat
 
 
 def test_build_output_folders_are_skipped_unless_added_directly(tmp_path: Path) -> None:
-    root = write(
+    root = write_tree(
         tmp_path / "proj",
         {
             "README.md": "# Readme",
@@ -116,8 +106,8 @@ def test_build_output_folders_are_skipped_unless_added_directly(tmp_path: Path) 
 
 
 def test_symlink_loops_dangling_links_and_linked_folders(tmp_path: Path) -> None:
-    root = write(tmp_path / "docs", {"real.md": "# Real", "sub/inner.md": "# Inner"})
-    outside = write(tmp_path / "outside", {"o.md": "# O"})
+    root = write_tree(tmp_path / "docs", {"real.md": "# Real", "sub/inner.md": "# Inner"})
+    outside = write_tree(tmp_path / "outside", {"o.md": "# O"})
     (root / "loop-a.md").symlink_to(root / "loop-b.md")
     (root / "loop-b.md").symlink_to(root / "loop-a.md")
     (root / "self").symlink_to(root / "self")
@@ -139,7 +129,7 @@ def test_symlink_loops_dangling_links_and_linked_folders(tmp_path: Path) -> None
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
 def test_unreadable_files_are_counted(workspace: Workspace, tmp_path: Path) -> None:
-    root = write(tmp_path / "docs", {"ok.md": "# Ok", "locked.md": "# Locked"})
+    root = write_tree(tmp_path / "docs", {"ok.md": "# Ok", "locked.md": "# Locked"})
     (root / "locked.md").chmod(0)
     try:
         report = add_paths(workspace, workspace.local_principal(), [root])
@@ -151,7 +141,7 @@ def test_unreadable_files_are_counted(workspace: Workspace, tmp_path: Path) -> N
 def test_unreadable_non_utf8_and_loops_are_skips_not_failures(
     workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = write(
+    root = write_tree(
         tmp_path / "docs",
         {"ok.md": "# Ok", "latin.md": "caf\xe9".encode("latin-1"), "locked.md": "# Locked"},
     )
@@ -176,7 +166,7 @@ def test_unreadable_non_utf8_and_loops_are_skips_not_failures(
 def test_readding_a_subfolder_keeps_one_document_per_file(
     workspace: Workspace, tmp_path: Path
 ) -> None:
-    root = write(
+    root = write_tree(
         tmp_path / "docs",
         {"index.md": "# Index", "guide/a.md": "# A\n\nalpha", "guide/deep/b.md": "# B"},
     )
@@ -204,7 +194,7 @@ def test_readding_a_subfolder_keeps_one_document_per_file(
 
 
 def test_the_dry_run_writes_nothing_and_needs_no_database(tmp_path: Path) -> None:
-    root = write(tmp_path / "docs", {"a.md": "# A\n\ntext", "b.png": b"\x89PNG\x00"})
+    root = write_tree(tmp_path / "docs", {"a.md": "# A\n\ntext", "b.png": b"\x89PNG\x00"})
     preview = preview_paths([root])
     assert [(f.path, f.kind, f.chunks) for f in preview.files] == [("a.md", "markdown", 1)]
     assert preview.skipped == [("b.png", "image")]

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import click
 
 from kbmcp.cli.common import echo_json, open_workspace, pairs_option, progress_bar
+from kbmcp.cli.ingest_options import ingest_options
 from kbmcp.cli.progress import file_progress
-from kbmcp.errors import InvalidRequest
-from kbmcp.ingest.walker import Selection
 from kbmcp.service.admin import doctor as doctor_report
 from kbmcp.service.admin import reembed as reembed_all
 from kbmcp.service.ingest import IngestOptions, IngestPreview, add_paths, preview_paths
@@ -20,45 +20,7 @@ from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_docume
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--kb",
-    "kb_name",
-    default="default",
-    show_default=True,
-    help="Knowledge base name (created if new).",
-)
-@click.option(
-    "--include",
-    "include",
-    multiple=True,
-    metavar="GLOB",
-    help="Index only files matching GLOB, whatever their format (gitignore syntax, relative to "
-    "the added folder; repeatable).",
-)
-@click.option(
-    "--exclude",
-    "exclude",
-    multiple=True,
-    metavar="GLOB",
-    help="Skip files and folders matching GLOB (gitignore syntax; repeatable).",
-)
-@click.option(
-    "--code", is_flag=True, help="Also index source code and configuration files (by suffix)."
-)
-@click.option(
-    "--tag",
-    "tags",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Tag every added document (repeatable).",
-)
-@click.option(
-    "--meta",
-    "meta",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Metadata on every added document (repeatable).",
-)
+@ingest_options
 @click.option(
     "--prune", is_flag=True, help="Archive documents whose files are gone from the added folders."
 )
@@ -72,12 +34,7 @@ from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_docume
 def add(
     ctx: click.Context,
     paths: tuple[Path, ...],
-    kb_name: str,
-    include: tuple[str, ...],
-    exclude: tuple[str, ...],
-    code: bool,
-    tags: tuple[str, ...],
-    meta: tuple[str, ...],
+    options: IngestOptions,
     prune: bool,
     dry_run: bool,
     as_json: bool,
@@ -97,13 +54,7 @@ def add(
       kbmcp add ./docs --exclude 'drafts/' --dry-run
       kbmcp add ./repo --include '*.md' --include '*.py'
     """
-    options = IngestOptions(
-        knowledge_base=kb_name,
-        tags=pairs_option(tags, "--tag"),
-        metadata=pairs_option(meta, "--meta"),
-        prune=prune,
-        selection=selection_option(include, exclude, code),
-    )
+    options = dataclasses.replace(options, prune=prune)
     if dry_run:
         _print_preview(preview_paths(list(paths), options), as_json)
         return
@@ -119,16 +70,6 @@ def add(
         click.echo(report.summary_line())
     if report.errors:
         sys.exit(1)
-
-
-def selection_option(include: tuple[str, ...], exclude: tuple[str, ...], code: bool) -> Selection:
-    """`--include` / `--exclude` / `--code`; a pattern that does not compile is a one-line
-    `InvalidRequest` naming the option."""
-    try:
-        return Selection(include=include, exclude=exclude, code=code)
-    except ValueError as exc:
-        option = "--include" if str(exc).startswith("--include") else "--exclude"
-        raise InvalidRequest(str(exc), details={"argument": option}) from None
 
 
 def _print_preview(preview: IngestPreview, as_json: bool) -> None:

@@ -9,31 +9,17 @@ from pathlib import Path
 
 import click
 
-from kbmcp.cli.commands import selection_option
-from kbmcp.cli.common import open_workspace, pairs_option
+from kbmcp.cli.common import open_workspace
+from kbmcp.cli.ingest_options import ingest_options
 from kbmcp.service.ingest import IngestOptions, IngestReport
 from kbmcp.service.watch import changed, watch_paths
 
 
 @click.command()
 @click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--kb", "kb_name", default="default", show_default=True, help="Knowledge base name.")
-@click.option("--include", multiple=True, metavar="GLOB", help="As for `add` (repeatable).")
-@click.option("--exclude", multiple=True, metavar="GLOB", help="As for `add` (repeatable).")
-@click.option("--code", is_flag=True, help="Also index source code and configuration files.")
-@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="As for `add`.")
-@click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="As for `add`.")
+@ingest_options
 @click.pass_context
-def watch(
-    ctx: click.Context,
-    folders: tuple[Path, ...],
-    kb_name: str,
-    include: tuple[str, ...],
-    exclude: tuple[str, ...],
-    code: bool,
-    tags: tuple[str, ...],
-    meta: tuple[str, ...],
-) -> None:
+def watch(ctx: click.Context, folders: tuple[Path, ...], options: IngestOptions) -> None:
     """Index folders, then re-index them whenever files change, until Ctrl-C.
 
     \b
@@ -45,12 +31,6 @@ def watch(
     Example:
       kbmcp watch ./docs --kb handbook
     """
-    options = IngestOptions(
-        knowledge_base=kb_name,
-        tags=pairs_option(tags, "--tag"),
-        metadata=pairs_option(meta, "--meta"),
-        selection=selection_option(include, exclude, code),
-    )
     first = True
 
     def report(result: IngestReport) -> None:
