@@ -173,6 +173,21 @@ def test_broken_pdfs_are_skipped_with_a_reason(tmp_path: Path, data: bytes, reas
     assert (extracted.content, extracted.reason) == (None, reason)
 
 
+@pytest.mark.parametrize(
+    ("title", "expected"),
+    [
+        ("Field Notes", "Field Notes"),
+        ("Microsoft Word - draft3.docx", None),
+        ("report-final.pdf", None),
+        ("Untitled", None),
+        ("   ", None),
+    ],
+)
+def test_generated_pdf_titles_are_ignored(tmp_path: Path, title: str, expected: str | None) -> None:
+    path = write_pdf(tmp_path / "t.pdf", [["text"]], title=title)
+    assert pdf_to_text(path).title == expected
+
+
 def test_a_pdf_page_without_text_keeps_the_other_page_numbers(tmp_path: Path) -> None:
     path = write_pdf(tmp_path / "mixed.pdf", [["first"], [], ["third page text"]])
     extracted = pdf_to_text(path)

@@ -82,10 +82,19 @@ def _clean(text: str) -> str:
     return _BLANK_RUNS.sub("\n\n", text).strip()
 
 
+# Titles that word processors and converters write for the user: the file name is as good.
+_GENERATED_TITLE = re.compile(
+    r"(?:microsoft \w+ - |untitled\b)|\.(?:docx?|odt|rtf|pages|tex|dvi|pdf|indd|pptx?)\s*$",
+    re.IGNORECASE,
+)
+
+
 def _title(reader: object) -> str | None:
     try:
         metadata = getattr(reader, "metadata", None)
         title = metadata.title if metadata is not None else None
     except Exception:  # damaged metadata: the file name will do
         return None
-    return title.strip() if isinstance(title, str) and title.strip() else None
+    if not isinstance(title, str) or not title.strip() or _GENERATED_TITLE.search(title.strip()):
+        return None
+    return title.strip()
