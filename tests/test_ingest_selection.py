@@ -201,3 +201,24 @@ def test_the_dry_run_writes_nothing_and_needs_no_database(tmp_path: Path) -> Non
     assert preview.summary_line() == "would index 1 files (1 chunks), skip 1 (image 1)"
     with pytest.raises(InvalidRequest, match="no such file or folder"):
         preview_paths([tmp_path / "nope"])
+
+
+def test_a_path_held_by_another_existing_file_is_refused(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """Two folders with the same names: the second does not silently swap the first's
+    documents; a moved file (the old one is gone) still takes its document along."""
+    write_tree(tmp_path / "a", {"readme.md": "# From a"})
+    write_tree(tmp_path / "b", {"readme.md": "# From b", "only-b.md": "# Only b"})
+    principal = workspace.local_principal()
+    add_paths(workspace, principal, [tmp_path / "a"])
+    report = add_paths(workspace, principal, [tmp_path / "b"])
+    assert (report.added, report.updated) == (1, 0)
+    assert report.skipped == {"path taken by another file": 1}
+    assert "is already the document of" in report.warnings[0]
+    assert "common parent folder" in report.warnings[0]
+    title = workspace.conn.execute("SELECT title FROM document WHERE path = 'readme.md'")
+    assert title.fetchone() == ("From a",)
+    (tmp_path / "a" / "readme.md").unlink()  # moved: now b's file may take the path
+    report = add_paths(workspace, principal, [tmp_path / "b"])
+    assert (report.updated, report.skipped) == (1, {})

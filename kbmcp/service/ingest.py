@@ -47,6 +47,7 @@ from kbmcp.workspace import Workspace
 Progress = Callable[[int, int], None]
 
 DUPLICATE = "duplicate path"
+PATH_TAKEN = "path taken by another file"
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,16 @@ class KnownDocuments:
     def get(self, path: str) -> KnownDocument | None:
         return self.by_path.get(path)
 
+    def other_file_at(self, source: SourceFile) -> str | None:
+        """The file that is already the document at `source`'s path, when it is another file
+        that still exists: taking its path would swap one file's document for another's. (A
+        file that is gone was moved or renamed: its document follows it.)"""
+        previous = self.by_path.get(source.relative_path)
+        other = previous.source if previous is not None else None
+        if other is None or other == str(source.path) or not os.path.lexists(other):
+            return None
+        return other
+
     def place(self, source: SourceFile) -> SourceFile:
         """The path a file gets: its document's, if it is one already; else relative to the
         added folder that holds the folder it was found under; else as walked."""
@@ -300,6 +311,14 @@ def _prepare(
 ) -> PendingDocument | None:
     """Read one file and decide: skip it, leave it unchanged, refresh it in place (same content,
     other attributes) or queue a new revision (chunked here)."""
+    other = known.other_file_at(source)
+    if other is not None:
+        report.skipped[PATH_TAKEN] += 1
+        report.warnings.append(
+            f"{source.path}: path {source.relative_path!r} is already the document of {other}, "
+            "which still exists; skipped (add their common parent folder, or use another --kb)"
+        )
+        return None
     extracted = read_source(source)
     if extracted.content is None:
         report.skipped[extracted.reason or "unreadable"] += 1
