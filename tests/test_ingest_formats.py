@@ -208,3 +208,15 @@ def test_code_is_indexed_only_when_asked(workspace: Workspace, tmp_path: Path) -
     assert (second.added, second.unchanged, dict(second.skipped)) == (1, 1, {})
     kinds = dict(workspace.conn.execute("SELECT path, kind FROM document").fetchall())
     assert kinds == {"README.md": "markdown", "app.py": "code"}
+
+
+def test_hostile_html_and_pdf_are_skips_not_failures(workspace: Workspace, tmp_path: Path) -> None:
+    folder = tmp_path / "hostile"
+    folder.mkdir()
+    (folder / "deep.html").write_text("<body>" + "<div>" * 5000 + "deep" + "</div>" * 5000)
+    (folder / "empty.html").write_text("<html><body><nav>only navigation</nav></body></html>")
+    (folder / "fake.pdf").write_bytes(b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 9 0 R >>")
+    (folder / "fine.md").write_text("# Fine\n")
+    report = add_paths(workspace, workspace.local_principal(), [folder])
+    assert (report.added, report.errors) == (1, [])
+    assert report.skipped == {"HTML nested too deeply": 1, "no text": 1, "unreadable PDF": 1}

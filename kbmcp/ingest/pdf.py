@@ -58,9 +58,11 @@ def _extract(path: Path) -> PdfText:
         if reader.is_encrypted and not reader.decrypt(""):
             return PdfText(None, reason=ENCRYPTED)
         pages = list(reader.pages)
-    except (PyPdfError, OSError, ValueError, KeyError, TypeError) as exc:
+    except PyPdfError as exc:
         if "encrypt" in str(exc).lower() or "cryptography" in str(exc).lower():
             return PdfText(None, reason=ENCRYPTED)
+        return PdfText(None, reason=UNREADABLE)
+    except Exception:  # a damaged or hostile file can fail anywhere in the parser
         return PdfText(None, reason=UNREADABLE)
     parts = []
     for number, page in enumerate(pages, start=1):

@@ -22,6 +22,7 @@ BINARY = "binary"
 NOT_UTF8 = "not UTF-8"
 TOO_LARGE = f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB"
 NO_TEXT = "no text"
+UNREADABLE_HTML = "HTML nested too deeply"
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,10 @@ def read_source(source: SourceFile) -> Extracted:
         html = decode_html(data)
         if html is None:
             return Extracted(None, "html", reason=NOT_UTF8)
-        page = html_to_text(html)
+        try:
+            page = html_to_text(html)
+        except RecursionError:  # nesting deeper than Python's stack: a hostile page
+            return Extracted(None, "html", reason=UNREADABLE_HTML)
         if not page.content.strip():
             return Extracted(None, "html", reason=NO_TEXT)
         return Extracted(page.content + "\n", "html", page.title)
