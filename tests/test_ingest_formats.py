@@ -9,7 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from kbmcp.ingest.chunker import outline
 from kbmcp.ingest.html import decode_html, html_to_text
 from kbmcp.ingest.pdf import pdf_to_text
 from kbmcp.ingest.walker import Selection
@@ -220,3 +223,38 @@ def test_hostile_html_and_pdf_are_skips_not_failures(workspace: Workspace, tmp_p
     report = add_paths(workspace, workspace.local_principal(), [folder])
     assert (report.added, report.errors) == (1, [])
     assert report.skipped == {"HTML nested too deeply": 1, "no text": 1, "unreadable PDF": 1}
+
+
+_TOKENS = [*"ab #=-*_`~<>|+1.)\\{}[]", "\n", "  ", "é", "---", "```", "{ #x }", "## "]
+_TEXT = st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=12).map("".join)
+
+
+@st.composite
+def _html_blocks(draw: st.DrawFn) -> tuple[str, list[str]]:
+    """Random blocks of a page and the headings (as the page shows them) it has."""
+    parts, headings = [], []
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["h1", "h2", "h3", "p", "li", "pre", "td"]))
+        text = draw(_TEXT)
+        escaped = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        if kind == "li":
+            parts.append(f"<ul><li>{escaped}</li></ul>")
+        elif kind == "td":
+            parts.append(f"<table><tr><td>{escaped}</td><td>{escaped}</td></tr></table>")
+        else:
+            parts.append(f"<{kind}>{escaped}</{kind}>")
+        if kind.startswith("h") and " ".join(text.split()):
+            headings.append(" ".join(text.split()))
+    return "<body>" + "".join(parts) + "</body>", headings
+
+
+@settings(max_examples=150, deadline=None)
+@given(page=_html_blocks())
+def test_the_only_headings_of_html_text_are_the_pages_own(page: tuple[str, list[str]]) -> None:
+    html, headings = page
+    content = html_to_text(html).content
+    titles = [h.title for h in outline(content, "html")]
+    # each heading reads as the Markdown heading of its text would (a closing '#' run and an
+    # attribute list are not part of a title), and nothing else is a heading
+    expected = [outline(f"# {heading}", "markdown")[0].title for heading in headings]
+    assert titles == expected
