@@ -347,11 +347,12 @@ def test_dry_run_lists_files_and_reasons_and_creates_no_database(
     dry = kbmcp("--db", db, "add", folder, "--dry-run")
     assert (dry.code, dry.err) == (0, "")
     assert dry.out.splitlines() == [
-        "index  guide.md  (markdown, 1 chunks)",
-        "skip   tool.py  (source code (use --code))",
+        "index  guide.md  (markdown, 1 chunk)",
+        "skip   tool.py  (code or config (use --code))",
         "skip   yarn.lock  (lock file)",
         "skip   img/logo.svg  (image)",
-        "would index 1 files (1 chunks), skip 3 (image 1, lock file 1, source code (use --code) 1)",
+        "would index 1 file (1 chunk), skip 3 "
+        "(code or config (use --code) 1, image 1, lock file 1)",
     ]
     assert not db.exists()
     preview = kbmcp("add", folder, "--dry-run", "--code", "--exclude", "img/", "--json").json()

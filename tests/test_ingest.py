@@ -89,7 +89,7 @@ EXPECTED_SKIPS = {
     "lock file": 1,
     "minified asset": 1,
     "not UTF-8": 1,
-    "source code (use --code)": 1,
+    "code or config (use --code)": 1,
 }
 
 

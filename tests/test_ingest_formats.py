@@ -205,7 +205,7 @@ def test_code_is_indexed_only_when_asked(workspace: Workspace, tmp_path: Path) -
     (folder / "README.md").write_text("# Readme\n")
     principal = workspace.local_principal()
     first = add_paths(workspace, principal, [folder])
-    assert (first.added, dict(first.skipped)) == (1, {"source code (use --code)": 1})
+    assert (first.added, dict(first.skipped)) == (1, {"code or config (use --code)": 1})
     options = IngestOptions(selection=Selection(code=True))
     second = add_paths(workspace, principal, [folder], options)
     assert (second.added, second.unchanged, dict(second.skipped)) == (1, 1, {})

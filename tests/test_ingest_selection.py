@@ -41,7 +41,7 @@ def test_include_and_exclude_globs(tmp_path: Path) -> None:
         ("drafts/", "excluded (--exclude)"),
         ("b.md", "excluded (--exclude)"),
         ("data.csv", "not a document format"),
-        ("api/x.py", "source code (use --code)"),
+        ("api/x.py", "code or config (use --code)"),
     ]
     # --include takes only matching files, whatever their format
     found, report = walk([root], Selection(include=("*.py", "*.csv", "/a.md")))
@@ -198,7 +198,7 @@ def test_the_dry_run_writes_nothing_and_needs_no_database(tmp_path: Path) -> Non
     preview = preview_paths([root])
     assert [(f.path, f.kind, f.chunks) for f in preview.files] == [("a.md", "markdown", 1)]
     assert preview.skipped == [("b.png", "image")]
-    assert preview.summary_line() == "would index 1 files (1 chunks), skip 1 (image 1)"
+    assert preview.summary_line() == "would index 1 file (1 chunk), skip 1 (image 1)"
     with pytest.raises(InvalidRequest, match="no such file or folder"):
         preview_paths([tmp_path / "nope"])
 

@@ -13,7 +13,13 @@ from kbmcp.cli.ingest_options import ingest_options
 from kbmcp.cli.progress import file_progress
 from kbmcp.service.admin import doctor as doctor_report
 from kbmcp.service.admin import reembed as reembed_all
-from kbmcp.service.ingest import IngestOptions, IngestPreview, add_paths, preview_paths
+from kbmcp.service.ingest import (
+    IngestOptions,
+    IngestPreview,
+    add_paths,
+    counted,
+    preview_paths,
+)
 from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
 from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
 
@@ -84,7 +90,7 @@ def _print_preview(preview: IngestPreview, as_json: bool) -> None:
         )
     else:
         for file in preview.files:
-            click.echo(f"index  {file.path}  ({file.kind}, {file.chunks} chunks)")
+            click.echo(f"index  {file.path}  ({file.kind}, {counted(file.chunks, 'chunk')})")
         for path, reason in preview.skipped:
             click.echo(f"skip   {path}  ({reason})")
         for error in preview.errors:

@@ -63,7 +63,7 @@ IMAGE = "image"
 BINARY = "binary"
 LOCK_FILE = "lock file"
 MINIFIED = "minified asset"
-SOURCE_CODE = "source code (use --code)"
+SOURCE_CODE = "code or config (use --code)"
 OTHER_FORMAT = "not a document format"
 BUILD_OUTPUT = "build output"
 

@@ -185,9 +185,14 @@ class IngestPreview:
         reasons = ", ".join(f"{reason} {count}" for reason, count in self.counts().items())
         chunks = sum(file.chunks for file in self.files)
         return (
-            f"would index {len(self.files)} files ({chunks} chunks), "
+            f"would index {counted(len(self.files), 'file')} ({counted(chunks, 'chunk')}), "
             f"skip {len(self.skipped)}{f' ({reasons})' if reasons else ''}"
         )
+
+
+def counted(number: int, noun: str) -> str:
+    """`1 file`, `2 files`."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def preview_paths(paths: Sequence[Path], options: IngestOptions = IngestOptions()) -> IngestPreview:
