@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import TextIO
 
 BAR_WIDTH = 24
 REDRAW_SECONDS = 0.1
+TICK_SECONDS = 1.0
 
 
 def _clock(seconds: float) -> str:
@@ -36,27 +38,44 @@ def file_progress(
     label: str, stream: TextIO | None = None
 ) -> Iterator[Callable[[int, int], None] | None]:
     """A `progress(done, total)` callback drawing on `stream` (default stderr) when it is a
-    terminal; None (no callback) otherwise."""
+    terminal; None (no callback) otherwise. The line is also redrawn every second, so the
+    elapsed time moves while the model loads or a file embeds."""
     out = stream if stream is not None else sys.stderr
     if not out.isatty():
         yield None
         return
     started = time.monotonic()
-    last_draw = 0.0
-    drawn = False
+    state = {"done": 0, "total": 0, "drawn": 0.0}
+    lock = threading.Lock()
+    finished = threading.Event()
 
-    def update(done: int, total: int) -> None:
-        nonlocal last_draw, drawn
-        now = time.monotonic()
-        if now - last_draw < REDRAW_SECONDS and done < total:
-            return
-        last_draw, drawn = now, True
-        out.write("\r\x1b[2K" + progress_line(label, done, total, now - started))
+    def draw(now: float) -> None:
+        state["drawn"] = now
+        line = progress_line(label, state["done"], state["total"], now - started)
+        out.write("\r\x1b[2K" + line)
         out.flush()
 
+    def update(done: int, total: int) -> None:
+        with lock:
+            state["done"], state["total"] = done, total
+            now = time.monotonic()
+            if now - state["drawn"] >= REDRAW_SECONDS or done >= total:
+                draw(now)
+
+    def tick() -> None:
+        while not finished.wait(TICK_SECONDS):
+            with lock:
+                if state["drawn"]:
+                    draw(time.monotonic())
+
+    ticker = threading.Thread(target=tick, name="kbmcp-progress", daemon=True)
+    ticker.start()
     try:
         yield update
     finally:
-        if drawn:
-            out.write("\r\x1b[2K")
-            out.flush()
+        finished.set()
+        ticker.join()
+        with lock:
+            if state["drawn"]:
+                out.write("\r\x1b[2K")
+                out.flush()

@@ -3,9 +3,8 @@ documents in one short transaction.
 
 The workspace lock is held while the connection is used and never while embedding (the rule in
 docs/architecture.md): a server that ingests (`serve --watch`) keeps answering searches while a
-batch embeds. Within a batch, vectors are computed in slices of EMBED_SLICE inputs (sorted by
-length, as the model batches them), so per-file progress moves while a batch embeds instead of
-jumping once per batch.
+batch embeds. Within a batch, vectors are computed in slices of EMBED_SLICE inputs in document
+order, so per-file progress moves while a batch embeds instead of jumping once per batch.
 """
 
 from __future__ import annotations
@@ -155,8 +154,10 @@ class IngestBatch:
         for document in documents:
             if document.given_vectors is not None:
                 vectors.update(zip(document.embedding_inputs, document.given_vectors, strict=True))
-        missing = sorted(
-            {text for d in documents for text in d.embedding_inputs} - vectors.keys(), key=len
+        # In document order, so files complete one after another and progress moves per file
+        # (sorted by length across the batch, no file would be complete until the last slice).
+        missing = list(
+            dict.fromkeys(t for d in documents for t in d.embedding_inputs if t not in vectors)
         )
         self._mark_ready(documents, vectors)
         for start in range(0, len(missing), EMBED_SLICE):
