@@ -14,7 +14,7 @@ from kbmcp.embed.base import DelegatingEmbedder
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import InvalidRequest
 from kbmcp.ingest.chunker import chunk_document
-from kbmcp.service.ingest_documents import DocumentInput, add_documents
+from kbmcp.service.ingest import DocumentInput, add_documents
 from kbmcp.service.search import search
 from kbmcp.service.search_models import SearchRequest
 from kbmcp.store.vectors import from_blob

@@ -11,8 +11,8 @@ One file, one document: a file that is already a document of the knowledge base 
 document (and its path) when it is reached again through another folder, e.g. when a subfolder of
 an added folder is added, and a folder inside an added folder gets paths relative to that one.
 
-`kbmcp.service.ingest_documents.add_documents` is the same write path for documents given as
-text, optionally with their vectors.
+`add_documents` (defined in `kbmcp.service.ingest_documents`, importable from here) is the same
+write path for documents given as text, optionally with their vectors.
 """
 
 from __future__ import annotations
@@ -225,6 +225,18 @@ def archive_document(conn: apsw.Connection, document_id: int) -> None:
 
 
 SELECT_CURRENT_REVISION = "SELECT current_revision_id FROM document WHERE id = :document_id"
+
+_DOCUMENTS_API = ("DocumentInput", "add_documents")
+
+
+def __getattr__(name: str) -> Any:
+    """`from kbmcp.service.ingest import add_documents, DocumentInput`: resolved on first use,
+    since kbmcp.service.ingest_documents builds on this module."""
+    if name in _DOCUMENTS_API:
+        from kbmcp.service import ingest_documents
+
+        return getattr(ingest_documents, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- helpers
