@@ -16,7 +16,8 @@ from kbmcp.ingest.chunker import outline
 from kbmcp.ingest.html import decode_html, html_to_text
 from kbmcp.ingest.pdf import pdf_to_text
 from kbmcp.ingest.walker import Selection
-from kbmcp.service.ingest import IngestOptions, add_paths, preview_paths
+from kbmcp.service.ingest import IngestOptions, add_paths
+from kbmcp.service.ingest_preview import preview_paths
 from kbmcp.service.read import document_outline, read_document
 from kbmcp.service.search import search
 from kbmcp.service.search_models import SearchRequest

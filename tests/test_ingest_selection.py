@@ -11,7 +11,8 @@ import pytest
 
 from kbmcp.errors import InvalidRequest
 from kbmcp.ingest.walker import Selection, WalkReport, iter_source_files
-from kbmcp.service.ingest import IngestOptions, add_paths, preview_paths
+from kbmcp.service.ingest import IngestOptions, add_paths
+from kbmcp.service.ingest_preview import preview_paths
 from kbmcp.workspace import Workspace
 from tests.file_tree import write_tree
 

@@ -13,13 +13,8 @@ from kbmcp.cli.ingest_options import ingest_options
 from kbmcp.cli.progress import file_progress
 from kbmcp.service.admin import doctor as doctor_report
 from kbmcp.service.admin import reembed as reembed_all
-from kbmcp.service.ingest import (
-    IngestOptions,
-    IngestPreview,
-    add_paths,
-    counted,
-    preview_paths,
-)
+from kbmcp.service.ingest import IngestOptions, add_paths
+from kbmcp.service.ingest_preview import IngestPreview, counted, preview_paths
 from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
 from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
 

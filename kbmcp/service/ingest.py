@@ -123,7 +123,7 @@ def add_paths(
     """
     principal.require(WRITE)
     kb_name = kb_name_of(options.knowledge_base)
-    _check_paths(paths)
+    check_paths(paths)
     started = time.perf_counter()
     workspace.ensure_model()
     with workspace.lock:
@@ -160,57 +160,6 @@ def add_paths(
             report.archived = _prune(workspace.conn, kb, paths, seen)
     report.seconds = time.perf_counter() - started
     return report
-
-
-@dataclass(frozen=True)
-class PreviewFile:
-    path: str  # relative to the added folder (a file given directly: its name)
-    kind: str
-    chunks: int
-
-
-@dataclass
-class IngestPreview:
-    """What `add` would do with these paths (`kbmcp add --dry-run`): the files it would index
-    and every file it would leave out, with the reason."""
-
-    files: list[PreviewFile] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
-    errors: list[str] = field(default_factory=list)
-
-    def counts(self) -> dict[str, int]:
-        return dict(sorted(Counter(reason for _, reason in self.skipped).items()))
-
-    def summary_line(self) -> str:
-        reasons = ", ".join(f"{reason} {count}" for reason, count in self.counts().items())
-        chunks = sum(file.chunks for file in self.files)
-        return (
-            f"would index {counted(len(self.files), 'file')} ({counted(chunks, 'chunk')}), "
-            f"skip {len(self.skipped)}{f' ({reasons})' if reasons else ''}"
-        )
-
-
-def counted(number: int, noun: str) -> str:
-    """`1 file`, `2 files`."""
-    return f"{number} {noun}{'' if number == 1 else 's'}"
-
-
-def preview_paths(paths: Sequence[Path], options: IngestOptions = IngestOptions()) -> IngestPreview:
-    """Walk, read and chunk as `add_paths` would, writing nothing and embedding nothing (no
-    database needed): which files would be indexed, and why each other one is not."""
-    _check_paths(paths)
-    walk = WalkReport()
-    preview = IngestPreview()
-    for source in iter_source_files(list(paths), walk, options.selection):
-        extracted = read_source(source)
-        if extracted.content is None:
-            walk.skip(source.relative_path, extracted.reason or "unreadable")
-            continue
-        spans = chunk_document(extracted.content, extracted.kind, options.chunking)
-        preview.files.append(PreviewFile(source.relative_path, extracted.kind, len(spans)))
-    preview.skipped = walk.skipped_paths
-    preview.errors = walk.errors
-    return preview
 
 
 def archive_document(conn: apsw.Connection, document_id: int) -> None:
@@ -308,7 +257,7 @@ def ensure_kb(conn: apsw.Connection, principal: Principal, name: str) -> Knowled
         return sql.ensure_knowledge_base(conn, tenant, name)
 
 
-def _check_paths(paths: Sequence[Path]) -> None:
+def check_paths(paths: Sequence[Path]) -> None:
     if not paths:
         raise InvalidRequest("no paths to add", details={"argument": "paths"})
     missing = [str(path) for path in paths if not path.expanduser().exists()]
