@@ -768,3 +768,36 @@ def test_progress_moves_per_file_while_a_batch_embeds(
     assert moving and all(d <= embedded for d, embedded in moving)
     assert {d for d, _ in moving} >= {2, 4}
     assert all(d == 0 for d, _, embedded in calls if embedded == 0)
+
+
+def test_other_chunking_rechunks_unchanged_files_in_a_new_revision(
+    ws: Workspace, tmp_path: Path, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files whose content did not change still follow new chunk sizes or chunking rules (an
+    upgrade: front matter used to be a chunk): a new revision when the chunks differ, in place
+    when they do not; old revisions keep their chunks, so old citations still resolve."""
+    folder = make_mixed_folder(tmp_path)
+    add(ws, folder, chunking=ChunkingOptions(max_chars=80, overlap_chars=10))
+    guide_id, _, old_revision, _, _ = document_row(ws.conn, "guide.md")
+    old_chunks = rows(ws.conn, f"SELECT id, text FROM chunk WHERE revision_id = {old_revision}")
+    embedder.texts.clear()
+    report = add(ws, folder)  # default sizes
+    assert report.updated == 7 and report.added == 0
+    _, _, new_revision, _, _ = document_row(ws.conn, "guide.md")
+    assert new_revision != old_revision
+    assert rows(ws.conn, f"SELECT id, text FROM chunk WHERE revision_id = {old_revision}") == (
+        old_chunks
+    )
+    new_chunks = rows(ws.conn, f"SELECT text FROM chunk WHERE revision_id = {new_revision}")
+    assert len(new_chunks) < len(old_chunks)
+    assert_indexes_consistent(ws.conn)
+    assert read_document(ws, ws.local_principal(), guide_id).content == GUIDE
+    assert add(ws, folder).unchanged == 7  # and then nothing more to do
+
+    # a new chunker version whose chunks are the same: updated in place, nothing embedded
+    monkeypatch.setattr("kbmcp.ingest.chunker.CHUNKER_VERSION", 99)
+    embedder.texts.clear()
+    report = add(ws, folder)
+    assert (report.updated, report.chunks_embedded) == (7, 0)
+    assert document_row(ws.conn, "guide.md")[2] == new_revision
+    assert embedder.texts == []

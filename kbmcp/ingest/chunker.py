@@ -34,12 +34,19 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 __all__ = [
+    "CHUNKER_VERSION",
     "ChunkSpan",
     "ChunkingOptions",
     "OutlineHeading",
     "chunk_document",
+    "chunking_signature",
     "outline",
 ]
+
+# Bumped whenever the same content and options give other chunks (boundaries or heading paths):
+# ingest re-chunks a document whose chunks came from another version on its next add.
+# 2: front matter is no chunk; mkdocs attribute lists leave heading titles; PDF pages.
+CHUNKER_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,11 @@ class ChunkingOptions:
             raise ValueError(f"max_chars must be at least 1, got {self.max_chars}")
         if self.overlap_chars < 0:
             raise ValueError(f"overlap_chars must not be negative, got {self.overlap_chars}")
+
+
+def chunking_signature(options: ChunkingOptions) -> list[int]:
+    """What decides the chunks of a content besides its kind: version and sizes."""
+    return [CHUNKER_VERSION, options.max_chars, options.overlap_chars]
 
 
 @dataclass(frozen=True)

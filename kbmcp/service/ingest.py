@@ -31,7 +31,7 @@ import apsw
 from kbmcp.access import WRITE, Principal
 from kbmcp.clock import now_iso
 from kbmcp.errors import InvalidRequest
-from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document
+from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document, chunking_signature
 from kbmcp.ingest.parsing import ParsedDocument, parse_document
 from kbmcp.ingest.reader import read_source
 from kbmcp.ingest.walker import Selection, SourceFile, WalkReport, iter_source_files
@@ -311,10 +311,11 @@ def _prepare(
         tags,
         metadata,
         known.get(source.relative_path),
+        options.chunking,
     )
     if pending is None:
         report.unchanged += 1
-    elif not pending.reuse_revision:
+    else:  # (with the same content too: the stored chunks may come from other rules or sizes)
         pending.spans = chunk_document(pending.content, parsed.kind, options.chunking)
     return pending
 
@@ -327,11 +328,14 @@ def pending_document(
     tags: list[tuple[str, str]],
     metadata: dict[str, Any],
     previous: KnownDocument | None,
+    chunking: ChunkingOptions,
     given_vectors: list[bytes] | None = None,
     spans: list[ChunkSpan] | None = None,
 ) -> PendingDocument | None:
-    """The document to write, or None when it is unchanged."""
-    attributes_hash = sha256(dump_json([parsed.title, parsed.kind, tags, metadata]))
+    """The document to write, or None when it is unchanged. The attributes hash covers how the
+    document is chunked, so new chunking rules or sizes reach unchanged files too."""
+    signature = chunking_signature(chunking)
+    attributes_hash = sha256(dump_json([parsed.title, parsed.kind, tags, metadata, signature]))
     content_hash = sha256(content)
     same_content = (
         previous is not None
@@ -349,11 +353,11 @@ def pending_document(
     pending = PendingDocument(
         path, source, content, content_hash, parsed, tags, metadata, attributes_hash, previous
     )
-    if same_content:
-        pending.reuse_revision = True  # its spans are loaded from the file when queued
-    else:
-        pending.spans = spans or []
-        pending.given_vectors = given_vectors
+    # Same content: the current revision (and its chunks) is kept if its chunks are those of
+    # `spans` (decided when queued); otherwise a new revision is chunked anew.
+    pending.reuse_revision = same_content
+    pending.spans = spans or []
+    pending.given_vectors = given_vectors
     return pending
 
 

@@ -59,7 +59,8 @@ class PendingDocument:
     documents given as text). `reuse_revision`: the content equals the current revision's (only
     its title, tags, metadata, source or archived status changed), so the document is refreshed
     in place on that revision's chunks (`spans`, `chunk_ids`, loaded when queued) instead of
-    getting a new revision. `given_vectors`: precomputed vectors, one per span.
+    getting a new revision; when the stored chunks differ from `spans` (chunked by other rules or
+    sizes), it gets a new revision after all. `given_vectors`: precomputed vectors, one per span.
     """
 
     path: str
@@ -116,9 +117,15 @@ class IngestBatch:
     def queue(self, document: PendingDocument) -> None:
         if document.reuse_revision and document.known and document.known.revision_id:
             with self.workspace.lock:
-                document.chunk_ids, document.spans = stored_spans(
-                    self.conn, document.known.revision_id
-                )
+                ids, stored = stored_spans(self.conn, document.known.revision_id)
+            if _same_chunks(stored, document.spans):
+                # Refreshed in place on the current revision's chunks and vectors.
+                document.chunk_ids, document.spans = ids, stored
+                document.given_vectors = None
+            else:
+                # Same content, other chunking (new rules or sizes): a new revision, chunked
+                # anew; vectors of chunks whose input is unchanged are reused.
+                document.reuse_revision = False
         self.pending.append(document)
         self.pending_chunks += len(document.spans)
         if self.pending_chunks >= EMBED_BATCH_CHUNKS:
@@ -341,6 +348,13 @@ class IngestBatch:
             sql.INSERT_TAG,
             [{"document_id": document_id, "key": k, "value": v} for k, v in document.tags],
         )
+
+
+def _same_chunks(stored: list[ChunkSpan], fresh: list[ChunkSpan]) -> bool:
+    def shape(spans: list[ChunkSpan]) -> list[tuple]:
+        return [(s.char_start, s.char_end, tuple(s.heading_path)) for s in spans]
+
+    return shape(stored) == shape(fresh)
 
 
 def stored_spans(conn: apsw.Connection, revision_id: int) -> tuple[list[int], list[ChunkSpan]]:

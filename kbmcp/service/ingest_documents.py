@@ -86,7 +86,7 @@ def add_documents(
     for document, given in zip(documents, prepared, strict=True):
         pending = pending_document(
             given.path, document.source, document.content, given.parsed, given.tags,
-            given.metadata, known.get(given.path), given.vectors, given.spans,
+            given.metadata, known.get(given.path), chunking, given.vectors, given.spans,
         )  # fmt: skip
         if pending is None:
             report.unchanged += 1
