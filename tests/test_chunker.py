@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import time
 
 import pytest
@@ -45,7 +46,24 @@ def uncovered(content: str, chunks: list[ChunkSpan]) -> list[tuple[int, int]]:
     return gaps
 
 
-def check_chunks(content: str, chunks: list[ChunkSpan], max_chars: int) -> None:
+def front_matter_end(content: str) -> int:
+    """End of Markdown front matter (a first line `---` up to a later `---` / `...` line), or 0."""
+    texts = re.split(r"\r\n|\r|\n", content)
+    if len(texts) < 2 or texts[0].lstrip("\ufeff").rstrip() != "---":
+        return 0
+    position = len(texts[0])
+    for text in texts[1:]:
+        position += 2 if content.startswith("\r\n", position) else 1
+        position += len(text)
+        if text.rstrip() in ("---", "..."):
+            return position
+    return 0
+
+
+def check_chunks(
+    content: str, chunks: list[ChunkSpan], max_chars: int, kind: str = "markdown"
+) -> None:
+    """The invariants; for Markdown, the front matter is covered by no chunk."""
     line_of = line_numbers(content)
     assert [c.ordinal for c in chunks] == list(range(len(chunks)))
     starts = [c.char_start for c in chunks]
@@ -58,7 +76,9 @@ def check_chunks(content: str, chunks: list[ChunkSpan], max_chars: int) -> None:
         assert chunk.line_start == line_of[chunk.char_start]
         assert chunk.line_end == line_of[chunk.char_end - 1]
         assert isinstance(chunk.heading_path, tuple)
-    assert uncovered(content, chunks) == []
+    skipped = front_matter_end(content) if kind == "markdown" else 0
+    assert all(chunk.char_start >= skipped for chunk in chunks), "front matter is no chunk"
+    assert uncovered(" " * skipped + content[skipped:], chunks) == []
 
 
 def check_outline(content: str, headings: list[OutlineHeading]) -> None:
@@ -235,15 +255,72 @@ def test_front_matter_is_not_a_heading() -> None:
     assert [h.title for h in outline(content, "markdown")] == ["Heading"]
     chunks = chunk_document(content, "markdown")
     check_chunks(content, chunks, 1000)
-    assert paths_and_texts(chunks) == [
-        ((), "---\ntitle: Hello\ntags: [a]\n---\nIntro line"),
-        (("Heading",), "# Heading\n\nBody"),
-    ]
+    # the front matter is no chunk: its fields are the title, tags and metadata
+    assert paths_and_texts(chunks) == [((), "Intro line"), (("Heading",), "# Heading\n\nBody")]
     # with `...` as the closing line, and a front matter key right above a `---` line
     content = "---\nkey: value\n...\ntext\n---\n"
     headings = outline(content, "markdown")
     assert [(h.level, h.title) for h in headings] == [(2, "text")]
     assert headings[0].char_start == content.index("text")
+
+
+def test_front_matter_alone_yields_no_chunk_and_its_lines_count() -> None:
+    content = "---\ntitle: Only\n---\n\n# Body\n\ntext\n"
+    chunks = chunk_document(content, "markdown")
+    check_chunks(content, chunks, 1000)
+    assert [(c.text, c.line_start, c.line_end) for c in chunks] == [("# Body\n\ntext", 5, 7)]
+    assert chunk_document("---\ntitle: Only\n---\n", "markdown") == []
+    # front matter is a Markdown notion: a text file keeps those lines
+    assert chunk_document("---\ntitle: x\n---\n", "text")[0].text == "---\ntitle: x\n---"
+
+
+def test_mkdocs_anchors_are_stripped_from_headings() -> None:
+    content = (
+        "# Install { #install }\n\nIntro.\n\n## From source {#source}\n\nClone.\n\n"
+        "Setext title {: #setext .wide }\n-------------\n\nBody.\n\n"
+        "## Braces {like this} stay\n\nx\n\n## Closing ## {#closing}\n"
+    )
+    assert [h.title for h in outline(content, "markdown")] == [
+        "Install",
+        "From source",
+        "Setext title",
+        "Braces {like this} stay",
+        "Closing",
+    ]
+    chunks = chunk_document(content, "markdown")
+    check_chunks(content, chunks, 1000)
+    assert chunks[1].heading_path == ("Install", "From source")
+    assert chunks[1].text.startswith("## From source {#source}")  # the text itself is exact
+
+
+def test_pdf_pages_are_sections_named_by_page() -> None:
+    content = "\f[page 1]\n\nFirst page text.\nSecond line.\n\n\f[page 3]\n\n[page 9]\nThird.\n"
+    chunks = chunk_document(content, "pdf")
+    check_chunks(content, chunks, 1000, "pdf")
+    assert paths_and_texts(chunks) == [
+        (("page 1",), "[page 1]\n\nFirst page text.\nSecond line."),
+        (("page 3",), "[page 3]\n\n[page 9]\nThird."),  # no form feed: page text, no marker
+    ]
+    assert [(c.line_start, c.line_end) for c in chunks] == [(1, 4), (6, 9)]
+    headings = outline(content, "pdf")
+    check_outline(content, headings)
+    assert [(h.title, h.char_start, h.line_start) for h in headings] == [
+        ("page 1", 0, 1),
+        ("page 3", content.index("\f[page 3]"), 6),
+    ]
+    # a page too long for one chunk: every piece names its page
+    long_page = "\f[page 2]\n\n" + "word " * 400
+    pieces = chunk_document(long_page, "pdf", ChunkingOptions(300, 30))
+    check_chunks(long_page, pieces, 300, "pdf")
+    assert len(pieces) > 2 and {c.heading_path for c in pieces} == {("page 2",)}
+
+
+def test_html_kind_reads_markdown_headings_without_front_matter() -> None:
+    content = "---\n\n# Title\n\ntext\n"  # (generated HTML text never starts so; still exact)
+    chunks = chunk_document(content, "html")
+    check_chunks(content, chunks, 1000, "html")
+    assert chunks[0].text == "---"
+    assert [h.title for h in outline(content, "html")] == ["Title"]
 
 
 def test_unterminated_front_matter_is_a_thematic_break() -> None:
@@ -552,6 +629,7 @@ _WORDS = [
 ]
 _TITLES = st.sampled_from(["Intro", "Setup", "Usage 😀", "中文", "API", "Notes"])
 _FAKE_LINES = ["# FAKE", "## FAKE", "FAKE", "===", "---", "", "    x = 1", "😀 中文", "  ~~"]
+_PAGES = ["\f[page 1]", "\f[page 2]", "\f[page 10]", "[page 3]", "\f", "## Setup { #setup }"]
 
 
 @st.composite
@@ -570,7 +648,9 @@ def _fence(draw: st.DrawFn, *, closed: bool) -> list[str]:
 
 @st.composite
 def _element(draw: st.DrawFn) -> list[str]:
-    kind = draw(st.integers(0, 7))
+    kind = draw(st.integers(0, 8))
+    if kind == 8:
+        return [draw(st.sampled_from(_PAGES))]
     if kind == 0:
         return [f"{'#' * draw(st.integers(1, 6))} {draw(_TITLES)}"]
     if kind == 1:
@@ -604,26 +684,29 @@ def documents(draw: st.DrawFn) -> str:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     content=documents(),
-    kind=st.sampled_from(["markdown", "rst", "text", "code"]),
+    kind=st.sampled_from(["markdown", "html", "rst", "pdf", "text", "code"]),
     max_chars=st.integers(1, 300),
     overlap=st.integers(0, 200),
 )
 def test_chunking_invariants(content: str, kind: str, max_chars: int, overlap: int) -> None:
     chunks = chunk_document(content, kind, ChunkingOptions(max_chars, overlap))
-    check_chunks(content, chunks, max_chars)
-    if kind in ("markdown", "rst"):
+    check_chunks(content, chunks, max_chars, kind)
+    if kind in ("markdown", "html", "rst", "pdf"):
         headings = outline(content, kind)
         check_outline(content, headings)
         chunk_paths_match_outline(content, kind, chunks)
-    if kind == "markdown":
+    if kind in ("markdown", "html"):
         assert not any("FAKE" in c.heading_path for c in chunks), "a fence line became a heading"
 
 
 @settings(max_examples=200, deadline=None)
 @given(content=st.text(max_size=400), max_chars=st.integers(1, 120), overlap=st.integers(0, 60))
 def test_chunking_invariants_arbitrary_text(content: str, max_chars: int, overlap: int) -> None:
-    for kind in ("markdown", "rst", "text"):
+    for kind in ("markdown", "html", "rst", "pdf", "text"):
         check_chunks(
-            content, chunk_document(content, kind, ChunkingOptions(max_chars, overlap)), max_chars
+            content,
+            chunk_document(content, kind, ChunkingOptions(max_chars, overlap)),
+            max_chars,
+            kind,
         )
         check_outline(content, outline(content, kind))

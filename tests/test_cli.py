@@ -3,6 +3,7 @@ and, for a few end-to-end cases, as a subprocess."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from kbmcp.cli import cli, main
+from kbmcp.cli.progress import file_progress, progress_line
 
 PINNED_NOW = "2026-01-01T00:00:00Z"
 
@@ -322,3 +324,82 @@ def test_end_to_end_as_a_subprocess(corpus: Path, db: Path) -> None:
     usage = run_kbmcp("add", env=env)
     assert usage.returncode == 2 and usage.stderr.count("\n") == 1
     assert "Traceback" not in bad.stderr + usage.stderr
+
+
+# ------------------------------------------------------------- add: selection, dry run, progress
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    (root / "img").mkdir(parents=True)
+    (root / "guide.md").write_text("# Guide\n\nText.\n")
+    (root / "tool.py").write_text("print('hi')\n")
+    (root / "img" / "logo.svg").write_text("<svg/>")
+    (root / "yarn.lock").write_text("# lock\n")
+    return root
+
+
+def test_dry_run_lists_files_and_reasons_and_creates_no_database(
+    kbmcp, folder: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "never.db"
+    dry = kbmcp("--db", db, "add", folder, "--dry-run")
+    assert (dry.code, dry.err) == (0, "")
+    assert dry.out.splitlines() == [
+        "index  guide.md  (markdown, 1 chunk)",
+        "skip   tool.py  (code or config (use --code))",
+        "skip   yarn.lock  (lock file)",
+        "skip   img/logo.svg  (image)",
+        "would index 1 file (1 chunk), skip 3 "
+        "(code or config (use --code) 1, image 1, lock file 1)",
+    ]
+    assert not db.exists()
+    preview = kbmcp("add", folder, "--dry-run", "--code", "--exclude", "img/", "--json").json()
+    assert [f["path"] for f in preview["files"]] == ["guide.md", "tool.py"]
+    assert preview["skipped_by_reason"] == {"excluded (--exclude)": 1, "lock file": 1}
+
+
+def test_add_with_include_and_the_summary_counts_by_reason(
+    kbmcp, folder: Path, tmp_path: Path
+) -> None:
+    added = kbmcp("--db", tmp_path / "kb.db", "add", folder, "--include", "*.py")
+    assert (added.code, added.err) == (0, "")  # not a terminal: no progress drawn
+    assert added.out.startswith(
+        "default: added 1, updated 0, unchanged 0, archived 0, skipped 3 "
+        "(not matched by --include 3);"
+    )
+    assert len(added.out.splitlines()) == 1
+
+
+def test_an_empty_glob_is_a_one_line_error(kbmcp, folder: Path) -> None:
+    failed = kbmcp("add", folder, "--exclude", "")
+    assert_one_line_error(failed, "--exclude expects a glob pattern, got an empty string")
+    assert_one_line_error(kbmcp("watch", folder, "--include", " "), "--include expects a glob")
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_draws_per_file_with_an_eta_and_erases_itself() -> None:
+    assert progress_line("indexing", 0, 4, 0.0) == (
+        "indexing [------------------------] 0/4 files  0:00 elapsed"
+    )
+    assert progress_line("indexing", 1, 4, 30.0) == (
+        "indexing [######------------------] 1/4 files  0:30 elapsed  ETA 1:30"
+    )
+    assert progress_line("indexing", 4, 4, 4000.0).endswith("4/4 files  1:06:40 elapsed")
+    terminal = FakeTerminal()
+    with file_progress("indexing", terminal) as progress:
+        assert progress is not None
+        progress(0, 2)
+        progress(2, 2)
+    frames = terminal.getvalue().split("\r\x1b[2K")
+    assert frames[1].startswith("indexing [") and frames[2].endswith("2/2 files  0:00 elapsed")
+    assert frames[-1] == ""  # the line is erased at the end: the summary stands alone
+    pipe = io.StringIO()
+    with file_progress("indexing", pipe) as progress:
+        assert progress is None
+    assert pipe.getvalue() == ""

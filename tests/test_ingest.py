@@ -20,12 +20,14 @@ from kbmcp.ingest.chunker import ChunkingOptions
 from kbmcp.ingest.parsing import ParsedDocument
 from kbmcp.ingest.walker import WalkReport
 from kbmcp.service import ingest as ingest_module
+from kbmcp.service import ingest_batch
 from kbmcp.service.admin import reembed
 from kbmcp.service.ingest import IngestOptions, IngestReport, add_paths
 from kbmcp.service.listing import list_documents
 from kbmcp.service.read import read_document
 from kbmcp.store.vectors import recorded_model
 from kbmcp.workspace import Workspace
+from tests.file_tree import write_tree
 
 GUIDE = """\
 ---
@@ -61,6 +63,12 @@ Herons wait in shallow water. The zzyzx heron is imaginary.
 SETEXT = "Some intro text.\n\nSetext Title\n============\n\nBody under the setext heading.\n"
 MANUAL = "Manual Title\n============\n\nIntro paragraph.\n\nSection Two\n-----------\n\nMore.\n"
 TOOL = 'def main() -> int:\n    """Entry point."""\n    return 0\n'
+PAGE_HTML = """<!doctype html><html><head><title>Site | Field Page</title><style>p {}</style></head>
+<body><nav><a href="/">Home</a> <a href="/x">Navigation link text</a></nav>
+<main><h1>Field Page</h1><p>Egrets nest in colonies.</p>
+<h2>Sightings</h2><p>A <b>rare</b> bittern was seen.</p></main>
+<footer>Copyright footer text</footer><script>var tracking = 1;</script></body></html>
+"""
 
 # path -> (kind, title) of every document the mixed folder yields
 EXPECTED_DOCUMENTS = {
@@ -68,11 +76,21 @@ EXPECTED_DOCUMENTS = {
     "setext.md": ("markdown", "Setext Title"),
     "notes.txt": ("text", "notes.txt"),
     "manual.rst": ("rst", "Manual Title"),
-    "tool.py": ("code", "tool.py"),
-    "sub/keep.tmp": ("text", "keep.tmp"),
+    "page.html": ("html", "Field Page"),
+    "sub/keep.txt": ("text", "keep.txt"),
     "sub/deep/page.md": ("markdown", "Deep Page"),
 }
-EXPECTED_SKIPS = {"binary": 1, "gitignored": 3, "hidden": 4, "not UTF-8": 1}
+EXPECTED_SKIPS = {
+    "binary": 1,
+    "build output": 1,
+    "gitignored": 3,
+    "hidden": 4,
+    "image": 2,
+    "lock file": 1,
+    "minified asset": 1,
+    "not UTF-8": 1,
+    "code or config (use --code)": 1,
+}
 
 
 def make_mixed_folder(root: Path) -> Path:
@@ -82,28 +100,26 @@ def make_mixed_folder(root: Path) -> Path:
         "setext.md": SETEXT,
         "notes.txt": "Plain notes.\nSecond line about herons.\n",
         "manual.rst": MANUAL,
-        "tool.py": TOOL,
-        "image.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)),  # binary
+        "page.html": PAGE_HTML,
+        "tool.py": TOOL,  # source code: only with --code
+        "image.png": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)),  # image
+        "logo.svg": '<svg xmlns="http://www.w3.org/2000/svg"><text>logo</text></svg>',  # image
+        "blob": b"no suffix, but binary \x00\x01\x02",  # binary (sniffed)
+        "package-lock.json": '{"lockfileVersion": 3}',  # lock file
+        "assets/app.min.js": "var a=1;",  # minified asset
+        "node_modules/pkg/README.md": "# a dependency",  # build output (the folder counts once)
         "latin1.txt": "caf\xe9 cr\xe8me".encode("latin-1"),  # not UTF-8
         ".secret.md": "# hidden file",  # hidden
         ".cache/state.md": "# hidden folder",  # hidden (the folder counts once)
         ".gitignore": "*.log\nbuild/\n",  # hidden itself
         "app.log": "ignored by *.log",  # gitignored
         "build/out.md": "# ignored folder",  # gitignored (the folder counts once)
-        "sub/.gitignore": "*.tmp\n!keep.tmp\n",  # hidden itself
-        "sub/scratch.tmp": "ignored by the nested .gitignore",  # gitignored
-        "sub/keep.tmp": "re-included by a negation\n",
+        "sub/.gitignore": "*.txt\n!keep.txt\n",  # hidden itself
+        "sub/scratch.txt": "ignored by the nested .gitignore",  # gitignored
+        "sub/keep.txt": "re-included by a negation\n",
         "sub/deep/page.md": "# Deep Page\n\nNested two folders down.\n",
     }
-    folder = root / "mixed"
-    for relative, content in files.items():
-        path = folder / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8", newline="")
-    return folder
+    return write_tree(root / "mixed", files)
 
 
 class CountingEmbedder(DelegatingEmbedder):
@@ -217,7 +233,8 @@ def test_mixed_folder_counts_in_report_and_database(
     report = add_paths(ws, ws.local_principal(), [folder], progress=lambda *p: progress.append(p))
     assert report.errors == []
     assert (report.added, report.updated, report.unchanged, report.archived) == (7, 0, 0, 0)
-    assert progress[-1] == (9, 9)  # files read: the 7 documents, the binary and non-UTF-8 ones
+    # files read: the 7 documents, the sniffed binary and the non-UTF-8 one
+    assert progress[-1] == (9, 9)
     # the single-user defaults, created on first use
     assert rows(ws.conn, "SELECT name FROM tenant") == [("local",)]
     assert rows(ws.conn, "SELECT name FROM knowledge_base") == [("default",)]
@@ -237,7 +254,7 @@ def test_mixed_folder_counts_in_report_and_database(
     sources = {row[0] for row in rows(conn, "SELECT source FROM document")}
     assert sources == {str(folder.resolve() / path) for path in EXPECTED_DOCUMENTS}
     line = report.summary_line()
-    assert "added 7, updated 0, unchanged 0, archived 0, skipped 9" in line
+    assert "added 7, updated 0, unchanged 0, archived 0, skipped 15 (binary 1, build" in line
     assert f"{chunk_count} chunks indexed" in line
 
 
@@ -386,8 +403,8 @@ def test_a_new_title_for_the_same_content_reindexes_in_place(
     chunks = ids(ws.conn, f"SELECT id FROM chunk WHERE revision_id = {revision}")
     real_parse = ingest_module.parse_document
 
-    def retitled(text: str, relative_path: str) -> ParsedDocument:
-        parsed = real_parse(text, relative_path)
+    def retitled(text: str, relative_path: str, *args: object) -> ParsedDocument:
+        parsed = real_parse(text, relative_path, *args)
         if relative_path != "notes.txt":
             return parsed
         return dataclasses.replace(parsed, title="Quokka Observations")
@@ -485,9 +502,11 @@ def test_prune_is_skipped_when_a_folder_could_not_be_read(
     (folder / "notes.txt").unlink()
     real_walk = ingest_module.iter_source_files
 
-    def walk_with_an_unreadable_folder(paths: list[Path], report: WalkReport) -> Iterator:
+    def walk_with_an_unreadable_folder(
+        paths: list[Path], report: WalkReport, *args: object
+    ) -> Iterator:
         report.errors.append(f"{folder / 'locked'}: cannot read folder (Permission denied)")
-        yield from real_walk(paths, report)
+        yield from real_walk(paths, report, *args)
 
     monkeypatch.setattr(ingest_module, "iter_source_files", walk_with_an_unreadable_folder)
     report = add(ws, folder, prune=True)
@@ -530,9 +549,9 @@ def test_chunk_offsets_are_exact_on_markdown_with_headings_code_and_unicode(
             "ON c.revision_id = d.current_revision_id WHERE d.path = 'guide.md'",
         )
     }
-    # the `# comment` inside the code fence is not a heading
+    # the `# comment` inside the code fence is not a heading; the front matter is no chunk (its
+    # fields are the title, tags and metadata)
     assert headings == {
-        (),  # the front matter
         ("Introduction",),
         ("Introduction", "Setup"),
         ("Introduction", "Species"),
@@ -588,7 +607,7 @@ def assert_all_or_nothing(conn: apsw.Connection) -> set[str]:
 def test_an_embedder_failure_midway_leaves_no_half_written_document(
     db_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest_module, "EMBED_BATCH_CHUNKS", 6)  # ~2 documents per batch
+    monkeypatch.setattr(ingest_batch, "EMBED_BATCH_CHUNKS", 6)  # ~2 documents per batch
     folder = many_files(tmp_path / "notes", 12)
     failing = CountingEmbedder(fail_on_call=2)
     with Workspace(Settings(db_path=db_path), embedder=failing) as workspace:
@@ -605,9 +624,9 @@ def test_an_embedder_failure_midway_leaves_no_half_written_document(
 def test_a_write_failure_midway_rolls_back_whole_documents(
     ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest_module, "EMBED_BATCH_CHUNKS", 6)
+    monkeypatch.setattr(ingest_batch, "EMBED_BATCH_CHUNKS", 6)
     folder = many_files(tmp_path / "notes", 12)
-    real_add_to_index = ingest_module.add_to_index
+    real_add_to_index = ingest_batch.add_to_index
     calls = 0
 
     def flaky_add_to_index(*args: object) -> None:
@@ -617,13 +636,13 @@ def test_a_write_failure_midway_rolls_back_whole_documents(
             raise apsw.IOError("disk went away")
         real_add_to_index(*args)
 
-    monkeypatch.setattr(ingest_module, "add_to_index", flaky_add_to_index)
+    monkeypatch.setattr(ingest_batch, "add_to_index", flaky_add_to_index)
     with pytest.raises(apsw.IOError):
         add(ws, folder)
     present = assert_all_or_nothing(ws.conn)
     assert 0 < len(present) < 12
     assert not ws.conn.in_transaction
-    monkeypatch.setattr(ingest_module, "add_to_index", real_add_to_index)
+    monkeypatch.setattr(ingest_batch, "add_to_index", real_add_to_index)
     report = add(ws, folder)
     assert report.added == 12 - len(present)
     assert len(assert_all_or_nothing(ws.conn)) == 12
@@ -720,20 +739,65 @@ def test_an_empty_knowledge_base_filter_selects_nothing_rather_than_everything(
         list_documents(ws, ws.local_principal(), knowledge_base_ids=["default"])
 
 
-def test_progress_counts_a_file_once_its_batch_is_written(
-    ws: Workspace, tmp_path: Path, embedder: CountingEmbedder
+def test_progress_moves_per_file_while_a_batch_embeds(
+    ws: Workspace, tmp_path: Path, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Files of one write batch are counted as their vectors are computed (in slices), not all at
+    once when the batch is written, and never before: the bar moves while the model works and
+    does not sit at 100% while the last batch embeds."""
+    monkeypatch.setattr(ingest_batch, "EMBED_SLICE", 2)
     folder = tmp_path / "notes"
     folder.mkdir()
     for i in range(5):
         (folder / f"note{i}.md").write_text(f"# Note {i}\n\nSome text about topic {i}.\n")
-    calls: list[tuple[int, int]] = []
+    calls: list[tuple[int, int, int]] = []  # (done, total, texts embedded so far)
+    texts_embedded = embedder
     with_progress = add_paths(
-        ws, ws.local_principal(), [folder], IngestOptions(), lambda d, t: calls.append((d, t))
+        ws,
+        ws.local_principal(),
+        [folder],
+        IngestOptions(),
+        lambda d, t: calls.append((d, t, len(texts_embedded.texts))),
     )
     assert with_progress.added == 5
-    done = [d for d, _ in calls]
+    done = [d for d, _, _ in calls]
     assert done == sorted(done), "progress never goes backwards"
-    # The five small files fit in one embedding batch: none is done before it is written.
-    assert done[:-1] == [0] * (len(done) - 1)
-    assert calls[-1] == (5, 5)
+    assert calls[-1][:2] == (5, 5)
+    # one chunk per file, two per embedding call: the count follows the embedded texts
+    moving = [(d, embedded) for d, _, embedded in calls if 0 < d < 5]
+    assert moving and all(d <= embedded for d, embedded in moving)
+    assert {d for d, _ in moving} >= {2, 4}
+    assert all(d == 0 for d, _, embedded in calls if embedded == 0)
+
+
+def test_other_chunking_rechunks_unchanged_files_in_a_new_revision(
+    ws: Workspace, tmp_path: Path, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files whose content did not change still follow new chunk sizes or chunking rules (an
+    upgrade: front matter used to be a chunk): a new revision when the chunks differ, in place
+    when they do not; old revisions keep their chunks, so old citations still resolve."""
+    folder = make_mixed_folder(tmp_path)
+    add(ws, folder, chunking=ChunkingOptions(max_chars=80, overlap_chars=10))
+    guide_id, _, old_revision, _, _ = document_row(ws.conn, "guide.md")
+    old_chunks = rows(ws.conn, f"SELECT id, text FROM chunk WHERE revision_id = {old_revision}")
+    embedder.texts.clear()
+    report = add(ws, folder)  # default sizes
+    assert report.updated == 7 and report.added == 0
+    _, _, new_revision, _, _ = document_row(ws.conn, "guide.md")
+    assert new_revision != old_revision
+    assert rows(ws.conn, f"SELECT id, text FROM chunk WHERE revision_id = {old_revision}") == (
+        old_chunks
+    )
+    new_chunks = rows(ws.conn, f"SELECT text FROM chunk WHERE revision_id = {new_revision}")
+    assert len(new_chunks) < len(old_chunks)
+    assert_indexes_consistent(ws.conn)
+    assert read_document(ws, ws.local_principal(), guide_id).content == GUIDE
+    assert add(ws, folder).unchanged == 7  # and then nothing more to do
+
+    # a new chunker version whose chunks are the same: updated in place, nothing embedded
+    monkeypatch.setattr("kbmcp.ingest.chunker.CHUNKER_VERSION", 99)
+    embedder.texts.clear()
+    report = add(ws, folder)
+    assert (report.updated, report.chunks_embedded) == (7, 0)
+    assert document_row(ws.conn, "guide.md")[2] == new_revision
+    assert embedder.texts == []

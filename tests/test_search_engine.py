@@ -39,7 +39,7 @@ def test_vector_copy_follows_writes_from_another_connection_in_place(
     ingest(workspace, write_small_corpus(tmp_path))
     assert "late.md" not in _paths(workspace, "zebra crossing", mode="semantic")
     loaded = _vectors(workspace)
-    assert len(loaded.live_rows()) == 9
+    assert len(loaded.live_rows()) == 6
     other = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
     try:
         late = tmp_path / "late"
@@ -54,7 +54,7 @@ def test_vector_copy_follows_writes_from_another_connection_in_place(
         other.close()
     # Updated in place (the added document appended, then marked dead), never reloaded.
     assert _vectors(workspace) is loaded
-    assert len(loaded.live_rows()) == 9 and len(loaded.ids) == 10
+    assert len(loaded.live_rows()) == 6 and len(loaded.ids) == 7
 
 
 def test_cached_vectors_equal_the_stored_ones(workspace: Workspace, tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ def test_one_shot_vec0_knn_equals_the_exact_scan(
     monkeypatch.setattr(plan, "VECTOR_EXACT_MAX_ROWS", 0)
     knn = search(workspace, workspace.local_principal(), request)
     assert (exact.stats.vector_strategy, knn.stats.vector_strategy) == ("sql_exact", "vec0_knn")
-    assert exact.stats.scope_chunks == 9 and exact.results and knn.results == exact.results
+    assert exact.stats.scope_chunks == 6 and exact.results and knn.results == exact.results
 
 
 def test_stopwords_are_only_terms_in_more_than_half_the_chunks(

@@ -119,14 +119,14 @@ def _fuse(
 
 
 def test_rrf_k_changes_the_ranking(ws: Workspace) -> None:
-    """Chunk 1 is first in one channel, chunk 2 fourth in both: a small k favours the top rank
-    (1/2 > 2/5), a large one agreement between channels (1/61 < 2/64). (With k = 1, chunks 1,
-    3 and 5 tie at 1/2; ties go by public id.)"""
-    lexical = [(1, 9.0), (4, 8.0), (5, 7.0), (2, 6.0)]
-    semantic = [(3, 0.9), (6, 0.8), (5, 0.7), (2, 0.6)]
+    """Chunk 0 is first in one channel, chunk 1 fourth in both: a small k favours the top rank
+    (1/2 > 2/5), a large one agreement between channels (1/61 < 2/64). (With k = 1, chunks 0,
+    2 and 4 tie at 1/2; ties go by public id.)"""
+    lexical = [(0, 9.0), (3, 8.0), (4, 7.0), (1, 6.0)]
+    semantic = [(2, 0.9), (5, 0.8), (4, 0.7), (1, 0.6)]
     small = _fuse(ws, "rrf", lexical, semantic, rrf_k=1)
-    assert set(small[:3]) == {1, 3, 5} and small.index(2) > 2
-    assert _fuse(ws, "rrf", lexical, semantic, rrf_k=60)[:2] == [5, 2]
+    assert set(small[:3]) == {0, 2, 4} and small.index(1) > 2
+    assert _fuse(ws, "rrf", lexical, semantic, rrf_k=60)[:2] == [4, 1]
 
 
 def test_min_similarity_drops_vector_candidates_but_not_lexical_hits(ws: Workspace) -> None:

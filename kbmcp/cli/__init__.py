@@ -14,6 +14,7 @@ from kbmcp.cli.commands import add, doctor, ls, read, reembed
 from kbmcp.cli.eval import eval_command
 from kbmcp.cli.search import search
 from kbmcp.cli.serve import serve
+from kbmcp.cli.watch import watch
 from kbmcp.errors import KbError
 
 
@@ -34,11 +35,25 @@ def cli(ctx: click.Context, db: str | None) -> None:
       kbmcp add ./docs --kb handbook      # ingest files (again: only changes are re-indexed)
       kbmcp search "how do I rotate keys" # hybrid keyword + semantic search
       kbmcp serve                         # MCP over stdio for desktop agents
+      kbmcp watch ./docs --kb handbook    # keep a knowledge base in step with a folder
     """
     ctx.obj = {"db": db}
 
 
-for command in (add, ls, read, search, serve, reembed, doctor, eval_command, tenant, kb, token):
+for command in (
+    add,
+    ls,
+    read,
+    search,
+    serve,
+    watch,
+    reembed,
+    doctor,
+    eval_command,
+    tenant,
+    kb,
+    token,
+):
     cli.add_command(command)
 
 

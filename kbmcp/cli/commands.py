@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 import click
 
 from kbmcp.cli.common import echo_json, open_workspace, pairs_option, progress_bar
+from kbmcp.cli.ingest_options import ingest_options
+from kbmcp.cli.progress import file_progress
 from kbmcp.service.admin import doctor as doctor_report
 from kbmcp.service.admin import reembed as reembed_all
 from kbmcp.service.ingest import IngestOptions, add_paths
+from kbmcp.service.ingest_preview import IngestPreview, counted, preview_paths
 from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
 from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
 from kbmcp.service.tenants import act_as_tenant
@@ -18,13 +22,7 @@ from kbmcp.service.tenants import act_as_tenant
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--kb",
-    "kb_name",
-    default="default",
-    show_default=True,
-    help="Knowledge base name (created if new).",
-)
+@ingest_options
 @click.option(
     "--tenant",
     "tenant_ref",
@@ -32,46 +30,44 @@ from kbmcp.service.tenants import act_as_tenant
     help="Add to a knowledge base of this tenant (default: the local owner).",
 )
 @click.option(
-    "--tag",
-    "tags",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Tag every added document (repeatable).",
-)
-@click.option(
-    "--meta",
-    "meta",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Metadata on every added document (repeatable).",
-)
-@click.option(
     "--prune", is_flag=True, help="Archive documents whose files are gone from the added folders."
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List what would be indexed and why each other file would not; write nothing.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
 def add(
     ctx: click.Context,
     paths: tuple[Path, ...],
-    kb_name: str,
+    options: IngestOptions,
     tenant_ref: str | None,
-    tags: tuple[str, ...],
-    meta: tuple[str, ...],
     prune: bool,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Add files and folders to a knowledge base.
 
-    Folders are walked (hidden and .gitignore'd paths and binary files are skipped). Unchanged
-    files are skipped by content hash; changed files get a new revision.
+    \b
+    Indexed by default: Markdown, reStructuredText, plain text, HTML and PDF. Skipped and
+    counted by reason: hidden and .gitignore'd / .kbmcpignore'd paths, images (SVG too),
+    binaries, lock files, minified assets, build output (node_modules, dist, ...), source code
+    (unless --code). Unchanged files are skipped by content hash; changed files get a new
+    revision.
+
+    \b
+    Examples:
+      kbmcp add ./docs --kb handbook
+      kbmcp add ./docs --exclude 'drafts/' --dry-run
+      kbmcp add ./repo --include '*.md' --include '*.py'
     """
-    options = IngestOptions(
-        knowledge_base=kb_name,
-        tags=pairs_option(tags, "--tag"),
-        metadata=pairs_option(meta, "--meta"),
-        prune=prune,
-    )
-    with open_workspace(ctx, create=True) as workspace, progress_bar("indexing") as progress:
+    options = dataclasses.replace(options, prune=prune)
+    if dry_run:
+        _print_preview(preview_paths(list(paths), options), as_json)
+        return
+    with open_workspace(ctx, create=True) as workspace, file_progress("indexing") as progress:
         principal = workspace.local_principal()
         if tenant_ref is not None:
             principal = act_as_tenant(workspace, principal, tenant_ref)
@@ -85,6 +81,28 @@ def add(
             click.echo(f"error: {error}", err=True)
         click.echo(report.summary_line())
     if report.errors:
+        sys.exit(1)
+
+
+def _print_preview(preview: IngestPreview, as_json: bool) -> None:
+    if as_json:
+        echo_json(
+            {
+                "files": preview.files,
+                "skipped": [{"path": path, "reason": reason} for path, reason in preview.skipped],
+                "skipped_by_reason": preview.counts(),
+                "errors": preview.errors,
+            }
+        )
+    else:
+        for file in preview.files:
+            click.echo(f"index  {file.path}  ({file.kind}, {counted(file.chunks, 'chunk')})")
+        for path, reason in preview.skipped:
+            click.echo(f"skip   {path}  ({reason})")
+        for error in preview.errors:
+            click.echo(f"error: {error}", err=True)
+        click.echo(preview.summary_line())
+    if preview.errors:
         sys.exit(1)
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -16,10 +20,12 @@ from kbmcp.workspace import Workspace
 
 if TYPE_CHECKING:
     from kbmcp.server.auth import FileTokenVerifier, PrincipalSource
+    from kbmcp.service.ingest import IngestReport
 
 TOKEN_ENV = "KBMCP_TOKEN"
 
 logger = logging.getLogger("kbmcp.serve")
+watch_logger = logging.getLogger("kbmcp.watch")
 
 
 @click.command()
@@ -38,9 +44,29 @@ logger = logging.getLogger("kbmcp.serve")
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     help="Logs always go to stderr.",
 )
+@click.option(
+    "--watch",
+    "watch_folders",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="FOLDER",
+    help="Keep FOLDER indexed while serving, as `kbmcp watch` does (repeatable).",
+)
+@click.option(
+    "--watch-kb",
+    default="default",
+    show_default=True,
+    help="The knowledge base the --watch folders go into.",
+)
 @click.pass_context
 def serve(
-    ctx: click.Context, use_http: bool, host: str | None, port: int | None, log_level: str
+    ctx: click.Context,
+    use_http: bool,
+    host: str | None,
+    port: int | None,
+    log_level: str,
+    watch_folders: tuple[Path, ...],
+    watch_kb: str,
 ) -> None:
     """Serve the knowledge base to agents over MCP.
 
@@ -51,6 +77,7 @@ def serve(
     HTTP requires 'Authorization: Bearer <token>' as soon as the file has a usable token
     (`kbmcp token create`); without tokens it serves loopback addresses only. stdio runs as
     the local owner, or as the token in $KBMCP_TOKEN. GET /health answers without a token.
+    Keep a folder indexed while serving:  kbmcp serve --watch ./docs --watch-kb handbook
     """
     if not use_http and (host is not None or port is not None):
         raise click.UsageError("--host and --port apply to --http")
@@ -60,7 +87,10 @@ def serve(
 
     configure_logging(log_level)
     options = server_options_from_env()
-    with open_workspace(ctx, create=True, long_lived=True) as workspace:
+    with (
+        open_workspace(ctx, create=True, long_lived=True) as workspace,
+        watching(workspace, list(watch_folders), watch_kb),
+    ):
         warm_up = lambda: _warm_up(workspace)  # noqa: E731
         if use_http:
             if os.environ.get(TOKEN_ENV):
@@ -120,6 +150,46 @@ def _stdio_principals(workspace: Workspace) -> PrincipalSource:
             "list`, or unset it to serve as the local owner"
         )
     return TokenPrincipals(workspace, secret)
+
+
+@contextlib.contextmanager
+def watching(workspace: Workspace, folders: list[Path], kb_name: str) -> Iterator[None]:
+    """Run `watch_paths` on `folders` in a background thread while the server runs. It shares
+    the server's workspace: it holds the workspace lock only while writing, never while
+    embedding, so searches are answered while it indexes. Syncs are logged on stderr."""
+    if not folders:
+        yield
+        return
+    from kbmcp.service.ingest import IngestOptions
+    from kbmcp.service.watch import changed, watch_paths, watched_folders
+
+    stop = threading.Event()
+    # watchfiles logs every change it sees at INFO; the sync's own line says what matters.
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
+
+    def log_report(report: IngestReport) -> None:
+        if changed(report):
+            watch_logger.info("%s", report.summary_line())
+
+    def log_error(error: Exception) -> None:
+        watch_logger.warning("%s", getattr(error, "message", None) or error)
+
+    principal = workspace.local_principal()
+    options = IngestOptions(knowledge_base=kb_name)
+    folders = watched_folders(folders)  # a missing folder is an error before serving starts
+    thread = threading.Thread(
+        target=watch_paths,
+        args=(workspace, principal, folders, options),
+        kwargs={"on_report": log_report, "on_error": log_error, "stop": stop},
+        name="kbmcp-watch",
+        daemon=True,
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=10)
 
 
 def _warm_up(workspace: Workspace) -> None:

@@ -1,20 +1,25 @@
 """Structure-aware chunking with exact offsets, and document outlines.
 
 A document is cut into *sections* at its headings (Markdown ATX and setext headings,
-reStructuredText adorned titles), each section into *blocks* (the heading itself, paragraphs,
-fenced code blocks, front matter), and consecutive blocks of one section are packed into chunks of
-at most ``max_chars`` characters. A block too large for one chunk is cut at line boundaries, a line
-too large at whitespace, and a run without whitespace hard at ``max_chars``; the pieces of such a
-cut overlap by about ``overlap_chars``.
+reStructuredText adorned titles, the page markers of PDF text), each section into *blocks* (the
+heading itself, paragraphs, fenced code blocks), and consecutive blocks of one section are packed
+into chunks of at most ``max_chars`` characters. A block too large for one chunk is cut at line
+boundaries, a line too large at whitespace, and a run without whitespace hard at ``max_chars``;
+the pieces of such a cut overlap by about ``overlap_chars``.
 
 Invariants (checked by the property tests):
 
 - ``content[c.char_start:c.char_end] == c.text`` for every chunk; texts never start or end with
   whitespace and are never empty;
 - ordinals are ``0..n-1`` and ``char_start`` strictly increases;
-- every non-whitespace character of the content lies in at least one chunk;
+- every non-whitespace character of the content lies in at least one chunk, except Markdown front
+  matter: its fields fill the document's title, tags and metadata, so it is not searchable text;
 - every chunk is at most ``max_chars`` characters long;
 - a chunk never spans two sections, and the chunk that starts a section contains its heading.
+
+Kinds: ``markdown``; ``html`` (HTML stored as Markdown-shaped text, see ``kbmcp.ingest.html``);
+``rst``; ``pdf`` (a section per page, see ``kbmcp.ingest.pdf``); ``text`` and ``code``
+(paragraphs only). Markdown headings lose a trailing mkdocs attribute list (``{ #anchor }``).
 
 Line breaks are ``\\n``, ``\\r\\n`` (one break) and a lone ``\\r``. Offsets are Python string
 indices (code points), so any Unicode text works; hard cuts avoid separating a character from the
@@ -29,12 +34,19 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 __all__ = [
+    "CHUNKER_VERSION",
     "ChunkSpan",
     "ChunkingOptions",
     "OutlineHeading",
     "chunk_document",
+    "chunking_signature",
     "outline",
 ]
+
+# Bumped whenever the same content and options give other chunks (boundaries or heading paths):
+# ingest re-chunks a document whose chunks came from another version on its next add.
+# 2: front matter is no chunk; mkdocs attribute lists leave heading titles; PDF pages.
+CHUNKER_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,11 @@ class ChunkingOptions:
             raise ValueError(f"overlap_chars must not be negative, got {self.overlap_chars}")
 
 
+def chunking_signature(options: ChunkingOptions) -> list[int]:
+    """What decides the chunks of a content besides its kind: version and sizes."""
+    return [CHUNKER_VERSION, options.max_chars, options.overlap_chars]
+
+
 @dataclass(frozen=True)
 class OutlineHeading:
     level: int
@@ -85,7 +102,8 @@ class OutlineHeading:
 def chunk_document(
     content: str, kind: str, options: ChunkingOptions = ChunkingOptions()
 ) -> list[ChunkSpan]:
-    """Cut ``content`` into chunks; ``kind`` is markdown, rst, text or code (else: text)."""
+    """Cut ``content`` into chunks; ``kind`` is markdown, html, rst, pdf, text or code (else:
+    text)."""
     lines = _Lines(content)
     overlap = min(options.overlap_chars, options.max_chars // 2)
     chunks: list[ChunkSpan] = []
@@ -107,13 +125,14 @@ def chunk_document(
 
 
 def outline(content: str, kind: str) -> list[OutlineHeading]:
-    """The heading tree of a markdown or rst document, flattened in document order.
+    """The heading tree of a markdown, html, rst or pdf document, flattened in document order.
 
     Each section's range starts at its heading (for setext / overlined titles: the first line of
     the title) and ends where the next heading of the same or a higher level (smaller number)
-    starts, so it includes its subsections. Text and code documents have no outline.
+    starts, so it includes its subsections. A PDF's outline is its pages. Text and code
+    documents have no outline.
     """
-    if kind.strip().lower() not in ("markdown", "rst"):
+    if kind.strip().lower() not in OUTLINE_KINDS:
         return []
     lines = _Lines(content)
     sections = [section for section in _parse(lines, kind) if section.level > 0]
@@ -236,21 +255,38 @@ class _Sections:
         self.sections.append(_Section(path, level, title, first, [(first, stop)]))
 
 
+OUTLINE_KINDS = ("markdown", "html", "rst", "pdf")
+
+
 def _parse(lines: _Lines, kind: str) -> list[_Section]:
     kind = kind.strip().lower()
-    if kind == "markdown":
-        return _MarkdownParser(lines).parse()
+    if kind in ("markdown", "html"):
+        # HTML text is generated (kbmcp.ingest.html): its first line is never front matter.
+        return _MarkdownParser(lines, front_matter=kind == "markdown").parse()
     if kind == "rst":
         return _RstParser(lines).parse()
+    if kind == "pdf":
+        return _parse_paragraphs(lines, _PAGE_MARKER)
     return _parse_paragraphs(lines)
 
 
-def _parse_paragraphs(lines: _Lines) -> list[_Section]:
-    """Text and code: one section, blocks separated by blank lines."""
+# A PDF page starts at a line `\f[page N]` (see kbmcp.ingest.pdf): a form feed never occurs
+# elsewhere in extracted text, so a page's own text cannot pose as a marker.
+_PAGE_MARKER = re.compile(r"\f\[page (\d+)\][ \t]*")
+
+
+def _parse_paragraphs(lines: _Lines, marker: re.Pattern[str] | None = None) -> list[_Section]:
+    """Text and code: one section, blocks separated by blank lines. With ``marker``, a line
+    matching it opens a level-1 section titled by its text (PDF pages: ``page 2``)."""
     sections = _Sections()
     first: int | None = None
     for index, text in enumerate(lines.texts):
-        if _is_blank(text):
+        if marker is not None and marker.fullmatch(text):
+            if first is not None:
+                sections.add_block(first, index)
+                first = None
+            sections.open(1, text.strip().strip("[]"), index, index + 1)
+        elif _is_blank(text):
             if first is not None:
                 sections.add_block(first, index)
                 first = None
@@ -285,20 +321,22 @@ def _first_char(text: str) -> str:
 class _MarkdownParser:
     """A line-based reading of CommonMark block structure, precise enough to find headings.
 
-    Recognised: YAML front matter, fenced code blocks (backticks or tildes, closed by a fence of
-    the same character at least as long, or unterminated until the end), raw HTML ``<pre>`` /
+    Recognised: YAML front matter (skipped: not a block), fenced code blocks (backticks or
+    tildes, closed by a fence of the same character at least as long, or unterminated until the
+    end), raw HTML ``<pre>`` /
     ``<script>`` / ``<style>`` / ``<textarea>`` blocks and comments, ATX and setext headings,
     thematic breaks and paragraphs. Nothing inside a fence, raw block or front matter is a heading.
     """
 
-    def __init__(self, lines: _Lines) -> None:
+    def __init__(self, lines: _Lines, *, front_matter: bool = True) -> None:
         self.texts = lines.texts
         self.out = _Sections()
         self.paragraph: int | None = None  # first line of the open paragraph
         self.paragraph_can_be_title = False
+        self.front_matter = front_matter
 
     def parse(self) -> list[_Section]:
-        index = self._front_matter()
+        index = self._front_matter() if self.front_matter else 0
         while index < len(self.texts):
             index = self._line(index)
         self._close_paragraph(len(self.texts))
@@ -309,7 +347,6 @@ class _MarkdownParser:
             return 0
         for index in range(1, len(self.texts)):
             if self.texts[index].rstrip() in ("---", "..."):
-                self.out.add_block(0, index + 1)
                 return index + 1
         return 0
 
@@ -386,7 +423,8 @@ class _MarkdownParser:
         match = _ATX.fullmatch(text)
         if match is None:
             return None
-        title = _ATX_CLOSING.sub("", (match.group(2) or "").strip()).strip()
+        title = _without_attributes((match.group(2) or "").strip())
+        title = _ATX_CLOSING.sub("", title).strip()
         self._close_paragraph(index)
         self.out.open(len(match.group(1)), title, index, index + 1)
         return index + 1
@@ -398,7 +436,7 @@ class _MarkdownParser:
         match = _SETEXT_UNDERLINE.fullmatch(text)
         if match is None:
             return None
-        title = " ".join(line.strip() for line in self.texts[first:index])
+        title = _without_attributes(" ".join(line.strip() for line in self.texts[first:index]))
         self.paragraph = None
         self.out.open(1 if match.group(1)[0] == "=" else 2, title, first, index + 1)
         return index + 1
@@ -407,6 +445,14 @@ class _MarkdownParser:
         if _THEMATIC_BREAK.fullmatch(text) is None:
             return None
         return self._block(index, index + 1)
+
+
+# mkdocs / Python-Markdown attribute lists after a heading: `{ #install }`, `{: #id .class }`.
+_ATTRIBUTE_LIST = re.compile(r"[ \t]*\{:?[ \t]*[#.][^{}]*\}[ \t]*\Z")
+
+
+def _without_attributes(title: str) -> str:
+    return _ATTRIBUTE_LIST.sub("", title).strip()
 
 
 def _closes_fence(text: str, char: str, length: int) -> bool:

@@ -12,17 +12,7 @@ from typing import Any
 import yaml
 
 from kbmcp.ingest.chunker import outline
-
-MARKDOWN_SUFFIXES = {".md", ".markdown", ".mdx", ".mdown", ".mkd"}
-RST_SUFFIXES = {".rst", ".rest"}
-TEXT_SUFFIXES = {".txt", ".text", ".log", ""}
-CODE_SUFFIXES = {
-    ".py", ".pyi", ".js", ".mjs", ".cjs", ".ts", ".tsx", ".jsx", ".go", ".rs", ".c", ".h",
-    ".cc", ".cpp", ".hpp", ".java", ".kt", ".scala", ".rb", ".php", ".cs", ".swift", ".m",
-    ".sh", ".bash", ".zsh", ".fish", ".ps1", ".sql", ".r", ".jl", ".lua", ".pl", ".hs",
-    ".ex", ".exs", ".erl", ".clj", ".dart", ".vue", ".svelte", ".css", ".scss", ".html",
-    ".xml", ".json", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".proto", ".tf", ".zig",
-}  # fmt: skip
+from kbmcp.ingest.formats import kind_of
 
 _FRONT_MATTER = re.compile(
     r"\A---[ \t]*\r?\n(?P<body>.*?)(?:\r?\n)(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S
@@ -43,18 +33,17 @@ class ParsedDocument:
 
 
 def detect_kind(relative_path: str) -> str:
-    suffix = PurePosixPath(relative_path).suffix.lower()
-    if suffix in MARKDOWN_SUFFIXES:
-        return "markdown"
-    if suffix in RST_SUFFIXES:
-        return "rst"
-    if suffix in CODE_SUFFIXES:
-        return "code"
-    return "text"
+    """The kind of a file by its name; plain text for an unknown suffix."""
+    return kind_of(PurePosixPath(relative_path).name) or "text"
 
 
-def parse_document(text: str, relative_path: str) -> ParsedDocument:
-    kind = detect_kind(relative_path)
+def parse_document(
+    text: str, relative_path: str, kind: str | None = None, title: str | None = None
+) -> ParsedDocument:
+    """Title, tags and metadata of a document. `kind` defaults to the one its name implies;
+    `title` is one the format itself carries (a PDF's info, an HTML page's heading), used when
+    front matter sets none."""
+    kind = kind or detect_kind(relative_path)
     front: dict[str, Any] = {}
     warning = None
     if kind == "markdown":
@@ -62,12 +51,12 @@ def parse_document(text: str, relative_path: str) -> ParsedDocument:
     metadata = {
         key: _jsonable(value) for key, value in front.items() if key not in ("title", "tags")
     }
-    title = _scalar_text(front.get("title"))
-    if not title.strip():
-        title = _first_heading(text, kind) or PurePosixPath(relative_path).name
+    found = _scalar_text(front.get("title")).strip() or (title or "").strip()
+    if not found:
+        found = _first_heading(text, kind) or PurePosixPath(relative_path).name
     return ParsedDocument(
         kind=kind,
-        title=title.strip(),
+        title=found.strip(),
         tags=_tags(front.get("tags")),
         metadata=metadata,
         warning=warning,
@@ -116,7 +105,7 @@ def _first_heading(text: str, kind: str) -> str | None:
     """The first heading as the chunker sees it (ATX and setext Markdown headings outside code
     fences and front matter, reStructuredText section titles), so the title and the outline
     agree."""
-    if kind not in ("markdown", "rst"):
+    if kind not in ("markdown", "rst", "html"):
         return None
     headings = outline(text, kind)
     title = headings[0].title.strip() if headings else ""

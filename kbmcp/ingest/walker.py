@@ -1,8 +1,26 @@
-"""Finding the files to ingest: folders walked, hidden paths and `.gitignore`d paths skipped,
-binary and non-UTF-8 files skipped, each skip counted by reason."""
+"""Finding the files to ingest, and the reason every other file is left out.
+
+A folder is walked in a stable (sorted) order. In each folder, for each entry, the first rule
+that applies decides:
+
+1. hidden (name starts with `.`; this includes `.git`, `.gitignore`, editors' swap files);
+2. ignored by a `.gitignore` / `.kbmcpignore` (see `kbmcp.ingest.ignore`);
+3. excluded by `--exclude`;
+4. symbolic links: a loop or a dangling link is skipped, a linked folder is not followed
+   (its files would be indexed twice or from outside), a linked file is read only if its
+   target lies inside the added folder;
+5. folders: build output (`node_modules`, `dist`, ...) is skipped;
+6. files: with `--include`, only matching files are taken (whatever their format); without,
+   the format decides (`kbmcp.ingest.formats`).
+
+A file or folder given directly is taken as named (hidden, ignore files and build folder names
+do not apply to it); `--exclude`, `--include` and the format rule still apply to a named file.
+A skipped folder counts once, whatever it holds. Reading (binary, UTF-8, size) comes later.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -11,104 +29,170 @@ from pathlib import Path
 
 import pathspec
 
-BINARY_SNIFF_BYTES = 8192
-MAX_FILE_BYTES = 50 * 1024 * 1024
+from kbmcp.ingest.formats import BUILD_OUTPUT, classify, included_kind, is_build_folder
+from kbmcp.ingest.ignore import IgnoreRule, compile_globs, ignored_by, rules_above, rules_in
+
+HIDDEN = "hidden"
+EXCLUDED = "excluded (--exclude)"
+NOT_INCLUDED = "not matched by --include"
+SYMLINK_LOOP = "symlink loop"
+BROKEN_SYMLINK = "broken symlink"
+SYMLINK_OUTSIDE = "symlink outside folder"
+SYMLINKED_FOLDER = "symlinked folder (not followed)"
 
 
 @dataclass(frozen=True)
 class SourceFile:
     path: Path  # absolute
-    relative_path: (
-        str  # '/'-separated, relative to the folder that was added (for a file: its name)
-    )
+    relative_path: str  # '/'-separated, relative to the folder that was added (a file: its name)
     root: Path  # the folder the relative path is relative to
+    kind: str = "text"  # markdown | rst | text | html | pdf | code
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What the user asked for: `--include`, `--exclude` (gitignore-style globs, relative to
+    the added folder) and `--code` (also index source code and configuration files)."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    code: bool = False
+
+    def __post_init__(self) -> None:
+        # Fails early, naming the option, on a pattern that does not compile.
+        compile_globs(self.include, option="--include")
+        compile_globs(self.exclude, option="--exclude")
 
 
 @dataclass
 class WalkReport:
     skipped: Counter[str] = field(default_factory=Counter)  # reason -> count
+    skipped_paths: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     errors: list[str] = field(default_factory=list)
 
+    def skip(self, path: Path | str, reason: str) -> None:
+        self.skipped[reason] += 1
+        self.skipped_paths.append((str(path), reason))
 
-def iter_source_files(paths: list[Path], report: WalkReport) -> Iterator[SourceFile]:
-    """Yield candidate files under `paths` in a stable (sorted) order."""
+
+def iter_source_files(
+    paths: list[Path], report: WalkReport, selection: Selection = Selection()
+) -> Iterator[SourceFile]:
+    """Yield the files to read under `paths`, in a stable (sorted) order."""
+    walker = _Walker(selection, report)
     for given in paths:
-        target = given.expanduser().resolve()
-        if target.is_file():
-            yield SourceFile(target, target.name, target.parent)
-        elif target.is_dir():
-            yield from _walk_folder(target, report)
-        else:
+        target = given.expanduser().absolute()
+        try:
+            resolved = target.resolve(strict=True)
+        except RuntimeError:  # a symlink loop (Python < 3.13 raises this)
+            report.skip(given, SYMLINK_LOOP)
+            continue
+        except OSError:
             report.errors.append(f"{given}: no such file or folder")
+            continue
+        if resolved.is_dir():
+            yield from walker.folder(resolved)
+        elif resolved.is_file():
+            source = walker.file(resolved, resolved.name, resolved.parent, display=given)
+            if source is not None:
+                yield source
+        else:
+            report.skip(given, "not a regular file")
 
 
-def _walk_folder(root: Path, report: WalkReport) -> Iterator[SourceFile]:
-    specs: dict[Path, list[tuple[Path, pathspec.PathSpec]]] = {}
+class _Walker:
+    def __init__(self, selection: Selection, report: WalkReport) -> None:
+        self.report = report
+        self.code = selection.code
+        self.include: pathspec.PathSpec | None = (
+            compile_globs(selection.include, option="--include") if selection.include else None
+        )
+        self.exclude = compile_globs(selection.exclude, option="--exclude")
 
-    def unreadable(exc: OSError) -> None:
-        report.errors.append(f"{exc.filename}: cannot read folder ({exc.strerror or exc})")
+    def file(
+        self, path: Path, relative: str, root: Path, *, display: Path | str
+    ) -> SourceFile | None:
+        """Apply --exclude, --include and the format rule to one file."""
+        if self.exclude.match_file(relative):
+            self.report.skip(display, EXCLUDED)
+            return None
+        if self.include is not None:
+            if not self.include.match_file(relative):
+                self.report.skip(display, NOT_INCLUDED)
+                return None
+            return SourceFile(path, relative, root, included_kind(path.name))
+        classification = classify(path.name, code=self.code)
+        if classification.kind is None:
+            self.report.skip(display, classification.reason or "skipped")
+            return None
+        return SourceFile(path, relative, root, classification.kind)
 
-    for folder, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=False):
-        here = Path(folder)
-        inherited = specs.get(here.parent, []) if here != root else []
-        active = [*inherited, *_load_gitignore(here)]
-        specs[here] = active
-        kept_dirs = []
-        for name in sorted(dirnames):
-            if name.startswith("."):
-                report.skipped["hidden"] += 1
-            elif _ignored(here / name, active, is_dir=True):
-                report.skipped["gitignored"] += 1
-            else:
-                kept_dirs.append(name)
-        dirnames[:] = kept_dirs
-        for name in sorted(filenames):
-            file_path = here / name
-            if name.startswith("."):
-                report.skipped["hidden"] += 1
-            elif _ignored(file_path, active, is_dir=False):
-                report.skipped["gitignored"] += 1
-            elif file_path.is_symlink() and not file_path.resolve().is_relative_to(root):
-                report.skipped["symlink outside folder"] += 1
-            else:
-                yield SourceFile(file_path, file_path.relative_to(root).as_posix(), root)
+    def folder(self, root: Path) -> Iterator[SourceFile]:
+        rules: dict[Path, list[IgnoreRule]] = {}
+        report = self.report
+
+        def unreadable(exc: OSError) -> None:
+            report.errors.append(f"{exc.filename}: cannot read folder ({exc.strerror or exc})")
+
+        for folder, dirnames, filenames in os.walk(root, onerror=unreadable, followlinks=False):
+            here = Path(folder)
+            inherited = rules[here.parent] if here != root else rules_above(root)
+            active = [*inherited, *rules_in(here)]
+            rules[here] = active
+            kept = []
+            for name in sorted(dirnames):
+                reason = self._folder_reason(here / name, root, active)
+                if reason is None:
+                    kept.append(name)
+                else:
+                    report.skip((here / name).relative_to(root).as_posix() + "/", reason)
+            dirnames[:] = kept
+            for name in sorted(filenames):
+                path = here / name
+                relative = path.relative_to(root).as_posix()
+                reason = self._file_reason(path, root, active)
+                if reason is not None:
+                    report.skip(relative, reason)
+                    continue
+                source = self.file(path, relative, root, display=relative)
+                if source is not None:
+                    yield source
+
+    def _folder_reason(self, path: Path, root: Path, rules: list[IgnoreRule]) -> str | None:
+        relative = path.relative_to(root).as_posix()
+        if path.name.startswith("."):
+            return HIDDEN
+        ignored = ignored_by(rules, path, is_dir=True)
+        if ignored:
+            return ignored
+        if self.exclude.match_file(relative + "/"):
+            return EXCLUDED
+        if path.is_symlink():
+            return _symlink_reason(path, root) or SYMLINKED_FOLDER
+        if is_build_folder(path.name):
+            return BUILD_OUTPUT
+        return None
+
+    @staticmethod
+    def _file_reason(path: Path, root: Path, rules: list[IgnoreRule]) -> str | None:
+        if path.name.startswith("."):
+            return HIDDEN
+        ignored = ignored_by(rules, path, is_dir=False)
+        if ignored:
+            return ignored
+        if path.is_symlink():
+            return _symlink_reason(path, root)
+        return None
 
 
-def _load_gitignore(folder: Path) -> list[tuple[Path, pathspec.PathSpec]]:
-    ignore_file = folder / ".gitignore"
-    if not ignore_file.is_file():
-        return []
+def _symlink_reason(path: Path, root: Path) -> str | None:
+    """Why a symbolic link is skipped (None: a file link whose target is inside `root`)."""
     try:
-        lines = ignore_file.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
-        return []
-    return [(folder, pathspec.GitIgnoreSpec.from_lines(lines))]
-
-
-def _ignored(path: Path, specs: list[tuple[Path, pathspec.PathSpec]], *, is_dir: bool) -> bool:
-    """Git semantics: patterns are relative to the folder of their .gitignore; deeper files win."""
-    ignored = False
-    for base, spec in specs:
-        relative = path.relative_to(base).as_posix() + ("/" if is_dir else "")
-        result = spec.check_file(relative)
-        if result.include is not None:
-            ignored = result.include
-    return ignored
-
-
-def read_text_file(path: Path) -> tuple[str | None, str | None]:
-    """Return (text, None) for a UTF-8 text file, or (None, skip reason)."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            return None, f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MB"
-        data = path.read_bytes()
+        target = path.resolve(strict=True)
+    except RuntimeError:
+        return SYMLINK_LOOP
     except OSError as exc:
-        return None, f"unreadable ({exc.strerror or exc})"
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
-        return None, "binary"
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None, "not UTF-8"
-    return text.removeprefix("\ufeff"), None
+        return SYMLINK_LOOP if exc.errno == errno.ELOOP else BROKEN_SYMLINK
+    if not target.is_relative_to(root):
+        return SYMLINK_OUTSIDE
+    return None

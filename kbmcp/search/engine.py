@@ -150,7 +150,7 @@ def _semantic_source(
     if query is None:  # a featureless query has no direction
         return ChannelSource(plan.vector)
     if accelerator is None:
-        return sql_source(plan.vector, query, allowed is not None, min_similarity)
+        return sql_source(plan.vector, query, allowed is not None, min_similarity, depth)
     pool = matrix_pool(accelerator.vectors(conn), query, allowed, depth + 1, min_similarity)
     return pool_source(plan.vector, query, pool, min_similarity)
 

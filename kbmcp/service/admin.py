@@ -16,6 +16,7 @@ from kbmcp import __version__
 from kbmcp.access import ADMIN, Principal
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.inputs import chunk_embedding_input
+from kbmcp.errors import StoreError
 from kbmcp.store.connection import write_transaction
 from kbmcp.store.migrations import current_version, latest_version
 from kbmcp.store.vectors import (
@@ -45,6 +46,7 @@ ORDER BY c.id
 """
 
 REEMBED_BATCH = 256
+REEMBED_ROUNDS = 5
 
 
 def doctor(workspace: Workspace) -> dict[str, Any]:
@@ -99,31 +101,56 @@ def reembed(
 ) -> dict[str, Any]:
     """Re-embed every current chunk with the configured model and record it as the file's model.
 
-    Vectors are computed first, outside any transaction; the switch (drop the old vectors and
-    index, write the new ones) is one transaction, so searches see either the old model's
-    vectors or the new one's, never a mix. Chunks that another process wrote (or retitled)
-    while the vectors were computed are embedded inside that transaction.
+    Vectors are computed first, outside any transaction and without the workspace lock (the rule
+    in docs/architecture.md); the switch (drop the old vectors and index, write the new ones) is
+    one transaction, so searches see either the old model's vectors or the new one's, never a
+    mix. Chunks that another writer added (or retitled) while the vectors were computed are
+    found inside that transaction: it is then abandoned, the late chunks are embedded outside
+    it, and the switch is tried again (at most REEMBED_ROUNDS times).
     """
     principal.require(ADMIN)
     started = time.perf_counter()
     conn = workspace.conn
     embedder = workspace.embedder
-    vectors = _embed_chunks(embedder, conn.execute(SELECT_CURRENT_CHUNKS).fetchall(), progress)
-    with write_transaction(conn):
+    with workspace.lock:
         rows = conn.execute(SELECT_CURRENT_CHUNKS).fetchall()
-        late = [row for row in rows if vectors.get(row[0], ("", b""))[0] != _input_of(row)]
-        vectors.update(_embed_chunks(embedder, late, None))
-        previous = recorded_model(conn)
-        record_model(conn, embedder.fingerprint)
-        store_vectors(conn, [(row[0], vectors[row[0]][1]) for row in rows])
-        # Only published documents are in the vec0 index; FTS5 rows do not depend on the model.
-        index_vectors(conn, [(row[0], vectors[row[0]][1]) for row in rows if row[4]])
+    vectors = _embed_chunks(embedder, rows, progress)
+    for _round in range(REEMBED_ROUNDS):
+        try:
+            with workspace.lock, write_transaction(conn):
+                rows = conn.execute(SELECT_CURRENT_CHUNKS).fetchall()
+                late = [row for row in rows if vectors.get(row[0], ("", b""))[0] != _input_of(row)]
+                if late:
+                    raise _LateChunks(late)
+                previous = recorded_model(conn)
+                record_model(conn, embedder.fingerprint)
+                store_vectors(conn, [(row[0], vectors[row[0]][1]) for row in rows])
+                # Only published documents are in the vec0 index; FTS5 rows do not depend on the
+                # model.
+                index_vectors(conn, [(row[0], vectors[row[0]][1]) for row in rows if row[4]])
+            break
+        except _LateChunks as changed:
+            vectors.update(_embed_chunks(embedder, changed.rows, None))
+    else:
+        raise StoreError(
+            f"documents kept changing while re-embedding ({REEMBED_ROUNDS} tries): "
+            "run `kbmcp reembed` again when ingest is quieter",
+            details={"rounds": REEMBED_ROUNDS},
+        )
     return {
         "previous_model": None if previous is None else previous.__dict__,
         "model": embedder.fingerprint.__dict__,
         "chunks": len(rows),
         "seconds": round(time.perf_counter() - started, 3),
     }
+
+
+class _LateChunks(Exception):
+    """Chunks written while the vectors were computed: the switch is rolled back and retried."""
+
+    def __init__(self, rows: list[tuple]) -> None:
+        super().__init__(f"{len(rows)} late chunks")
+        self.rows = rows
 
 
 def _input_of(row: tuple) -> str:

@@ -1,19 +1,23 @@
 """`kbmcp add`: files and folders in, documents, revisions, chunks and index entries out.
 
-Changed documents are embedded in batches (~EMBED_BATCH_CHUNKS chunks across documents), then each
-batch is written in one short transaction of whole documents (document row, new immutable revision,
-chunks, stored vectors, FTS5 and vec0 entries, tags): an interrupted ingest never leaves a
-half-indexed document, other processes are never blocked for long, and the file is not rewritten
-once per document (one transaction per small file cost ~40 WAL pages each). A document whose
-content is unchanged but whose title, tags, metadata, source or archived status changed is updated
-in place on its current revision: revisions are content snapshots.
+What is read is decided by `kbmcp.ingest.walker` (formats, ignore files, --include/--exclude) and
+`kbmcp.ingest.reader` (text, HTML, PDF); every file left out is counted by reason. Changed
+documents are embedded and written in batches by `kbmcp.service.ingest_batch`: an interrupted
+ingest never leaves a half-indexed document. A document whose content is unchanged but whose
+title, tags, metadata, source or archived status changed is updated in place on its current
+revision: revisions are content snapshots.
+
+One file, one document: a file that is already a document of the knowledge base keeps that
+document (and its path) when it is reached again through another folder, e.g. when a subfolder of
+an added folder is added, and a folder inside an added folder gets paths relative to that one.
+
+`add_documents` (defined in `kbmcp.service.ingest_documents`, importable from here) is the same
+write path for documents given as text, optionally with their vectors.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
+import dataclasses
 import os
 import time
 from collections import Counter
@@ -26,24 +30,24 @@ import apsw
 
 from kbmcp.access import WRITE, Principal
 from kbmcp.clock import now_iso
-from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import InvalidRequest
-from kbmcp.ids import make_id
-from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document
+from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document, chunking_signature
 from kbmcp.ingest.parsing import ParsedDocument, parse_document
-from kbmcp.ingest.walker import SourceFile, WalkReport, iter_source_files, read_text_file
+from kbmcp.ingest.reader import read_source
+from kbmcp.ingest.walker import Selection, SourceFile, WalkReport, iter_source_files
+from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, PendingDocument, sha256
 from kbmcp.store import catalog as sql
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
 from kbmcp.store.connection import write_transaction
-from kbmcp.store.index import IndexRow, add_to_index, chunk_ids_of_revision, remove_from_index
-from kbmcp.store.vectors import check_model, drop_stored_vectors, store_vectors, to_blob
+from kbmcp.store.index import chunk_ids_of_revision, remove_from_index
 from kbmcp.workspace import Workspace
 
-# Chunks collected before one embedding call: big enough for efficient batches, small enough
-# that progress moves and memory stays flat.
-EMBED_BATCH_CHUNKS = 256
-
+# progress(files done, files total): a file is done when it is skipped, unchanged, or its
+# vectors are computed.
 Progress = Callable[[int, int], None]
+
+DUPLICATE = "duplicate path"
+PATH_TAKEN = "path taken by another file"
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class IngestOptions:
     metadata: Sequence[tuple[str, str]] = ()
     prune: bool = False
     chunking: ChunkingOptions = field(default_factory=ChunkingOptions)
+    selection: Selection = field(default_factory=Selection)
 
 
 @dataclass
@@ -97,46 +102,12 @@ class IngestReport:
             "errors": self.errors,
         }
 
-
-@dataclass(frozen=True)
-class _KnownDocument:
-    """A document as it stood when the run started: enough to decide skip / update."""
-
-    title: str
-    status: str
-    source: str | None
-    attributes_hash: str
-    revision_id: int | None
-    content_hash: str | None
-
-
-@dataclass
-class _PendingDocument:
-    """A file whose document needs writing.
-
-    `reuse_revision`: the content equals the current revision's (only its title, tags, metadata,
-    source or archived status changed), so the document is refreshed in place on that revision's
-    chunks (`spans`, `chunk_ids`, loaded from the file) instead of getting a new revision.
-    """
-
-    source: SourceFile
-    content: str
-    content_hash: str
-    parsed: ParsedDocument
-    tags: list[tuple[str, str]]
-    metadata: dict[str, Any]
-    attributes_hash: str
-    known: _KnownDocument | None
-    reuse_revision: bool = False
-    spans: list[ChunkSpan] = field(default_factory=list)
-    chunk_ids: list[int] = field(default_factory=list)  # with reuse_revision: ids of `spans`
-
-    @functools.cached_property
-    def embedding_inputs(self) -> list[str]:
-        return [
-            chunk_embedding_input(self.parsed.title, span.heading_path, span.text)
-            for span in self.spans
-        ]
+    def take(self, counts: Counter[str]) -> None:
+        self.added += counts["added"]
+        self.updated += counts["updated"]
+        self.unchanged += counts["unchanged"]
+        self.chunks_indexed += counts["chunks"]
+        self.chunks_embedded += counts["embedded"]
 
 
 def add_paths(
@@ -151,44 +122,142 @@ def add_paths(
     A path that does not exist is an `InvalidRequest` before anything is written.
     """
     principal.require(WRITE)
-    kb_name = options.knowledge_base.strip()
-    if not kb_name:
-        raise InvalidRequest("the knowledge base name must not be empty")
-    _check_paths(paths)
+    kb_name = kb_name_of(options.knowledge_base)
+    check_paths(paths)
     started = time.perf_counter()
-    conn = workspace.conn
     workspace.ensure_model()
-    tenant = TenantRef(principal.tenant_id, principal.tenant_public_id)
-    with write_transaction(conn):
-        kb = sql.ensure_knowledge_base(conn, tenant, kb_name)
+    with workspace.lock:
+        kb = ensure_kb(workspace.conn, principal, kb_name)
+        known = KnownDocuments.load(workspace.conn, kb)
     report = IngestReport(knowledge_base_id=kb.public_id, knowledge_base=kb.name)
     walk = WalkReport()
-    files = list(iter_source_files(list(paths), walk))
+    files = list(iter_source_files(list(paths), walk, options.selection))
     report.errors.extend(walk.errors)
     report.skipped.update(walk.skipped)
-    known = _known_documents(conn, kb)
-    run = _IngestRun(workspace, kb, report)
-    seen_paths: set[str] = set()
-    for done, source in enumerate(files, start=1):
-        pending = _prepare(source, options, known, seen_paths, report)
-        if pending is not None:
-            run.queue(pending)
+    counts = Counter[str]()
+    processed = 0
+
+    def show() -> None:
         if progress:
-            # Files waiting in the embedding batch are not done yet: the bar moves when their
-            # batch is written, and does not sit at 100% while the last batch embeds.
-            progress(done - len(run.pending), len(files))
-    run.flush()
+            progress(processed - batch.not_ready, len(files))
+
+    batch = IngestBatch(workspace, kb, counts, on_ready=show)
+    seen: set[str] = set()
+    for source in files:
+        pending = _prepare(known.place(source), options, known, seen, report)
+        processed += 1
+        if pending is not None:
+            batch.queue(pending)
+        show()
+    batch.flush()
+    report.take(counts)
     if progress:
         progress(len(files), len(files))
     if options.prune and walk.errors:
         report.warnings.append("--prune skipped: some folders could not be read (see errors)")
     elif options.prune:
-        report.archived = _prune(conn, kb, paths, seen_paths)
+        with workspace.lock:
+            report.archived = _prune(workspace.conn, kb, paths, seen)
     report.seconds = time.perf_counter() - started
     return report
 
 
-def _check_paths(paths: Sequence[Path]) -> None:
+def archive_document(conn: apsw.Connection, document_id: int) -> None:
+    """Take a document out of the search indexes; its revisions stay readable."""
+    with write_transaction(conn):
+        revision_id = conn.execute(
+            SELECT_CURRENT_REVISION, {"document_id": document_id}
+        ).fetchone()[0]
+        if revision_id is not None:
+            remove_from_index(conn, chunk_ids_of_revision(conn, revision_id))
+        conn.execute(sql.ARCHIVE_DOCUMENT, {"document_id": document_id, "now": now_iso()})
+
+
+SELECT_CURRENT_REVISION = "SELECT current_revision_id FROM document WHERE id = :document_id"
+
+_DOCUMENTS_API = ("DocumentInput", "add_documents")
+
+
+def __getattr__(name: str) -> Any:
+    """`from kbmcp.service.ingest import add_documents, DocumentInput`: resolved on first use,
+    since kbmcp.service.ingest_documents builds on this module."""
+    if name in _DOCUMENTS_API:
+        from kbmcp.service import ingest_documents
+
+        return getattr(ingest_documents, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class KnownDocuments:
+    """The documents of a knowledge base when the run started, by path and by source file, and
+    the folders they were added from (source minus path)."""
+
+    def __init__(self, rows: list[tuple]) -> None:
+        self.by_path: dict[str, KnownDocument] = {}
+        self.path_of_source: dict[str, str] = {}
+        roots: set[Path] = set()
+        for (_id, _public_id, path, title, status, source, attributes_hash, revision_id,
+             content_hash) in rows:  # fmt: skip
+            self.by_path[path] = KnownDocument(
+                title, status, source, attributes_hash, revision_id, content_hash
+            )
+            if source:
+                self.path_of_source.setdefault(source, path)
+                suffix = os.sep + path.replace("/", os.sep)
+                if source.endswith(suffix):
+                    roots.add(Path(source[: -len(suffix)]))
+        # Deepest first: a folder inside two added folders takes the nearer one.
+        self.roots = sorted(roots, key=lambda root: len(root.parts), reverse=True)
+
+    @classmethod
+    def load(cls, conn: apsw.Connection, kb: KnowledgeBaseRef) -> KnownDocuments:
+        return cls(conn.execute(sql.SELECT_DOCUMENT_STATES, {"kb_id": kb.id}).fetchall())
+
+    def get(self, path: str) -> KnownDocument | None:
+        return self.by_path.get(path)
+
+    def other_file_at(self, source: SourceFile) -> str | None:
+        """The file that is already the document at `source`'s path, when it is another file
+        that still exists: taking its path would swap one file's document for another's. (A
+        file that is gone was moved or renamed: its document follows it.)"""
+        previous = self.by_path.get(source.relative_path)
+        other = previous.source if previous is not None else None
+        if other is None or other == str(source.path) or not os.path.lexists(other):
+            return None
+        return other
+
+    def place(self, source: SourceFile) -> SourceFile:
+        """The path a file gets: its document's, if it is one already; else relative to the
+        added folder that holds the folder it was found under; else as walked."""
+        path = self.path_of_source.get(str(source.path))
+        if path is not None:
+            return dataclasses.replace(source, relative_path=path)
+        for root in self.roots:
+            if source.root.is_relative_to(root) and source.root != root:
+                relative = source.path.relative_to(root).as_posix()
+                return dataclasses.replace(source, relative_path=relative, root=root)
+        return source
+
+
+def kb_name_of(name: str) -> str:
+    name = name.strip()
+    if not name:
+        raise InvalidRequest(
+            "the knowledge base name must not be empty", details={"argument": "knowledge_base"}
+        )
+    return name
+
+
+def ensure_kb(conn: apsw.Connection, principal: Principal, name: str) -> KnowledgeBaseRef:
+    tenant = TenantRef(principal.tenant_id, principal.tenant_public_id)
+    with write_transaction(conn):
+        return sql.ensure_knowledge_base(conn, tenant, name)
+
+
+def check_paths(paths: Sequence[Path]) -> None:
     if not paths:
         raise InvalidRequest("no paths to add", details={"argument": "paths"})
     missing = [str(path) for path in paths if not path.expanduser().exists()]
@@ -199,43 +268,75 @@ def _check_paths(paths: Sequence[Path]) -> None:
         )
 
 
-def _known_documents(conn: apsw.Connection, kb: KnowledgeBaseRef) -> dict[str, _KnownDocument]:
-    rows = conn.execute(sql.SELECT_DOCUMENT_STATES, {"kb_id": kb.id})
-    return {
-        path: _KnownDocument(title, status, source, attributes_hash, revision_id, content_hash)
-        for _id, _public_id, path, title, status, source, attributes_hash, revision_id, content_hash
-        in rows
-    }  # fmt: skip
-
-
 def _prepare(
     source: SourceFile,
     options: IngestOptions,
-    known: dict[str, _KnownDocument],
-    seen_paths: set[str],
+    known: KnownDocuments,
+    seen: set[str],
     report: IngestReport,
-) -> _PendingDocument | None:
+) -> PendingDocument | None:
     """Read one file and decide: skip it, leave it unchanged, refresh it in place (same content,
     other attributes) or queue a new revision (chunked here)."""
-    content, skip_reason = read_text_file(source.path)
-    if content is None:
-        report.skipped[skip_reason or "unreadable"] += 1
+    other = known.other_file_at(source)
+    if other is not None:
+        report.skipped[PATH_TAKEN] += 1
+        report.warnings.append(
+            f"{source.path}: path {source.relative_path!r} is already the document of {other}, "
+            "which still exists; skipped (add their common parent folder, or use another --kb)"
+        )
         return None
-    if source.relative_path in seen_paths:
-        report.skipped["duplicate path"] += 1
+    extracted = read_source(source)
+    if extracted.content is None:
+        report.skipped[extracted.reason or "unreadable"] += 1
+        return None
+    if source.relative_path in seen:
+        report.skipped[DUPLICATE] += 1
         report.warnings.append(
             f"{source.path}: path {source.relative_path!r} was already added in this run; skipped"
         )
         return None
-    seen_paths.add(source.relative_path)
-    parsed = parse_document(content, source.relative_path)
+    seen.add(source.relative_path)
+    parsed = parse_document(
+        extracted.content, source.relative_path, extracted.kind, extracted.title
+    )
     if parsed.warning:
         report.warnings.append(f"{source.path}: {parsed.warning}")
     tags = sorted(set(parsed.tags) | set(options.tags))
     metadata = {**parsed.metadata, **dict(options.metadata)}
-    attributes_hash = _sha256(dump_json([parsed.title, parsed.kind, tags, metadata]))
-    content_hash = _sha256(content)
-    previous = known.get(source.relative_path)
+    pending = pending_document(
+        source.relative_path,
+        str(source.path),
+        extracted.content,
+        parsed,
+        tags,
+        metadata,
+        known.get(source.relative_path),
+        options.chunking,
+    )
+    if pending is None:
+        report.unchanged += 1
+    else:  # (with the same content too: the stored chunks may come from other rules or sizes)
+        pending.spans = chunk_document(pending.content, parsed.kind, options.chunking)
+    return pending
+
+
+def pending_document(
+    path: str,
+    source: str | None,
+    content: str,
+    parsed: ParsedDocument,
+    tags: list[tuple[str, str]],
+    metadata: dict[str, Any],
+    previous: KnownDocument | None,
+    chunking: ChunkingOptions,
+    given_vectors: list[bytes] | None = None,
+    spans: list[ChunkSpan] | None = None,
+) -> PendingDocument | None:
+    """The document to write, or None when it is unchanged. The attributes hash covers how the
+    document is chunked, so new chunking rules or sizes reach unchanged files too."""
+    signature = chunking_signature(chunking)
+    attributes_hash = sha256(dump_json([parsed.title, parsed.kind, tags, metadata, signature]))
+    content_hash = sha256(content)
     same_content = (
         previous is not None
         and previous.revision_id is not None
@@ -246,268 +347,25 @@ def _prepare(
         and previous is not None
         and previous.status == "published"
         and previous.attributes_hash == attributes_hash
-        and previous.source == str(source.path)
+        and previous.source == source
     ):
-        report.unchanged += 1
         return None
-    pending = _PendingDocument(
-        source, content, content_hash, parsed, tags, metadata, attributes_hash, previous
+    pending = PendingDocument(
+        path, source, content, content_hash, parsed, tags, metadata, attributes_hash, previous
     )
-    if same_content:
-        pending.reuse_revision = True  # its spans are loaded from the file when queued
-    else:
-        pending.spans = chunk_document(content, parsed.kind, options.chunking)
+    # Same content: the current revision (and its chunks) is kept if its chunks are those of
+    # `spans` (decided when queued); otherwise a new revision is chunked anew.
+    pending.reuse_revision = same_content
+    pending.spans = spans or []
+    pending.given_vectors = given_vectors
     return pending
-
-
-class _IngestRun:
-    """Collects changed documents, embeds them in batches, and writes each batch of whole
-    documents in one short transaction."""
-
-    def __init__(self, workspace: Workspace, kb: KnowledgeBaseRef, report: IngestReport) -> None:
-        self.workspace = workspace
-        self.conn = workspace.conn
-        self.kb = kb
-        self.report = report
-        self.pending: list[_PendingDocument] = []
-        self.pending_chunks = 0
-
-    def queue(self, document: _PendingDocument) -> None:
-        if document.reuse_revision and document.known and document.known.revision_id:
-            document.chunk_ids, document.spans = _stored_spans(
-                self.conn, document.known.revision_id
-            )
-        self.pending.append(document)
-        self.pending_chunks += len(document.spans)
-        if self.pending_chunks >= EMBED_BATCH_CHUNKS:
-            self.flush()
-
-    def flush(self) -> None:
-        """Embed what the pending documents need, then write them in one transaction: a batch
-        is committed whole or not at all, so no document is ever half-written."""
-        if not self.pending:
-            return
-        vectors = self._vectors_for(self.pending)
-        written = Counter[str]()
-        with write_transaction(self.conn):
-            # `kbmcp reembed` may have switched the model while these vectors were computed.
-            check_model(self.conn, self.workspace.embedder.fingerprint)
-            for document in self.pending:
-                outcome, chunks_indexed = self._write(document, vectors)
-                written[outcome] += 1
-                written["chunks"] += chunks_indexed
-        # Counted after the commit: a rolled-back batch reports nothing.
-        self.report.added += written["added"]
-        self.report.updated += written["updated"]
-        self.report.unchanged += written["unchanged"]
-        self.report.chunks_indexed += written["chunks"]
-        self.pending = []
-        self.pending_chunks = 0
-
-    def _vectors_for(self, documents: list[_PendingDocument]) -> dict[str, bytes]:
-        """Vectors keyed by embedding input: reused from the previous revision where a chunk's
-        input is unchanged, computed in one batch for the rest."""
-        vectors: dict[str, bytes] = {}
-        for document in documents:
-            if document.known and document.known.revision_id is not None:
-                vectors.update(self._previous_vectors(document.known))
-        missing = sorted({text for d in documents for text in d.embedding_inputs} - vectors.keys())
-        if missing:
-            embedded = self.workspace.embedder.embed(missing)
-            vectors.update(zip(missing, (to_blob(row) for row in embedded), strict=True))
-            self.report.chunks_embedded += len(missing)
-        return vectors
-
-    def _previous_vectors(self, known: _KnownDocument) -> dict[str, bytes]:
-        rows = self.conn.execute(sql.SELECT_CHUNKS_WITH_VECTORS, {"revision_id": known.revision_id})
-        return {
-            chunk_embedding_input(known.title, json.loads(heading), text): embedding
-            for heading, text, embedding in rows
-        }
-
-    def _write(self, document: _PendingDocument, vectors: dict[str, bytes]) -> tuple[str, int]:
-        """Write one document inside the batch's transaction; returns ('added', 'updated' or
-        'unchanged', the number of chunks put into the indexes)."""
-        conn = self.conn
-        now = now_iso()
-        # Re-read under the write lock: another process may have written this path meanwhile.
-        row = conn.execute(
-            sql.SELECT_DOCUMENT_FOR_UPDATE,
-            {"kb_id": self.kb.id, "path": document.source.relative_path},
-        ).fetchone()
-        if row is None:
-            document_id, document_public_id = self._insert_document(document, now)
-            revision_id = self._insert_revision(document, document_id, document_public_id, now)
-            self._index_chunks(document, vectors)
-            self._update_document(document, document_id, revision_id, now)
-            return "added", len(document.spans)
-        (document_id, document_public_id, status, current_revision_id, content_hash,
-         attributes_hash, source) = row  # fmt: skip
-        if (status, content_hash, attributes_hash, source) == (
-            "published",
-            document.content_hash,
-            document.attributes_hash,
-            str(document.source.path),
-        ):
-            return "unchanged", 0  # another process wrote exactly this since the run started
-        known = document.known
-        if (
-            document.reuse_revision
-            and known is not None
-            and current_revision_id == known.revision_id
-        ):
-            reindexed = self._refresh(document, vectors, status)
-            self._update_document(document, document_id, current_revision_id, now)
-            return "updated", len(document.spans) if reindexed else 0
-        if current_revision_id is not None:
-            old_chunk_ids = chunk_ids_of_revision(conn, current_revision_id)
-            if status == "published":
-                remove_from_index(conn, old_chunk_ids)
-            drop_stored_vectors(conn, old_chunk_ids)
-        revision_id = self._insert_revision(document, document_id, document_public_id, now)
-        self._index_chunks(document, vectors)
-        self._update_document(document, document_id, revision_id, now)
-        return "updated", len(document.spans)
-
-    def _refresh(self, document: _PendingDocument, vectors: dict[str, bytes], status: str) -> bool:
-        """Same content, other attributes: keep the revision and its chunks. The index is only
-        rebuilt when it has to be: an archived document comes back, or the title (part of the
-        keyword index and of every chunk's embedding input) changed. Returns whether it was."""
-        known = document.known
-        assert known is not None
-        reindex = status != "published" or known.title != document.parsed.title
-        if reindex:
-            rows = self._index_rows(document, vectors)
-            if status == "published":
-                remove_from_index(self.conn, document.chunk_ids)
-            store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
-            add_to_index(self.conn, document.parsed.title, rows)
-        return reindex
-
-    def _insert_document(self, document: _PendingDocument, now: str) -> tuple[int, str]:
-        public_id = make_id("document", self.kb.public_id, document.source.relative_path)
-        self.conn.execute(
-            sql.INSERT_DOCUMENT,
-            {
-                "public_id": public_id,
-                "kb_id": self.kb.id,
-                "path": document.source.relative_path,
-                "title": document.parsed.title,
-                "kind": document.parsed.kind,
-                "source": str(document.source.path),
-                "metadata": dump_json(document.metadata),
-                "now": now,
-            },
-        )
-        return self.conn.last_insert_rowid(), public_id
-
-    def _insert_revision(
-        self, document: _PendingDocument, document_id: int, document_public_id: str, now: str
-    ) -> int:
-        """A new immutable revision and its chunks; sets `document.chunk_ids`."""
-        conn = self.conn
-        number = conn.execute(sql.NEXT_REVISION_NUMBER, {"document_id": document_id}).fetchone()[0]
-        revision_public_id = make_id("revision", document_public_id, number)
-        conn.execute(
-            sql.INSERT_REVISION,
-            {
-                "public_id": revision_public_id,
-                "document_id": document_id,
-                "number": number,
-                "content": document.content,
-                "content_hash": document.content_hash,
-                "char_count": len(document.content),
-                "line_count": _line_count(document.content),
-                "now": now,
-            },
-        )
-        revision_id = conn.last_insert_rowid()
-        chunk_ids = []
-        for span in document.spans:
-            conn.execute(
-                sql.INSERT_CHUNK,
-                {
-                    "public_id": make_id("chunk", revision_public_id, span.ordinal),
-                    "revision_id": revision_id,
-                    "ordinal": span.ordinal,
-                    "heading_path": dump_json(list(span.heading_path)),
-                    "char_start": span.char_start,
-                    "char_end": span.char_end,
-                    "line_start": span.line_start,
-                    "line_end": span.line_end,
-                    "text": span.text,
-                },
-            )
-            chunk_ids.append(conn.last_insert_rowid())
-        document.chunk_ids = chunk_ids
-        return revision_id
-
-    def _index_chunks(self, document: _PendingDocument, vectors: dict[str, bytes]) -> None:
-        rows = self._index_rows(document, vectors)
-        store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
-        add_to_index(self.conn, document.parsed.title, rows)
-
-    @staticmethod
-    def _index_rows(document: _PendingDocument, vectors: dict[str, bytes]) -> list[IndexRow]:
-        return [
-            IndexRow(chunk_id, span.heading_path, span.text, vectors[embedding_input])
-            for chunk_id, span, embedding_input in zip(
-                document.chunk_ids, document.spans, document.embedding_inputs, strict=True
-            )
-        ]
-
-    def _update_document(
-        self, document: _PendingDocument, document_id: int, revision_id: int, now: str
-    ) -> None:
-        """Attributes, current revision, published status and tags."""
-        self.conn.execute(
-            sql.UPDATE_DOCUMENT,
-            {
-                "document_id": document_id,
-                "title": document.parsed.title,
-                "kind": document.parsed.kind,
-                "source": str(document.source.path),
-                "metadata": dump_json(document.metadata),
-                "revision_id": revision_id,
-                "attributes_hash": document.attributes_hash,
-                "now": now,
-            },
-        )
-        self.conn.execute(sql.DELETE_TAGS, {"document_id": document_id})
-        self.conn.executemany(
-            sql.INSERT_TAG,
-            [{"document_id": document_id, "key": k, "value": v} for k, v in document.tags],
-        )
-
-
-def _stored_spans(conn: apsw.Connection, revision_id: int) -> tuple[list[int], list[ChunkSpan]]:
-    """The chunks of a stored revision as (chunk ids, spans), in order."""
-    ids, spans = [], []
-    for (
-        chunk_id,
-        ordinal,
-        heading,
-        char_start,
-        char_end,
-        line_start,
-        line_end,
-        text,
-    ) in conn.execute(sql.SELECT_STORED_CHUNKS, {"revision_id": revision_id}):
-        ids.append(chunk_id)
-        spans.append(
-            ChunkSpan(
-                ordinal, tuple(json.loads(heading)), char_start, char_end, line_start, line_end,
-                text,
-            )
-        )  # fmt: skip
-    return ids, spans
 
 
 def _prune(
     conn: apsw.Connection, kb: KnowledgeBaseRef, paths: Sequence[Path], seen: set[str]
 ) -> int:
     """Archive published documents whose source file lies under an added folder but was not
-    found this run (deleted, now ignored, or no longer readable as text)."""
+    found this run (deleted, now ignored, or no longer readable)."""
     roots = [str(p.expanduser().resolve()) for p in paths if p.expanduser().is_dir()]
     if not roots:
         return 0
@@ -522,29 +380,3 @@ def _prune(
         archive_document(conn, document_id)
         archived += 1
     return archived
-
-
-SELECT_CURRENT_REVISION = "SELECT current_revision_id FROM document WHERE id = :document_id"
-
-
-def archive_document(conn: apsw.Connection, document_id: int) -> None:
-    """Take a document out of the search indexes; its revisions stay readable."""
-    with write_transaction(conn):
-        revision_id = conn.execute(
-            SELECT_CURRENT_REVISION, {"document_id": document_id}
-        ).fetchone()[0]
-        if revision_id is not None:
-            remove_from_index(conn, chunk_ids_of_revision(conn, revision_id))
-        conn.execute(sql.ARCHIVE_DOCUMENT, {"document_id": document_id, "now": now_iso()})
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _line_count(text: str) -> int:
-    """Lines as the chunker numbers them: a break is \\r\\n, \\r or \\n."""
-    if not text:
-        return 0
-    breaks = text.count("\n") + text.count("\r") - text.count("\r\n")
-    return breaks + (0 if text.endswith(("\n", "\r")) else 1)

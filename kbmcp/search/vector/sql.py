@@ -29,6 +29,7 @@ import numpy as np
 from kbmcp.search.ranking import ChannelSource
 
 KNN_MAX_K = 4096  # sqlite-vec's cap on k (the depth is at most 1000)
+KNN_TIE_MARGIN = 256
 
 # {rows}: the scope's chunks, or the pool an accelerator picked.
 EXACT = """
@@ -41,13 +42,16 @@ EXACT = """
     ORDER BY score DESC, chunk_id
     LIMIT :depth + 1"""
 
-# k = :depth + 1 nearest first, then the floor: the rows above a similarity floor that are
-# nearest are the nearest rows that pass it, so filtering after k loses nothing.
+# The :knn_k nearest first, then the floor: the rows above a similarity floor that are nearest
+# are the nearest rows that pass it, so filtering after k loses nothing. k goes KNN_TIE_MARGIN
+# past the depth because vec0 returns an arbitrary subset of rows tied at its k-th distance
+# (repeated text has identical vectors); the ORDER BY then cuts the ties by chunk id, as the
+# other strategies do.
 KNN = """
     SELECT chunk_id, score FROM (
         SELECT rowid AS chunk_id, 1.0 - coalesce(distance, 1.0) AS score
         FROM chunk_vec
-        WHERE embedding MATCH :query_vector AND k = :depth + 1 {in_scope})
+        WHERE embedding MATCH :query_vector AND k = :knn_k {in_scope})
     WHERE :min_similarity IS NULL OR score >= :min_similarity
     ORDER BY score DESC, chunk_id
     LIMIT :depth + 1"""
@@ -57,13 +61,14 @@ POOL_ROWS = "SELECT value FROM carray(:semantic_pool)"
 
 
 def sql_source(
-    strategy: str, query: np.ndarray, scoped: bool, min_similarity: float | None
+    strategy: str, query: np.ndarray, scoped: bool, min_similarity: float | None, depth: int
 ) -> ChannelSource:
     """The semantic channel as sqlite-vec SQL; strategy "sql_exact" (needs a scope) or
     "vec0_knn"."""
     params = _params(query, min_similarity)
     if strategy == "sql_exact":
         return ChannelSource(strategy, EXACT.format(rows=SCOPE_ROWS), params)
+    params["knn_k"] = min(KNN_MAX_K, depth + 1 + KNN_TIE_MARGIN)
     return ChannelSource(strategy, KNN.format(in_scope=IN_SCOPE if scoped else ""), params)
 
 

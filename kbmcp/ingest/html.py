@@ -1,0 +1,140 @@
+"""HTML pages as Markdown-shaped text: the main content, its headings as `#` headings.
+
+The main content is the page's `<main>` (else `[role=main]`, `<article>`, `<body>`) without
+navigation, headers, footers, asides, forms, scripts and styles. Headings become ATX headings,
+paragraphs, list items, table rows and quotes become paragraphs (list items start with `- `),
+`<pre>` becomes a fenced code block. Text lines that Markdown would read as structure are escaped
+with a backslash, so the only headings are the page's own. The result is what is stored and
+chunked (kind `html`), so citations and outlines carry the page's headings.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+MAIN_SELECTORS = ("main", "[role=main]", "article", "body")
+DROPPED = (
+    "script, style, noscript, template, nav, header, footer, aside, form, svg, iframe, "
+    "button, select, canvas, [role=navigation], [aria-hidden=true]"
+)
+HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+BLOCKS = frozenset({
+    "p", "div", "section", "article", "main", "ul", "ol", "dl", "dt", "dd", "blockquote",
+    "table", "thead", "tbody", "tfoot", "tr", "figure", "figcaption", "details", "summary",
+    "address", "hr", "body", "center",
+})  # fmt: skip
+CELLS = frozenset({"td", "th"})
+
+_SPACES = re.compile(r"\s+")
+_STRUCTURE = re.compile(r"(?:[#=`~<>*_+|\\-]|\d{1,9}[.)])")
+_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class HtmlText:
+    content: str
+    title: str | None  # the first <h1> of the main content, else <title>
+
+
+def decode_html(data: bytes) -> str | None:
+    """UTF-8, else the charset the page declares in a <meta> tag; None when neither works."""
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError:
+        pass
+    match = _CHARSET.search(data[:4096])
+    if match is None:
+        return None
+    try:
+        return data.decode(codecs.lookup(match.group(1).decode("ascii")).name)
+    except (LookupError, UnicodeDecodeError):
+        return None
+
+
+def html_to_text(html: str) -> HtmlText:
+    tree = LexborHTMLParser(html)
+    title_node = tree.css_first("title")
+    page_title = _inline(title_node.text()) if title_node is not None else ""
+    main = next((node for s in MAIN_SELECTORS if (node := tree.css_first(s)) is not None), None)
+    if main is None:
+        return HtmlText("", page_title or None)
+    for node in main.css(DROPPED):
+        node.decompose()
+    writer = _Writer()
+    writer.walk(main)
+    writer.flush()
+    h1 = main.css_first("h1")
+    title = _inline(h1.text()) if h1 is not None else ""
+    return HtmlText("\n\n".join(writer.blocks), title or page_title or None)
+
+
+def _inline(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()
+
+
+class _Writer:
+    """Turns a node tree into Markdown blocks."""
+
+    def __init__(self) -> None:
+        self.blocks: list[str] = []
+        self.line: list[str] = []  # inline text of the open paragraph's current line
+        self.lines: list[str] = []  # finished lines of the open paragraph (after <br>)
+        self.marker = ""  # "- " for the first paragraph of a list item
+
+    def walk(self, node: LexborNode) -> None:
+        for child in node.iter(include_text=True):
+            tag = child.tag
+            if tag == "-text":
+                self.line.append(child.text(deep=False) or "")
+            elif tag in HEADINGS:
+                self.flush()
+                text = _inline(child.text())
+                if text:
+                    self.blocks.append(f"{'#' * HEADINGS[tag]} {text}")
+            elif tag == "pre":
+                self.flush()
+                self._code(child.text())
+            elif tag == "br":
+                self.lines.append("".join(self.line))
+                self.line = []
+            elif tag == "li":
+                self.flush()
+                self.marker = "- "
+                self.walk(child)
+                self.flush()
+            elif tag in CELLS:
+                self.line.append(" | " if "".join(self.line).strip() else "")
+                self.walk(child)
+            elif tag in BLOCKS:
+                self.flush()
+                self.walk(child)
+                self.flush()
+            else:
+                self.walk(child)
+
+    def flush(self) -> None:
+        lines = [_inline(line) for line in [*self.lines, "".join(self.line)]]
+        lines = [_escape(line) for line in lines if line]
+        self.line, self.lines = [], []
+        if lines:
+            lines[0] = self.marker + lines[0]
+            self.marker = ""
+            self.blocks.append("\n".join(lines))
+
+    def _code(self, text: str) -> None:
+        code = text.strip("\n").rstrip()
+        if not code.strip():
+            return
+        longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+        fence = "`" * max(3, longest + 1)
+        self.blocks.append(f"{fence}\n{code}\n{fence}")
+
+
+def _escape(line: str) -> str:
+    """A backslash before a line start that Markdown would read as a heading, fence, list,
+    quote, table or raw HTML."""
+    return "\\" + line if _STRUCTURE.match(line) else line

@@ -1,0 +1,200 @@
+"""`kbmcp watch`: edits, new files, renames and deletions reach search within 5 s; atomic saves
+and the database inside the watched folder do not confuse it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.errors import InvalidRequest
+from kbmcp.search.models import SearchRequest
+from kbmcp.service.ingest import IngestOptions, IngestReport
+from kbmcp.service.search import search
+from kbmcp.service.watch import watch_paths
+from kbmcp.workspace import Workspace
+
+FOLLOW_SECONDS = 5.0
+
+
+class Watcher:
+    def __init__(self, workspace: Workspace, folder: Path) -> None:
+        self.workspace = workspace
+        self.reports: list[IngestReport] = []
+        self.errors: list[Exception] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(
+            target=watch_paths,
+            args=(
+                workspace,
+                workspace.local_principal(),
+                [folder],
+                IngestOptions(knowledge_base="w"),
+            ),
+            kwargs={
+                "on_report": self.reports.append,
+                "on_error": self.errors.append,
+                "stop": self.stop,
+            },
+            daemon=True,
+        )
+
+    def paths_for(self, word: str) -> list[str]:
+        request = SearchRequest(word, mode="lexical")
+        return [
+            r.path
+            for r in search(self.workspace, self.workspace.local_principal(), request).results
+        ]
+
+    def wait_for(self, condition: Callable[[], bool]) -> float:
+        started = time.monotonic()
+        while time.monotonic() - started < FOLLOW_SECONDS:
+            if condition():
+                return time.monotonic() - started
+            time.sleep(0.05)
+        raise AssertionError(f"not within {FOLLOW_SECONDS} s; reports: {self.reports}")
+
+
+@pytest.fixture
+def watched(tmp_path: Path) -> Iterator[tuple[Watcher, Path]]:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "birds.md").write_text("# Birds\n\nThe heron waits.\n")
+    # the database lives inside the watched folder: its writes must not trigger syncs
+    settings = Settings(db_path=folder / "kb.db", embedder="hash")
+    with Workspace(settings, embedder=HashingEmbedder()) as workspace:
+        watcher = Watcher(workspace, folder)
+        watcher.thread.start()
+        try:
+            watcher.wait_for(lambda: len(watcher.reports) >= 1)
+            yield watcher, folder
+        finally:
+            watcher.stop.set()
+            watcher.thread.join(timeout=10)
+    assert not watcher.thread.is_alive()
+
+
+def test_search_follows_edits_creations_renames_and_deletions(
+    watched: tuple[Watcher, Path],
+) -> None:
+    watcher, folder = watched
+    assert watcher.reports[0].added == 1
+    assert watcher.paths_for("heron") == ["birds.md"]
+
+    (folder / "birds.md").write_text("# Birds\n\nThe egret waits.\n")  # edit
+    watcher.wait_for(lambda: watcher.paths_for("egret") == ["birds.md"])
+    assert watcher.paths_for("heron") == []
+
+    (folder / "sub").mkdir()
+    (folder / "sub" / "fish.md").write_text("# Fish\n\nA pike hunts.\n")  # create
+    watcher.wait_for(lambda: watcher.paths_for("pike") == ["sub/fish.md"])
+
+    (folder / "sub" / "fish.md").rename(folder / "sub" / "pond.md")  # rename
+    watcher.wait_for(lambda: watcher.paths_for("pike") == ["sub/pond.md"])
+
+    (folder / "birds.md").unlink()  # delete
+    watcher.wait_for(lambda: watcher.paths_for("egret") == [])
+    status = watcher.workspace.conn.execute(
+        "SELECT path, status FROM document ORDER BY path"
+    ).fetchall()
+    assert status == [
+        ("birds.md", "archived"),
+        ("sub/fish.md", "archived"),
+        ("sub/pond.md", "published"),
+    ]
+    assert watcher.errors == []
+
+
+def test_an_atomic_save_is_one_update(watched: tuple[Watcher, Path]) -> None:
+    watcher, folder = watched
+    syncs = len(watcher.reports)
+    temporary = folder / ".birds.md.swp"
+    temporary.write_text("# Birds\n\nThe bittern booms.\n")
+    os.replace(temporary, folder / "birds.md")  # how editors save
+    watcher.wait_for(lambda: watcher.paths_for("bittern") == ["birds.md"])
+    revisions = watcher.workspace.conn.execute(
+        "SELECT count(*) FROM revision r JOIN document d ON d.id = r.document_id "
+        "WHERE d.path = 'birds.md'"
+    ).fetchone()[0]
+    assert revisions == 2
+    assert [p for (p,) in watcher.workspace.conn.execute("SELECT path FROM document")] == [
+        "birds.md"
+    ]
+    time.sleep(1.0)  # no sync loop from the database's own writes
+    assert len(watcher.reports) - syncs <= 2
+
+
+def test_watch_needs_folders(tmp_path: Path, workspace: Workspace) -> None:
+    (tmp_path / "a.md").write_text("# A")
+    with pytest.raises(InvalidRequest, match="watch needs a folder, not a file"):
+        watch_paths(workspace, workspace.local_principal(), [tmp_path / "a.md"])
+    with pytest.raises(InvalidRequest, match="not a missing path"):
+        watch_paths(workspace, workspace.local_principal(), [tmp_path / "nope"])
+
+
+def wait_until(condition: Callable[[], bool], seconds: float = FOLLOW_SECONDS) -> None:
+    started = time.monotonic()
+    while not condition():
+        assert time.monotonic() - started < seconds, "not within the time limit"
+        time.sleep(0.05)
+
+
+def test_serve_watch_indexes_in_the_background(workspace: Workspace, tmp_path: Path) -> None:
+    from kbmcp.cli.serve import watching
+
+    folder = tmp_path / "served"
+    folder.mkdir()
+    principal = workspace.local_principal()
+
+    def hits(word: str) -> list[str]:
+        request = SearchRequest(word, mode="lexical")
+        return [r.path for r in search(workspace, principal, request).results]
+
+    with watching(workspace, [folder], "served"):
+        (folder / "a.md").write_text("# A\n\nkingfisher\n")
+        wait_until(lambda: hits("kingfisher") == ["a.md"])
+    names = [n for (n,) in workspace.conn.execute("SELECT name FROM knowledge_base")]
+    assert names == ["served"]
+    with (
+        pytest.raises(InvalidRequest, match="watch needs a folder"),
+        watching(workspace, [tmp_path / "missing"], "served"),
+    ):
+        pass
+
+
+def test_kbmcp_watch_as_a_process(tmp_path: Path) -> None:
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "a.md").write_text("# A\n\nosprey\n")
+    db = tmp_path / "kb.db"
+    env = {**os.environ, "KBMCP_EMBEDDER": "hash", "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kbmcp", "--db", str(db), "watch", str(folder), "--kb", "w"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stderr is not None and process.stdout is not None
+        first = process.stdout.readline()
+        assert " w: added 1, updated 0, unchanged 0, archived 0" in first
+        assert process.stderr.readline().startswith(f"watching {folder}")
+        (folder / "b.md").write_text("# B\n\nplover\n")
+        assert " w: added 1, " in process.stdout.readline()
+        process.send_signal(signal.SIGINT)
+        _out, err = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0
+    assert "stopped watching" in err and "Traceback" not in err
