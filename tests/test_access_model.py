@@ -12,6 +12,7 @@ from kbmcp.access import KNOWLEDGE_WRITE, Principal, principal_for_secret, reada
 from kbmcp.errors import Forbidden, InvalidRequest, ResourceUnavailable
 from kbmcp.server import scope_guard
 from kbmcp.server.app import build_server
+from kbmcp.service.admin import doctor
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.listing import list_knowledge_bases
 from kbmcp.service.tenants import create_tenant, share_knowledge_base, unshare_knowledge_base
@@ -80,6 +81,9 @@ def test_no_token_can_administer_the_file(db: Path) -> None:
             share_knowledge_base(ws, everything, "acme-ops", tenant="beta")
         with pytest.raises(Forbidden):
             create_token(ws, everything, tenant="acme", scopes=["knowledge:read"])
+        with pytest.raises(Forbidden):
+            doctor(ws, everything)  # it describes the whole file, every tenant's counts
+        assert doctor(ws, ws.local_principal())["counts"]["documents"] == 3
 
 
 def test_tokens_stop_working_when_expired_or_revoked(

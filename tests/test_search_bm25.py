@@ -66,8 +66,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     ingest(ws, root / "docs")
     _write(root / "docs", random.Random(6), 30)  # rewrite 30 documents: deletes in the index
     ingest(ws, root / "docs")
-    doc = ws.conn.execute("SELECT id FROM document ORDER BY id LIMIT 1").fetchone()[0]
-    archive_document(ws.conn, doc)
+    doc = ws.conn.execute("SELECT public_id FROM document ORDER BY id LIMIT 1").fetchone()[0]
+    archive_document(ws, ws.local_principal(), doc)
     ensure_vocabulary(ws.conn)
     return ws
 
@@ -208,8 +208,8 @@ def test_postings_follow_writes_in_place_and_stay_exact(tmp_path: Path) -> None:
         _write(tmp_path / "more", random.Random(3), 10)  # and add 10
         ingest(writer, tmp_path / "docs")
         ingest(writer, tmp_path / "more", kb="more")
-        archived = writer.conn.execute("SELECT id FROM document ORDER BY id LIMIT 1").fetchone()
-        archive_document(writer.conn, archived[0])
+        archived = writer.conn.execute("SELECT public_id FROM document ORDER BY id LIMIT 1")
+        archive_document(writer, writer.local_principal(), archived.fetchone()[0])
         fetched = []
         original = postings._fill
         postings._fill = lambda *a: fetched.append(a[1]) or original(*a)  # type: ignore[method-assign]

@@ -47,8 +47,8 @@ def test_vector_copy_follows_writes_from_another_connection_in_place(
         (late / "late.md").write_text("# Zebra\n\nA zebra crossing is a striped crossing.\n")
         ingest(other, late)
         assert _paths(workspace, "zebra crossing", mode="semantic")[0] == "late.md"
-        doc = other.conn.execute("SELECT id FROM document WHERE path = 'late.md'").fetchone()[0]
-        archive_document(other.conn, doc)
+        doc = other.conn.execute("SELECT public_id FROM document WHERE path = 'late.md'")
+        archive_document(other, other.local_principal(), doc.fetchone()[0])
         assert "late.md" not in _paths(workspace, "zebra crossing", mode="semantic")
     finally:
         other.close()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from kbmcp.errors import InvalidRequest, QueryRequired, ResourceUnavailable
+from kbmcp.access import KNOWLEDGE_READ
+from kbmcp.errors import Forbidden, InvalidRequest, QueryRequired, ResourceUnavailable
 from kbmcp.search.models import MAX_LIMIT, SearchFilters, SearchRequest
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
@@ -110,11 +112,19 @@ def test_empty_combination_names_every_filter(ws: Workspace) -> None:
 
 def test_archived_documents_are_not_searchable_nor_selectable(ws: Workspace) -> None:
     doc_id = _doc(ws, "misc.md")
-    row_id = ws.conn.execute("SELECT id FROM document WHERE public_id = ?", (doc_id,)).fetchone()
-    archive_document(ws.conn, row_id[0])
+    archive_document(ws, ws.local_principal(), doc_id)
     assert "misc.md" not in _run(ws)
     with pytest.raises(ResourceUnavailable):
         _run(ws, document_ids=[doc_id])
+    with pytest.raises(ResourceUnavailable):  # archiving needs a published document
+        archive_document(ws, ws.local_principal(), doc_id)
+
+
+def test_archiving_needs_the_write_scope(ws: Workspace) -> None:
+    reader = replace(ws.local_principal(), scopes=frozenset({KNOWLEDGE_READ}))
+    with pytest.raises(Forbidden):
+        archive_document(ws, reader, _doc(ws, "misc.md"))
+    assert "misc.md" in _run(ws)
 
 
 def test_unknown_ids_are_unavailable_and_named_in_one_error(ws: Workspace) -> None:

@@ -254,7 +254,7 @@ def reembed(ctx: click.Context, as_json: bool) -> None:
 def doctor(ctx: click.Context, as_json: bool) -> None:
     """Versions, database path, model status and counts."""
     with open_workspace(ctx, create=True) as workspace:
-        report = doctor_report(workspace)
+        report = doctor_report(workspace, workspace.local_principal())
     if as_json:
         echo_json(report)
     else:

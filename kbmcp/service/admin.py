@@ -26,16 +26,14 @@ from kbmcp.store.vectors import (
     store_vectors,
     to_blob,
 )
-from kbmcp.workspace import Workspace
+from kbmcp.workspace import Workspace, holding_lock
 
 COUNTS = {
     "knowledge_bases": "SELECT count(*) FROM knowledge_base",
     "documents": "SELECT count(*) FROM document WHERE status = 'published'",
     "archived_documents": "SELECT count(*) FROM document WHERE status = 'archived'",
     "revisions": "SELECT count(*) FROM revision",
-    "indexed_chunks": """
-        SELECT count(*) FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id
-        WHERE d.status = 'published'""",
+    "indexed_chunks": "SELECT count(*) FROM indexed_chunk",
 }
 
 # Every chunk of every document's current revision, with what its vector is computed from.
@@ -49,11 +47,20 @@ REEMBED_BATCH = 256
 REEMBED_ROUNDS = 5
 
 
-def doctor(workspace: Workspace) -> dict[str, Any]:
-    """A report on versions, the file, the model and counts; never raises for a model problem."""
+def doctor(workspace: Workspace, principal: Principal) -> dict[str, Any]:
+    """A report on versions, the file, the model and counts; never raises for a model problem.
+    It describes the whole file, so it needs the administrator scope."""
+    principal.require(ADMIN)
+    report = _file_report(workspace)
+    report["model"] = _model_status(workspace)  # loads the model: not while holding the lock
+    return report
+
+
+@holding_lock
+def _file_report(workspace: Workspace) -> dict[str, Any]:
     conn = workspace.conn
     recorded = recorded_model(conn)
-    report: dict[str, Any] = {
+    return {
         "kbmcp": __version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -69,8 +76,6 @@ def doctor(workspace: Workspace) -> dict[str, Any]:
         "configured_embedder": workspace.settings.embedder,
         "counts": {name: conn.execute(query).fetchone()[0] for name, query in COUNTS.items()},
     }
-    report["model"] = _model_status(workspace)
-    return report
 
 
 def _model_status(workspace: Workspace) -> dict[str, Any]:
@@ -83,7 +88,8 @@ def _model_status(workspace: Workspace) -> dict[str, Any]:
         fingerprint = embedder.fingerprint
     except Exception as exc:  # doctor reports problems rather than failing on them
         return {"ok": False, "error": str(exc)}
-    recorded = recorded_model(workspace.conn)
+    with workspace.lock:
+        recorded = recorded_model(workspace.conn)
     status: dict[str, Any] = {
         "ok": recorded is None or recorded == fingerprint,
         "fingerprint": fingerprint.__dict__,

@@ -18,6 +18,7 @@ write path for documents given as text, optionally with their vectors.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import time
 from collections import Counter
@@ -28,9 +29,10 @@ from typing import Any
 
 import apsw
 
-from kbmcp.access import WRITE, Principal
+from kbmcp.access import WRITE, Principal, readable_kb_ids
 from kbmcp.clock import now_iso
-from kbmcp.errors import InvalidRequest
+from kbmcp.errors import InvalidRequest, ResourceUnavailable
+from kbmcp.ids import check_id
 from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document, chunking_signature
 from kbmcp.ingest.parsing import ParsedDocument, parse_document
 from kbmcp.ingest.reader import read_source
@@ -40,7 +42,7 @@ from kbmcp.store import catalog as sql
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
 from kbmcp.store.connection import write_transaction
 from kbmcp.store.index import chunk_ids_of_revision, remove_from_index
-from kbmcp.workspace import Workspace
+from kbmcp.workspace import Workspace, holding_lock
 
 # progress(files done, files total): a file is done when it is skipped, unchanged, or its
 # vectors are computed.
@@ -162,8 +164,36 @@ def add_paths(
     return report
 
 
-def archive_document(conn: apsw.Connection, document_id: int) -> None:
-    """Take a document out of the search indexes; its revisions stay readable."""
+# A published document of a knowledge base the principal can read, by public id.
+SELECT_ARCHIVABLE = """
+SELECT d.id FROM document AS d
+WHERE d.public_id = :document_id AND d.status = 'published'
+  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
+"""
+
+
+@holding_lock
+def archive_document(workspace: Workspace, principal: Principal, document_id: str) -> None:
+    """Take a published document out of the search indexes (its revisions stay readable by id;
+    adding its file again restores it). Needs the write scope; a document the principal cannot
+    read, or that is not published, is `resource_unavailable`."""
+    principal.require(WRITE)
+    public_id = check_id("document", document_id, argument="document_id")
+    conn = workspace.conn
+    row = conn.execute(
+        SELECT_ARCHIVABLE,
+        {"document_id": public_id, "readable_kb_ids": json.dumps(readable_kb_ids(conn, principal))},
+    ).fetchone()
+    if row is None:
+        raise ResourceUnavailable(
+            f"document {public_id} does not exist, is not readable or is not published",
+            details={"argument": "document_id", "document_id": public_id},
+        )
+    _archive(conn, row[0])
+
+
+def _archive(conn: apsw.Connection, document_id: int) -> None:
+    """Archive the document with this row id, in one transaction."""
     with write_transaction(conn):
         revision_id = conn.execute(
             SELECT_CURRENT_REVISION, {"document_id": document_id}
@@ -377,6 +407,6 @@ def _prune(
             continue
         if not any(source.startswith(root + os.sep) for root in roots):
             continue
-        archive_document(conn, document_id)
+        _archive(conn, document_id)
         archived += 1
     return archived
