@@ -433,6 +433,6 @@ async def test_invalid_query_never_reaches_retrieval(
     def must_not_run(*args: object, **kwargs: object) -> None:
         raise AssertionError("retrieval ran for an invalid request")
 
-    monkeypatch.setattr(tools_module, "_search", must_not_run)
+    monkeypatch.setattr("kbmcp.service.search.run_search", must_not_run)
     body = payload(await client.call_tool("search_knowledge", INVALID_QUERIES[case]))
     assert body["error"]["code"] == "invalid_request"

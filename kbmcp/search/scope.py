@@ -22,11 +22,14 @@ import numpy as np
 
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id_list, check_list
-from kbmcp.search.models import MAX_DOCUMENT_IDS, SearchFilters
-
-MAX_KNOWLEDGE_BASE_IDS = 100
-MAX_PATH_PREFIXES = 100
-MAX_PAIRS = 50
+from kbmcp.search.models import (
+    MAX_DOCUMENT_IDS,
+    MAX_FILTER_PAIRS,
+    MAX_KNOWLEDGE_BASE_IDS,
+    MAX_PATH_PREFIXES,
+    SearchFilters,
+)
+from kbmcp.validate import shown
 
 # Every requested knowledge base and document id with what the principal may see of it, in one
 # query. A row with a NULL id is unknown or not readable (the two are indistinguishable on purpose).
@@ -255,7 +258,7 @@ def _paths(values: Any) -> list[str]:
     for value in check_list(values, argument="document_paths", limit=MAX_PATH_PREFIXES):
         if not isinstance(value, str) or not value.strip():
             raise InvalidRequest(
-                f"document_paths: {value!r} is not a non-empty path prefix",
+                f"document_paths: {shown(value)} is not a non-empty path prefix",
                 details={"argument": "document_paths", "value": value},
             )
         prefixes.append(value.strip())
@@ -269,9 +272,9 @@ def _mapping(values: Any, argument: str) -> Mapping[str, Any]:
         )
     if not values:
         raise InvalidRequest(f"{argument} must not be empty", details={"argument": argument})
-    if len(values) > MAX_PAIRS:
+    if len(values) > MAX_FILTER_PAIRS:
         raise InvalidRequest(
-            f"{argument} accepts at most {MAX_PAIRS} keys", details={"argument": argument}
+            f"{argument} accepts at most {MAX_FILTER_PAIRS} keys", details={"argument": argument}
         )
     return values
 
@@ -279,7 +282,7 @@ def _mapping(values: Any, argument: str) -> Mapping[str, Any]:
 def _key(key: Any, argument: str) -> str:
     if not isinstance(key, str) or not key.strip():
         raise InvalidRequest(
-            f"{argument}: keys must be non-empty strings (got {key!r})",
+            f"{argument}: keys must be non-empty strings (got {shown(key)})",
             details={"argument": argument, "key": key},
         )
     return key.strip()
@@ -290,7 +293,7 @@ def _tags(values: Any) -> dict[str, str]:
     for key, value in _mapping(values, "tags").items():
         if not isinstance(value, str):
             raise InvalidRequest(
-                f"tags: the value of {key!r} must be a string (got {value!r})",
+                f"tags: the value of {shown(key)} must be a string (got {shown(value)})",
                 details={"argument": "tags", "key": key},
             )
         tags[_key(key, "tags")] = value.strip()
@@ -303,8 +306,8 @@ def _metadata(values: Any) -> dict[str, Any]:
         scalar = value is None or isinstance(value, str | bool | int | float)
         if not scalar or (isinstance(value, float) and not math.isfinite(value)):
             raise InvalidRequest(
-                f"metadata: the value of {key!r} must be a string, number, boolean or null "
-                f"(got {value!r})",
+                f"metadata: the value of {shown(key)} must be a string, number, boolean or "
+                f"null (got {shown(value)})",
                 details={"argument": "metadata", "key": key},
             )
         metadata[_key(key, "metadata")] = value

@@ -18,28 +18,22 @@ from pydantic import BaseModel
 
 from kbmcp.access import Principal
 from kbmcp.errors import InvalidRequest, KbError, QueryRequired, ResourceUnavailable
-from kbmcp.ids import check_id
 from kbmcp.search.models import (
     DEFAULT_ALPHA,
     DEFAULT_LIMIT,
     DEFAULT_MODE,
     MAX_DOCUMENT_IDS,
+    MAX_KNOWLEDGE_BASE_IDS,
+    MAX_PATH_PREFIXES,
     MODE_ALIASES,
     MODES,
     SearchFilters,
     SearchRequest,
-    SearchResponse,
 )
 from kbmcp.server import models
 from kbmcp.server.arguments import (
     STRING_MAP_SCHEMA,
     as_bool,
-    as_int,
-    as_number,
-    as_scalar_map,
-    as_string,
-    as_string_list,
-    as_string_map,
     param,
     reject_given,
     string_list_schema,
@@ -47,10 +41,9 @@ from kbmcp.server.arguments import (
 from kbmcp.server.auth import LocalOwner, PrincipalSource
 from kbmcp.server.errors import kb_error_result
 from kbmcp.service import listing, read, scan
+from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
 
-MAX_KNOWLEDGE_BASE_IDS = 100
-MAX_DOCUMENT_PATHS = 100
 ID_PATTERN = "^{}_[0-9a-f]{{16}}$"
 
 QUERY_ONLY = ["mode", "alpha", "rrf_k", "min_similarity"]
@@ -121,7 +114,7 @@ KnowledgeIds = param(
     "Alias of document_ids (pass one of the two).",
 )
 DocumentPaths = param(
-    string_list_schema(MAX_DOCUMENT_PATHS),
+    string_list_schema(MAX_PATH_PREFIXES),
     "Query and scan modes: only documents whose path starts with one of these prefixes.",
 )
 Tags = param(
@@ -254,24 +247,14 @@ class KbTools:
         limit: PageLimit = None,
     ) -> Annotated[CallToolResult, models.DocumentPageOutput]:
         def run() -> BaseModel:
-            kb_ids = as_string_list(
-                knowledge_base_ids,
-                "knowledge_base_ids",
-                max_items=MAX_KNOWLEDGE_BASE_IDS,
-                check=_id_check("knowledge_base", "knowledge_base_ids"),
-            )
-            prefix = as_string(path_prefix, "path_prefix")
-            tag_filter = as_string_map(tags, "tags")
-            page_cursor = as_string(cursor, "cursor")
-            page_limit = as_int(limit, "limit", minimum=1, maximum=listing.MAX_PAGE)
             page = listing.list_documents(
                 self.workspace,
                 self.principal(),
-                knowledge_base_ids=kb_ids,
-                path_prefix=prefix,
-                tags=tag_filter,
-                cursor=page_cursor,
-                limit=page_limit or listing.DEFAULT_PAGE,
+                knowledge_base_ids=knowledge_base_ids,
+                path_prefix=path_prefix,
+                tags=tags,
+                cursor=cursor,
+                limit=_default(limit, listing.DEFAULT_PAGE),
             )
             return models.DocumentPageOutput.model_validate(page)
 
@@ -296,38 +279,28 @@ class KbTools:
             "found in a second call",
         )
         reject_given(args, SCAN_ONLY, "apply to scan mode (no query) only")
-        text = as_string(args["query"], "query", allow_blank=True) or ""
-        if not text.strip():
-            raise QueryRequired("query must not be empty", details={"argument": "query"})
+        # Values go to the service as they came: it is the single validator.
         request = SearchRequest(
-            query=text,
-            mode=_mode(args["mode"]),
-            alpha=_default(as_number(args["alpha"], "alpha", minimum=0, maximum=1), DEFAULT_ALPHA),
-            rrf_k=as_int(args["rrf_k"], "rrf_k", minimum=1),
-            min_similarity=as_number(
-                args["min_similarity"], "min_similarity", minimum=-1, maximum=1
-            ),
-            limit=_default(as_int(args["limit"], "limit", minimum=1), DEFAULT_LIMIT),
+            query=args["query"],
+            mode=_default(args["mode"], DEFAULT_MODE),
+            alpha=_default(args["alpha"], DEFAULT_ALPHA),
+            rrf_k=args["rrf_k"],
+            min_similarity=args["min_similarity"],
+            limit=_default(args["limit"], DEFAULT_LIMIT),
             filters=_filters(args),
             candidates=self.options.search_candidates,
         )
-        response = _search(self.workspace, self.principal(), request)
+        response = search(self.workspace, self.principal(), request)
         return models.QueryOutput.model_validate(response)
 
     def _fetch(self, args: dict[str, Any]) -> BaseModel:
         others = [name for name in args if name != "chunk_ids"]
         reject_given(args, others, "chunk fetch takes chunk_ids only")
-        chunk_ids = as_string_list(
-            args["chunk_ids"],
-            "chunk_ids",
-            max_items=read.MAX_CHUNK_IDS,
-            check=_id_check("chunk", "chunk_ids"),
-        )
-        fetched = read.fetch_chunks(self.workspace, self.principal(), chunk_ids or [])
+        fetched = read.fetch_chunks(self.workspace, self.principal(), args["chunk_ids"])
         return models.FetchOutput.model_validate(fetched)
 
     def _read(self, args: dict[str, Any]) -> BaseModel:
-        document_id = as_string(args["document_id"], "document_id")
+        document_id = args["document_id"]
         if document_id is None:
             reject_given(args, READ_ARGS, "needs document_id (the document to read)")
         reject_given(
@@ -336,17 +309,7 @@ class KbTools:
             "a targeted read takes only document_id, revision_id, offset, limit_chars "
             "and outline (limit_chars, not limit, sizes the window)",
         )
-        revision_id = as_string(args["revision_id"], "revision_id")
-        offset = as_int(args["offset"], "offset", minimum=0)
-        limit_chars = as_int(
-            args["limit_chars"], "limit_chars", minimum=1, maximum=read.MAX_LIMIT_CHARS
-        )
-        doc_id = check_id("document", document_id, argument="document_id")
-        rev_id = (
-            None
-            if revision_id is None
-            else check_id("revision", revision_id, argument="revision_id")
-        )
+        revision_id = args["revision_id"]
         try:
             if as_bool(args["outline"], "outline"):
                 reject_given(
@@ -356,19 +319,19 @@ class KbTools:
                     "with offset=char_start and limit_chars",
                 )
                 tree = read.document_outline(
-                    self.workspace, self.principal(), doc_id, revision_id=rev_id
+                    self.workspace, self.principal(), document_id, revision_id=revision_id
                 )
                 return models.OutlineOutput.model_validate(tree)
             window = read.read_document(
                 self.workspace,
                 self.principal(),
-                doc_id,
-                revision_id=rev_id,
-                offset=_default(offset, 0),
-                limit_chars=_default(limit_chars, read.DEFAULT_LIMIT_CHARS),
+                document_id,
+                revision_id=revision_id,
+                offset=_default(args["offset"], 0),
+                limit_chars=_default(args["limit_chars"], read.DEFAULT_LIMIT_CHARS),
             )
         except ResourceUnavailable as error:
-            error.details.setdefault("argument", "revision_id" if rev_id else "document_id")
+            error.details.setdefault("argument", "revision_id" if revision_id else "document_id")
             raise
         return models.ReadOutput.model_validate(window)
 
@@ -383,9 +346,9 @@ class KbTools:
         response = scan.scan_recent(
             self.workspace,
             self.principal(),
-            since=as_string(args["since"], "since"),
-            until=as_string(args["until"], "until"),
-            limit=_default(as_int(args["limit"], "limit", minimum=1), DEFAULT_LIMIT),
+            since=args["since"],
+            until=args["until"],
+            limit=_default(args["limit"], DEFAULT_LIMIT),
             filters=_filters(args),
         )
         return models.ScanOutput.model_validate(response)
@@ -406,55 +369,21 @@ def ok_result(output: BaseModel) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
-def _search(workspace: Workspace, principal: Principal, request: SearchRequest) -> SearchResponse:
-    # Imported here, not at module level: the engine (kbmcp/service/search.py) is developed on
-    # another branch; every other mode works without it.
-    from kbmcp.service.search import search
-
-    return search(workspace, principal, request)
-
-
 def _filters(args: dict[str, Any]) -> SearchFilters:
+    """The filter arguments as they came (the service validates them); `knowledge_ids` is an
+    alias of `document_ids`."""
     if args["document_ids"] is not None and args["knowledge_ids"] is not None:
         raise InvalidRequest(
             "knowledge_ids: an alias of document_ids; pass only one of them",
             details={"argument": "knowledge_ids"},
         )
-    doc_arg = "knowledge_ids" if args["knowledge_ids"] is not None else "document_ids"
     return SearchFilters(
-        knowledge_base_ids=as_string_list(
-            args["knowledge_base_ids"],
-            "knowledge_base_ids",
-            max_items=MAX_KNOWLEDGE_BASE_IDS,
-            check=_id_check("knowledge_base", "knowledge_base_ids"),
-        ),
-        document_ids=as_string_list(
-            args[doc_arg], doc_arg, max_items=MAX_DOCUMENT_IDS, check=_id_check("document", doc_arg)
-        ),
-        document_paths=as_string_list(
-            args["document_paths"], "document_paths", max_items=MAX_DOCUMENT_PATHS
-        ),
-        tags=as_string_map(args["tags"], "tags"),
-        metadata=as_scalar_map(args["metadata"], "metadata"),
+        knowledge_base_ids=args["knowledge_base_ids"],
+        document_ids=_default(args["document_ids"], args["knowledge_ids"]),
+        document_paths=args["document_paths"],
+        tags=args["tags"],
+        metadata=args["metadata"],
     )
-
-
-def _mode(value: Any) -> str:
-    text = as_string(value, "mode")
-    if text is None:
-        return DEFAULT_MODE
-    normalised = text.strip().lower()
-    normalised = MODE_ALIASES.get(normalised, normalised)
-    if normalised not in MODES:
-        raise InvalidRequest(
-            f"mode: {text!r} is not one of {', '.join([*MODES, *MODE_ALIASES])}",
-            details={"argument": "mode", "value": text},
-        )
-    return normalised
-
-
-def _id_check(kind: str, argument: str) -> Callable[[str], str]:
-    return lambda value: check_id(kind, value, argument=argument)
 
 
 def _default(value: Any, default: Any) -> Any:

@@ -13,11 +13,11 @@ from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.search.models import SearchFilters
 from kbmcp.search.scope import resolve_scope
+from kbmcp.validate import integer, shown
 from kbmcp.workspace import Workspace, holding_lock
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
-MAX_KNOWLEDGE_BASE_IDS = 100
 
 SELECT_KNOWLEDGE_BASES = """
 SELECT kb.public_id, kb.name, kb.description, kb.tags, kb.created_at, kb.updated_at,
@@ -115,9 +115,15 @@ def list_documents(
     limit: int = DEFAULT_PAGE,
 ) -> DocumentPage:
     principal.require(READ)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+    limit = integer(limit, "limit", 1, MAX_PAGE)
+    if path_prefix is not None and (not isinstance(path_prefix, str) or not path_prefix.strip()):
         raise InvalidRequest(
-            f"limit must be an integer from 1 to {MAX_PAGE}", details={"argument": "limit"}
+            f"path_prefix must be a non-empty string (got {shown(path_prefix)})",
+            details={"argument": "path_prefix"},
+        )
+    if cursor is not None and not isinstance(cursor, str):
+        raise InvalidRequest(
+            "cursor is not a cursor returned by list_documents", details={"argument": "cursor"}
         )
     cursor_updated, cursor_id = _decode_cursor(cursor) if cursor else (None, None)
     conn = workspace.conn

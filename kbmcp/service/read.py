@@ -9,10 +9,11 @@ from typing import Annotated
 
 from kbmcp.access import READ, Principal, readable_kb_ids
 from kbmcp.described import Described
-from kbmcp.errors import InvalidRequest, ResourceUnavailable
+from kbmcp.errors import ResourceUnavailable
 from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
 from kbmcp.search.models import Citation
+from kbmcp.validate import integer
 from kbmcp.workspace import Workspace, holding_lock
 
 DEFAULT_LIMIT_CHARS = 4000
@@ -128,17 +129,8 @@ def read_document(
     """A window of `limit_chars` characters starting at `offset` of the current (or given)
     revision. Past the end is an empty window, not an error, so a reader can loop on
     `next_offset` until it is None."""
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise InvalidRequest("offset must be an integer >= 0", details={"argument": "offset"})
-    if (
-        isinstance(limit_chars, bool)
-        or not isinstance(limit_chars, int)
-        or not 1 <= limit_chars <= MAX_LIMIT_CHARS
-    ):
-        raise InvalidRequest(
-            f"limit_chars must be an integer from 1 to {MAX_LIMIT_CHARS}",
-            details={"argument": "limit_chars"},
-        )
+    offset = integer(offset, "offset", 0)
+    limit_chars = integer(limit_chars, "limit_chars", 1, MAX_LIMIT_CHARS)
     row = _document_revision(workspace, principal, document_id, revision_id)
     (doc_id, kb_id, path, title, _kind, status, rev_id, number, content, total, _lines,
      created_at, current_rev_id) = row  # fmt: skip

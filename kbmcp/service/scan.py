@@ -18,6 +18,7 @@ from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest
 from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
+from kbmcp.validate import integer
 from kbmcp.workspace import Workspace, holding_lock
 
 EXCERPT_CHARS = 240
@@ -89,8 +90,7 @@ def scan_recent(
         raise InvalidRequest(
             "since must be earlier than until", details={"argument": "since", "until": until_ts}
         )
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidRequest("limit must be an integer >= 1", details={"argument": "limit"})
+    limit = integer(limit, "limit", 1)
     effective_limit = min(limit, MAX_LIMIT)
     scope = resolve_scope(workspace.conn, readable_kb_ids(workspace.conn, principal), filters)
     rows = workspace.conn.execute(

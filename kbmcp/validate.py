@@ -1,0 +1,54 @@
+"""Argument checks shared by every service function: one rule, one error text.
+
+The service layer is the single validator; the CLI and MCP adapters pass arguments through as
+they came (JSON values or command-line strings already parsed by click). Every failure is an
+`InvalidRequest` naming the argument in its message and in `details["argument"]`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kbmcp.errors import InvalidRequest
+
+
+def integer(value: Any, argument: str, low: int, high: int | None = None) -> int:
+    """An integer from `low` (to `high`). JSON has one number type, so 2.0 is the integer 2;
+    booleans are not numbers."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < low
+        or (high is not None and value > high)
+    ):
+        bounds = f">= {low}" if high is None else f"from {low} to {high}"
+        raise InvalidRequest(
+            f"{argument} must be an integer {bounds} (got {shown(value)})",
+            details={"argument": argument},
+        )
+    return value
+
+
+def number(value: Any, argument: str, low: float, high: float) -> float:
+    """A finite number from `low` to `high`."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not low <= value <= high
+    ):
+        raise InvalidRequest(
+            f"{argument} must be a number from {low:g} to {high:g} (got {shown(value)})",
+            details={"argument": argument},
+        )
+    return float(value)
+
+
+def shown(value: Any) -> str:
+    """The offending value for an error message, cut short: a caller's megabyte of text is not
+    echoed back."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
