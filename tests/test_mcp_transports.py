@@ -104,7 +104,17 @@ def test_stdio_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
         _rpc(3, "tools/call", {"name": "list_knowledge_bases", "arguments": {}}),
     ])  # fmt: skip
     process = subprocess.Popen(
-        [sys.executable, "-m", "kbmcp", "--db", str(db), "serve", "--log-level", "debug"],
+        [
+            sys.executable,
+            "-m",
+            "kbmcp",
+            "--db",
+            str(db),
+            "serve",
+            "--create",
+            "--log-level",
+            "debug",
+        ],  # fmt: skip
         env=subprocess_env(db, KBMCP_EMBEDDER="minilm"),
         cwd=str(REPO_ROOT),
         stdin=subprocess.PIPE,

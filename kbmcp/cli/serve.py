@@ -29,15 +29,27 @@ logger = logging.getLogger("kbmcp.serve")
     type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
     help="Logs always go to stderr.",
 )
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Create an empty knowledge base if the file does not exist (default: refuse, so a "
+    "mistyped --db is an error instead of a new empty file).",
+)
 @click.pass_context
 def serve(
-    ctx: click.Context, use_http: bool, host: str | None, port: int | None, log_level: str
+    ctx: click.Context,
+    use_http: bool,
+    host: str | None,
+    port: int | None,
+    log_level: str,
+    create: bool,
 ) -> None:
     """Serve the knowledge base to agents over MCP.
 
     \b
     stdio (desktop agents launch this as a subprocess):  kbmcp serve
     HTTP (one server, many clients):  kbmcp serve --http --port 8765
+    A read-only file (read-only mount, no write permission) is served read-only.
     """
     if not use_http and (host is not None or port is not None):
         raise click.UsageError("--host and --port apply to --http")
@@ -47,7 +59,7 @@ def serve(
 
     configure_logging(log_level)
     options = server_options_from_env()
-    with open_workspace(ctx, create=True, long_lived=True) as workspace:
+    with open_workspace(ctx, create=create, long_lived=True) as workspace:
         server = build_server(workspace, options)
         warm_up = lambda: _warm_up(workspace)  # noqa: E731
         if use_http:
