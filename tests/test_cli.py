@@ -7,22 +7,15 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from kbmcp.cli import cli
-from tests.cli_support import Run, assert_one_line_error, cli_runner
+from tests.cli_support import assert_one_line_error
 
 PINNED_NOW = "2026-01-01T00:00:00Z"
-
-
-@pytest.fixture
-def kbmcp(capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
-    """Run `kbmcp ARGS...` in-process through the real entry point, with its error handling."""
-    return cli_runner(capsys)
 
 
 @pytest.fixture

@@ -114,7 +114,7 @@ def test_stdio_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
             "--create",
             "--log-level",
             "debug",
-        ],  # fmt: skip
+        ],
         env=subprocess_env(db, KBMCP_EMBEDDER="minilm"),
         cwd=str(REPO_ROOT),
         stdin=subprocess.PIPE,

@@ -12,7 +12,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import apsw
@@ -21,7 +21,7 @@ import pytest
 from kbmcp.errors import ReadOnly, StoreError
 from kbmcp.store import migrations
 from kbmcp.store.connection import open_connection, write_transaction
-from tests.cli_support import Run, assert_one_line_error, cli_runner
+from tests.cli_support import assert_one_line_error
 from tests.mcp_support import REPO_ROOT, HttpServer, connect, payload, subprocess_env
 
 READING_COMMANDS: list[tuple[str, ...]] = [
@@ -33,11 +33,6 @@ READING_COMMANDS: list[tuple[str, ...]] = [
     ("serve",),
     ("serve", "--http", "--port", "0"),
 ]
-
-
-@pytest.fixture
-def kbmcp(capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
-    return cli_runner(capsys)
 
 
 @pytest.fixture
