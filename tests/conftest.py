@@ -15,7 +15,7 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.workspace import Workspace
 from tests.cli_support import Run, cli_runner
-from tests.mcp_support import build_corpus, connect
+from tests.mcp_support import HttpServer, build_corpus, connect
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"
@@ -82,6 +82,16 @@ def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = root / "kb.db"
     build_corpus(root, db)
     return db
+
+
+@pytest.fixture(scope="module")
+def http_server(corpus_db: Path) -> Iterator[HttpServer]:
+    """`kbmcp serve --http` on the module's corpus, one per test module."""
+    server = HttpServer(corpus_db)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

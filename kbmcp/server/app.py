@@ -12,7 +12,8 @@ from mcp_types import ToolAnnotations
 
 from kbmcp import __version__
 from kbmcp.errors import InvalidRequest
-from kbmcp.server.errors import ToolCallGuard
+from kbmcp.server.errors import RequestErrorGuard, ToolCallGuard
+from kbmcp.server.protocol import add_protocol_handlers
 from kbmcp.server.tools import KbTools, ServerOptions
 from kbmcp.workspace import Workspace
 
@@ -107,7 +108,7 @@ def build_server(workspace: Workspace, options: ServerOptions | None = None) -> 
         title="kbmcp knowledge base",
         version=__version__,
         instructions=INSTRUCTIONS,
-        middleware=[ToolCallGuard(known.get)],
+        middleware=[RequestErrorGuard(), ToolCallGuard(known.get)],
     )
     descriptions = {
         "search_knowledge": SEARCH_DESCRIPTION,
@@ -116,4 +117,5 @@ def build_server(workspace: Workspace, options: ServerOptions | None = None) -> 
     }
     for name, fn in registered.items():
         server.add_tool(fn, name=name, description=descriptions[name], annotations=READ_ONLY)
+    add_protocol_handlers(server)
     return server
