@@ -9,6 +9,7 @@ import traceback
 import click
 
 from kbmcp import __version__
+from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
 from kbmcp.cli.eval import eval_command
 from kbmcp.cli.search import search
@@ -33,11 +34,12 @@ def cli(ctx: click.Context, db: str | None) -> None:
       kbmcp add ./docs --kb handbook      # ingest files (again: only changes are re-indexed)
       kbmcp search "how do I rotate keys" # hybrid keyword + semantic search
       kbmcp serve                         # MCP over stdio for desktop agents
+      kbmcp backup ~/kbmcp-backup.db      # a consistent copy, safe while in use
     """
     ctx.obj = {"db": db}
 
 
-for command in (add, ls, read, search, serve, reembed, doctor, eval_command):
+for command in (add, ls, read, search, serve, reembed, doctor, backup, eval_command):
     cli.add_command(command)
 
 

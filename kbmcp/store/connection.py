@@ -130,7 +130,7 @@ def _prepare(
     apply_migrations: bool,
 ) -> apsw.Connection:
     try:
-        _load_sqlite_vec(conn)
+        load_sqlite_vec(conn)
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
         kind = _file_kind(conn, db_path)
         if kind is FileKind.EMPTY and not create:
@@ -165,7 +165,7 @@ def _prepare(
     return conn
 
 
-def _load_sqlite_vec(conn: apsw.Connection) -> None:
+def load_sqlite_vec(conn: apsw.Connection) -> None:
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
