@@ -21,6 +21,7 @@ import uvicorn
 from mcp.server.mcpserver import MCPServer
 
 from kbmcp.errors import KbError
+from kbmcp.server.event_store import RETRY_MS, BoundedEventStore
 from kbmcp.server.http_limits import MAX_REQUEST_BYTES, RequestSizeLimit
 from kbmcp.server.stdio import serve_stdio
 
@@ -97,8 +98,14 @@ def run_http(
     if warm_up is not None:
         warm_up()
     # Passing host turns on the SDK's DNS-rebinding protection for 127.0.0.1/localhost/::1.
+    # The event store adds SSE priming events with a `retry` field and lets a dropped stream
+    # resume (kbmcp/server/event_store.py).
     app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH, host=host, max_request_body_size=MAX_REQUEST_BYTES
+        streamable_http_path=MCP_PATH,
+        host=host,
+        max_request_body_size=MAX_REQUEST_BYTES,
+        event_store=BoundedEventStore(),
+        retry_interval=RETRY_MS,
     )
     config = uvicorn.Config(
         RequestSizeLimit(app),
