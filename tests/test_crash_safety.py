@@ -50,6 +50,13 @@ def ingest(db: Path, corpus: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def timed_ingest(db: Path, corpus: Path) -> float:
+    """Seconds an uninterrupted ingest takes: kill times are drawn from the machine's pace."""
+    started = time.perf_counter()
+    assert ingest(db, corpus).wait(timeout=120) == 0
+    return time.perf_counter() - started
+
+
 def test_killed_ingests_leave_every_document_at_its_old_or_new_revision(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("KBMCP_CRASH_SEED", "11")))
     corpus, db = tmp_path / "corpus", tmp_path / "kb.db"
@@ -57,8 +64,7 @@ def test_killed_ingests_leave_every_document_at_its_old_or_new_revision(tmp_path
     files = {f"doc{n:03}.md": document_text(rng, n, 0) for n in range(FILES)}
     for name, text in files.items():
         (corpus / name).write_text(text)
-    first = ingest(db, corpus)
-    assert first.wait(timeout=120) == 0
+    full, idle = timed_ingest(db, corpus), timed_ingest(db, corpus)  # all files, then none
     kills = 0
     for version in range(1, ROUNDS + 1):
         before = indexed_state(db)
@@ -73,7 +79,7 @@ def test_killed_ingests_leave_every_document_at_its_old_or_new_revision(tmp_path
         (corpus / new).write_text(files[new])
 
         process = ingest(db, corpus)
-        time.sleep(rng.uniform(0.3, 1.6))
+        time.sleep(rng.uniform(0.8 * idle, max(full, 1.5 * idle)))  # from start-up to the end
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             kills += 1
@@ -88,7 +94,7 @@ def test_killed_ingests_leave_every_document_at_its_old_or_new_revision(tmp_path
             else:  # deleted: archived by this run, or not reached yet
                 assert (status, content) in {("archived", content), old}, path
         assert set(before) <= set(after), "a document vanished"
-    assert kills >= ROUNDS // 2, f"only {kills} of {ROUNDS} ingests were killed mid-way"
+    assert kills >= ROUNDS // 3, f"only {kills} of {ROUNDS} ingests were killed mid-way"
 
     final = ingest(db, corpus)
     _, stderr = final.communicate(timeout=120)
