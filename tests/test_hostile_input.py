@@ -12,12 +12,14 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from kbmcp.server.errors import RequestErrorGuard
 from tests.cli_support import assert_one_line_error
 from tests.mcp_support import REPO_ROOT, HttpServer, connect, rpc_line, subprocess_env
 
@@ -167,6 +169,10 @@ async def test_http_answers_bad_json_with_a_parse_error(http_server: HttpServer)
     async with httpx2.AsyncClient(timeout=30) as http:
         response = await http.post(http_server.url, headers=HTTP_HEADERS, content="{not json")
     assert response.json()["error"]["code"] == -32700
+    lone_surrogate = '{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "\\ud800"}}'
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(http_server.url, headers=HTTP_HEADERS, content=lone_surrogate)
+    assert response.json()["error"]["code"] == -32700
 
 
 def test_port_in_use_is_one_line(corpus_db: Path) -> None:
@@ -229,3 +235,29 @@ def test_cli_non_utf8_query_bytes_from_a_real_terminal(corpus_db: Path) -> None:
 )
 def test_cli_numbers_are_checked(kbmcp, corpus_db: Path, arguments, fragment: str) -> None:
     assert_one_line_error(kbmcp("--db", corpus_db, *arguments), fragment)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("method", "raised", "code"),
+    [
+        ("prompts/get", ValueError("Unknown prompt: x"), -32602),
+        ("resources/read", ValueError("Unknown resource: x"), -32602),
+        ("tools/list", ValueError("a bug"), -32603),
+        ("prompts/list", RuntimeError("a bug"), -32603),
+    ],
+)
+async def test_request_errors_get_valid_codes(method: str, raised: Exception, code: int) -> None:
+    """The guard's mapping, for failures no real request triggers today (a crash in a handler)."""
+
+    async def failing(ctx: object) -> None:
+        raise raised
+
+    with pytest.raises(MCPError) as caught:
+        await RequestErrorGuard()(SimpleNamespace(method=method), failing)  # type: ignore[arg-type]
+    assert caught.value.error.code == code
+    message = caught.value.error.message
+    if code == -32602:
+        assert message == str(raised)  # names the unknown prompt or resource
+    else:
+        assert "a bug" not in message and "see the server log" in message

@@ -101,10 +101,15 @@ def _is_error_body(text: str) -> bool:
     return isinstance(body, dict) and isinstance(body.get("error"), dict)
 
 
+# Methods whose params name a thing (a prompt, a resource): the SDK raises ValueError when it
+# does not exist, which is the caller's invalid parameter.
+NAMED_BY_PARAMS = frozenset({"prompts/get", "resources/read", "completion/complete"})
+
+
 class RequestErrorGuard:
     """Server middleware for every request: an exception the SDK would answer with JSON-RPC
-    error code 0 (not a valid code) becomes -32602 (a bad argument: the SDK raises ValueError
-    for an unknown prompt, resource or the like) or -32603 (anything else, logged)."""
+    error code 0 (not a valid code) becomes -32602 (an unknown prompt or resource: the SDK
+    raises ValueError) or -32603 (anything else, logged with its traceback on stderr)."""
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -114,8 +119,14 @@ class RequestErrorGuard:
         except (MCPError, ValidationError):
             raise
         except ValueError as exc:
+            if ctx.method not in NAMED_BY_PARAMS:
+                raise self._internal(ctx, exc) from exc
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
         except Exception as exc:
-            logger.exception("%s failed", ctx.method)
-            message = f"internal error in {ctx.method} (see the server log on stderr)"
-            raise MCPError(code=INTERNAL_ERROR, message=message) from exc
+            raise self._internal(ctx, exc) from exc
+
+    @staticmethod
+    def _internal(ctx: ServerRequestContext[Any, Any], error: Exception) -> MCPError:
+        logger.error("%s failed", ctx.method, exc_info=error)
+        message = f"internal error in {ctx.method} (see the server log on stderr)"
+        return MCPError(code=INTERNAL_ERROR, message=message)
