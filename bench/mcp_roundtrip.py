@@ -1,10 +1,12 @@
-"""Round-trip latency of a `search_knowledge` query call over stdio and over HTTP.
+"""Round-trip latency of a `search_knowledge` query call over stdio, HTTP, and HTTP with a token.
 
 Builds (or reuses) a 10,000-chunk corpus embedded with the default model (MiniLM; ingesting takes
 a few minutes on 2 cores), starts `kbmcp serve` as a real subprocess for each transport, and
 times `call_tool("search_knowledge", {"query": ...})` from the SDK client: JSON-RPC framing,
 argument checks, query embedding with the default model, retrieval and the response. Prints
-p50/p95 per transport. Target: p50 <= 40 ms.
+p50/p95 per transport. Target: p50 <= 40 ms. "http+token" sends `Authorization: Bearer` with a
+token created for the run (and revoked after it, so the plain "http" run stays unauthenticated):
+the cost of authentication is the difference between the two HTTP rows.
 
     python bench/mcp_roundtrip.py                 # corpus in ./bench/.cache/roundtrip.db
     python bench/mcp_roundtrip.py --calls 300 --db /tmp/rt.db
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import random
 import re
@@ -22,16 +25,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
 from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
 from kbmcp.config import Settings  # noqa: E402
 from kbmcp.service.ingest import IngestOptions, add_paths  # noqa: E402
 from kbmcp.service.listing import list_knowledge_bases  # noqa: E402
+from kbmcp.service.tokens import create_token, revoke_token  # noqa: E402
 from kbmcp.workspace import Workspace  # noqa: E402
 
 TOPICS = [
@@ -167,7 +174,9 @@ async def over_stdio(db: Path, calls: int, warmup: int) -> list[tuple[float, flo
         return await time_calls(client, calls, warmup)
 
 
-async def over_http(db: Path, calls: int, warmup: int) -> list[tuple[float, float]]:
+@contextlib.contextmanager
+def start_http(db: Path) -> Iterator[str]:
+    """`kbmcp serve --http --port 0` over `db`; yields its URL."""
     process = subprocess.Popen(
         [sys.executable, "-m", "kbmcp", "--db", str(db), "serve", "--http", "--port", "0"],
         env=server_env(db),
@@ -187,11 +196,37 @@ async def over_http(db: Path, calls: int, warmup: int) -> list[tuple[float, floa
             url = match.group(1) if match else None
         if url is None:
             raise SystemExit("HTTP server did not start")
-        async with Client(url) as client:
-            return await time_calls(client, calls, warmup)
+        yield url
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+async def over_http(
+    db: Path, calls: int, warmup: int, secret: str | None = None
+) -> list[tuple[float, float]]:
+    with start_http(db) as url:
+        if secret is None:
+            async with Client(url) as client:
+                return await time_calls(client, calls, warmup)
+        headers = {"Authorization": f"Bearer {secret}"}
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            return await time_calls(client, calls, warmup)
+
+
+async def over_http_with_token(db: Path, calls: int, warmup: int) -> list[tuple[float, float]]:
+    with Workspace(Settings(db_path=db, embedder="minilm")) as ws:
+        created = create_token(
+            ws, ws.local_principal(), tenant="local", scopes=["knowledge:read"], name="bench"
+        )
+    try:
+        return await over_http(db, calls, warmup, secret=created.secret)
+    finally:
+        with Workspace(Settings(db_path=db, embedder="minilm")) as ws:
+            revoke_token(ws, ws.local_principal(), created.token.token_id)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -204,17 +239,27 @@ def main() -> None:
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument(
+        "--transport",
+        action="append",
+        choices=["stdio", "http", "http+token"],
+        help="transports to time (repeatable; default: all three)",
+    )
     args = parser.parse_args()
+    args.transport = args.transport or ["stdio", "http", "http+token"]
     args.db.parent.mkdir(parents=True, exist_ok=True)
     total = ensure_corpus(args.db, args.chunks)
     print(f"corpus: {total} chunks, model minilm, {args.calls} calls per transport")
-    print(f"{'transport':<10} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8} {'search p50':>11}")
-    for name, run in (("stdio", over_stdio), ("http", over_http)):
+    print(f"{'transport':<11} {'p50 ms':>8} {'p95 ms':>8} {'mean ms':>8} {'search p50':>11}")
+    transports = [("stdio", over_stdio), ("http", over_http), ("http+token", over_http_with_token)]
+    for name, run in transports:
+        if name not in args.transport:
+            continue
         timings = asyncio.run(run(args.db, args.calls, args.warmup))
         round_trips = [t for t, _ in timings]
         searches = [s for _, s in timings]
         print(
-            f"{name:<10} {percentile(round_trips, 50):>8.1f} {percentile(round_trips, 95):>8.1f} "
+            f"{name:<11} {percentile(round_trips, 50):>8.1f} {percentile(round_trips, 95):>8.1f} "
             f"{statistics.fmean(round_trips):>8.1f} {percentile(searches, 50):>11.1f}"
         )
     print("search p50: the engine's own stats.elapsed_ms (query embedding + retrieval)")

@@ -1,9 +1,11 @@
 """Who is calling and what they may read.
 
 Every service function takes a `Principal` and resolves the readable scope itself; callers never
-pass tenant or owner filters. Today there is one principal, the local user (tenant 'local', every
-scope). Tokens, shares and per-token knowledge-base allow-lists plug in here: `readable_kb_ids`
-is the single place that decides which knowledge bases a principal can read.
+pass tenant or owner filters. A principal is either the local owner (tenant 'local', every scope:
+the CLI, stdio, and HTTP on loopback without tokens) or a token's tenant with the token's scopes
+and optional knowledge-base allow-list. `readable_kb_ids` is the single place that decides which
+knowledge bases a principal can read: the tenant's own, plus those shared to it and not revoked,
+intersected with the token's allow-list. Every reader applies its result inside SQL.
 """
 
 from __future__ import annotations
@@ -13,23 +15,44 @@ from dataclasses import dataclass, field
 
 import apsw
 
+from kbmcp.clock import now_iso
 from kbmcp.errors import Forbidden
 from kbmcp.store.catalog import LOCAL_TENANT, TenantRef, ensure_tenant
 from kbmcp.store.connection import write_transaction
+from kbmcp.tokens import secret_matches, token_id_of
 
-READ = "kb:read"
-WRITE = "kb:write"
-ADMIN = "kb:admin"
-ALL_SCOPES = frozenset({READ, WRITE, ADMIN})
+KNOWLEDGE_READ = "knowledge:read"
+KNOWLEDGE_WRITE = "knowledge:write"
+MEMORY_READ = "memory:read"
+MEMORY_WRITE = "memory:write"
+# The scopes a token can carry, in display order.
+TOKEN_SCOPES = (KNOWLEDGE_READ, KNOWLEDGE_WRITE, MEMORY_READ, MEMORY_WRITE)
+# Managing the file (re-embedding, tenants, shares, tokens) is the local operator's alone: no
+# token can carry this scope, so nothing reachable over the network administers the file.
+ADMIN = "kbmcp:admin"
+ALL_SCOPES = frozenset({*TOKEN_SCOPES, ADMIN})
 
-# Knowledge bases the principal's tenant owns, narrowed by the token's allow-list when it has one.
-# (Shares to the tenant will be UNIONed in here.)
+# The names the service code checks (reading and writing documents).
+READ = KNOWLEDGE_READ
+WRITE = KNOWLEDGE_WRITE
+
+# Own knowledge bases plus those shared to the tenant and not revoked, narrowed by the token's
+# allow-list when it has one (`:allow_all` is 1 for "no allow-list"; an empty list allows none).
 SELECT_READABLE_KB_IDS = """
 SELECT kb.id
 FROM knowledge_base AS kb
-WHERE kb.tenant_id = :tenant_id
+WHERE (kb.tenant_id = :tenant_id
+       OR kb.id IN (SELECT s.knowledge_base_id FROM share AS s
+                    WHERE s.tenant_id = :tenant_id AND s.revoked_at IS NULL))
   AND (:allow_all OR kb.public_id IN (SELECT value FROM json_each(:allowed)))
 ORDER BY kb.id
+"""
+
+SELECT_TOKEN = """
+SELECT t.public_id, t.secret_hash, t.scopes, t.knowledge_base_ids, t.expires_at, t.revoked_at,
+       ten.id, ten.public_id
+FROM token AS t JOIN tenant AS ten ON ten.id = t.tenant_id
+WHERE t.public_id = :public_id
 """
 
 
@@ -40,6 +63,8 @@ class Principal:
     scopes: frozenset[str] = ALL_SCOPES
     # Public ids of the knowledge bases a token is limited to; None means no limit.
     knowledge_base_allowlist: frozenset[str] | None = field(default=None)
+    # The token this principal comes from (None: the local operator or a tenant acting locally).
+    token_id: str | None = None
 
     def require(self, scope: str) -> None:
         if scope not in self.scopes:
@@ -52,6 +77,35 @@ def local_principal(conn: apsw.Connection) -> Principal:
     """The single local user who owns everything in a single-user file."""
     tenant = _local_tenant(conn)
     return Principal(tenant_id=tenant.id, tenant_public_id=tenant.public_id)
+
+
+def tenant_principal(tenant: TenantRef) -> Principal:
+    """The operator acting as `tenant` (e.g. `kbmcp add --tenant T`): every token scope, no
+    allow-list, but never ADMIN."""
+    return Principal(tenant.id, tenant.public_id, scopes=frozenset(TOKEN_SCOPES))
+
+
+def principal_for_secret(conn: apsw.Connection, secret: str) -> Principal | None:
+    """The principal a token secret stands for, or None when it is malformed, unknown, expired or
+    revoked. Looked up on every request, so a revocation takes effect on the next call."""
+    token_id = token_id_of(secret)
+    if token_id is None:
+        return None
+    row = conn.execute(SELECT_TOKEN, {"public_id": token_id}).fetchone()
+    if row is None:
+        return None
+    public_id, stored_hash, scopes, kb_ids, expires_at, revoked_at, tenant_id, tenant_public = row
+    if not secret_matches(secret, stored_hash):
+        return None
+    if revoked_at is not None or (expires_at is not None and expires_at <= now_iso()):
+        return None
+    return Principal(
+        tenant_id=tenant_id,
+        tenant_public_id=tenant_public,
+        scopes=frozenset(json.loads(scopes)) & frozenset(TOKEN_SCOPES),
+        knowledge_base_allowlist=None if kb_ids is None else frozenset(json.loads(kb_ids)),
+        token_id=public_id,
+    )
 
 
 def readable_kb_ids(conn: apsw.Connection, principal: Principal) -> list[int]:

@@ -24,6 +24,7 @@ PREFIXES = {
     "chunk": "chk",
     "memory": "mem",
     "memory_store": "mst",
+    "token": "tok",
 }
 
 _HEX_LEN = 16

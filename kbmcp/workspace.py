@@ -1,10 +1,10 @@
 """A workspace: the open file, the configured embedder and settings, shared by every service call.
 
 The CLI opens one per command; the MCP server opens one for its lifetime. `long_lived` says
-which: a long-lived workspace lets search build in-memory caches (every vector, per-term bm25
-contributions) that pay off over many queries; a one-shot one (the default) answers from SQL
-alone (vec0, FTS5, a scan of small scopes) instead of paying a cache fill of ~0.5-2 s and
-~1 GB of peak memory at 100k chunks for a single query (docs/search.md).
+which: a long-lived workspace holds the search accelerators (kbmcp/search/accelerator.py:
+every vector in memory, per-term bm25 contributions, tokenised chunks) that pay off over many
+queries; a one-shot one (the default) holds none and answers from SQL alone (vec0, FTS5)
+instead of paying a fill of ~0.5-2 s at 100k chunks for a single query (docs/search.md).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from kbmcp.access import Principal, local_principal
 from kbmcp.config import Settings
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.registry import create_embedder
+from kbmcp.search.accelerator import Accelerator
 from kbmcp.store.connection import open_connection, write_transaction
 from kbmcp.store.vectors import check_model, record_model
 
@@ -37,6 +38,7 @@ class Workspace:
         `long_lived`: the process serves many queries (server, eval, bench), so search may fill
         in-memory caches; otherwise it uses them only if already warm."""
         self.settings = settings
+        self.accelerator: Accelerator | None = None
         self.long_lived = long_lived
         self.conn: apsw.Connection = open_connection(settings.db_path, create=create)
         self._embedder = embedder
@@ -44,6 +46,17 @@ class Workspace:
         # One apsw connection serves every thread of a server; service calls that span several
         # statements hold this lock so two callers never interleave inside one transaction.
         self.lock = threading.RLock()
+
+    @property
+    def long_lived(self) -> bool:
+        return self.accelerator is not None
+
+    @long_lived.setter
+    def long_lived(self, value: bool) -> None:
+        if not value:
+            self.accelerator = None
+        elif self.accelerator is None:
+            self.accelerator = Accelerator()
 
     @property
     def embedder(self) -> Embedder:

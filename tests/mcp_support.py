@@ -262,12 +262,3 @@ def payload(result: CallToolResult) -> dict[str, Any]:
         return body
     assert body == result.structured_content
     return body
-
-
-def without_elapsed(value: Any) -> Any:
-    """`elapsed_ms` is a wall-clock measurement: drop it before comparing outputs."""
-    if isinstance(value, dict):
-        return {k: without_elapsed(v) for k, v in value.items() if k != "elapsed_ms"}
-    if isinstance(value, list):
-        return [without_elapsed(v) for v in value]
-    return value

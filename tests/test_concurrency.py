@@ -5,10 +5,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from kbmcp.search.models import SearchRequest
 from kbmcp.service.listing import list_documents, list_knowledge_bases
 from kbmcp.service.read import read_document
 from kbmcp.service.search import search
-from kbmcp.service.search_models import SearchRequest
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 

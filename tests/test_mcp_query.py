@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 from mcp import Client
 from syrupy.assertion import SnapshotAssertion
-from syrupy.filters import props
 
 from kbmcp.ids import make_id
 from kbmcp.service.ingest import IngestOptions, add_paths
@@ -25,14 +24,12 @@ from tests.mcp_support import (
     hash_workspace,
     payload,
     pinned_clock,
-    without_elapsed,
     write,
 )
+from tests.ranked_output import stable
 
 pytestmark = pytest.mark.anyio
 
-# elapsed_ms is wall-clock time: the only field of a query response that varies between runs.
-STABLE = props("elapsed_ms")
 HANDBOOK = make_id("knowledge_base", make_id("tenant", "local"), "handbook")
 RUNBOOK_DOC = make_id("document", HANDBOOK, "ops/runbook.md")
 
@@ -54,7 +51,7 @@ async def test_query_modes(client: Client, mode: str, snapshot_json: SnapshotAss
         assert hit["kind"] == "document"
         assert hit["citation"]["path"] == hit["path"]
         assert hit["citation"]["revision_id"] == hit["revision_id"]
-    assert result == snapshot_json(exclude=STABLE)
+    assert stable(result) == snapshot_json
 
 
 async def test_query_with_filters(client: Client, snapshot_json: SnapshotAssertion) -> None:
@@ -67,13 +64,13 @@ async def test_query_with_filters(client: Client, snapshot_json: SnapshotAsserti
         metadata={"owner": "infra"},
     )
     assert {hit["document_id"] for hit in result["results"]} <= {RUNBOOK_DOC}
-    assert result == snapshot_json(exclude=STABLE)
+    assert stable(result) == snapshot_json
 
 
 async def test_query_knowledge_ids_alias(client: Client) -> None:
     by_name = await query(client, query="backups", document_ids=[RUNBOOK_DOC])
     by_alias = await query(client, query="backups", knowledge_ids=[RUNBOOK_DOC])
-    assert without_elapsed(by_alias) == without_elapsed(by_name)
+    assert stable(by_alias) == stable(by_name)
     assert {hit["document_id"] for hit in by_name["results"]} == {RUNBOOK_DOC}
 
 
@@ -93,11 +90,11 @@ async def test_unknown_scope_is_resource_unavailable(client: Client) -> None:
 async def test_query_same_over_transports(transport: str, corpus_db: Path) -> None:
     arguments = {"query": "on-call escalation", "limit": 5}
     async with connect("inprocess", corpus_db) as client:
-        expected = without_elapsed(await query(client, **arguments))
+        expected = stable(await query(client, **arguments))
     server = HttpServer(corpus_db) if transport == "http" else None
     try:
         async with connect(transport, corpus_db, server.url if server else None) as client:
-            assert without_elapsed(await query(client, **arguments)) == expected
+            assert stable(await query(client, **arguments)) == expected
     finally:
         if server:
             server.stop()

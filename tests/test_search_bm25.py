@@ -1,7 +1,7 @@
-"""The keyword channel's fast paths must rank exactly like FTS5's own bm25().
+"""The keyword channel's accelerated sources must score exactly like FTS5's own bm25().
 
-Both the Python bm25 over a small scope (lexical_scan) and the per-term impact cache
-(term_cache) are compared with `-bm25(chunk_fts, 2, 1.5, 1)` of the OR query, on a corpus
+Both the Python bm25 over a small scope (lexical/scan.py) and the per-term impact index
+(lexical/postings.py) are compared with `-bm25(chunk_fts, 2, 1.5, 1)` of the OR query, on a corpus
 ingested through the real pipeline, then edited and re-ingested (so the contentless index holds
 deleted rows) with one document archived, for random scopes and queries that include phrases
 (`sqlite-vec`, `what's`), repeated words, title and heading words and absent words.
@@ -18,11 +18,14 @@ import pytest
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search import lexical
-from kbmcp.search.lexical import WEIGHTS, ensure_vocabulary, search_lexical, term_tokens
-from kbmcp.search.lexical_scan import scan_scope
+from kbmcp.search.lexical import fts
+from kbmcp.search.lexical.fts import TOKENIZER, WEIGHTS, ensure_vocabulary, fts_source, term_tokens
+from kbmcp.search.lexical.postings import PostingsIndex
+from kbmcp.search.lexical.scan import scan_scope
+from kbmcp.search.lexical.tokens import TokenCache
 from kbmcp.search.query_text import match_expression, quote_term
-from kbmcp.search.term_cache import score_cached
+from kbmcp.search.ranking import ChannelSource, bound, rank
+from kbmcp.search.top_k import top_k
 from kbmcp.service.ingest import archive_document
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest
@@ -94,11 +97,11 @@ def _cases(conn: apsw.Connection, count: int) -> list[tuple[list[str], np.ndarra
 
 def test_python_bm25_equals_fts5_on_random_scopes(corpus: Workspace) -> None:
     conn = corpus.conn
-    tokenizer = conn.fts5_tokenizer(*lexical.TOKENIZER)
+    tokenizer = conn.fts5_tokenizer(*TOKENIZER)
     compared = 0
     for terms, allowed in _cases(conn, 60):
         phrases = [(t, tuple(term_tokens(conn, t))) for t in terms]
-        got = scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer)
+        got = scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer, TokenCache())
         assert got is not None
         want = _fts5(conn, terms, allowed)
         ids, scores = got
@@ -109,42 +112,118 @@ def test_python_bm25_equals_fts5_on_random_scopes(corpus: Workspace) -> None:
     assert compared > 500
 
 
-def test_term_cache_equals_fts5_on_random_scopes(corpus: Workspace) -> None:
+def test_postings_equal_fts5_on_random_scopes(corpus: Workspace) -> None:
     conn = corpus.conn
+    postings = PostingsIndex(WEIGHTS)
     for terms, allowed in _cases(conn, 60):
-        ids, scores = score_cached(conn, [quote_term(t) for t in terms], allowed, WEIGHTS)
+        ids, scores = postings.score(conn, [quote_term(t) for t in terms], allowed)
         want = _fts5(conn, terms, allowed)
         assert sorted(want) == ids.tolist()
         # Sums of FTS5's own per-phrase terms in query order: the same floats, bit for bit.
         assert scores.tolist() == [want[i] for i in ids.tolist()]
 
 
-def test_every_engine_gives_the_same_ranking(
+def test_every_source_gives_the_same_ranking(
     corpus: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """FTS5 SQL, the scope scan and the postings, each fed into the ranking statement, give the
+    same chunks, ranks and scores (ranking.py: one statement whatever the source)."""
     conn = corpus.conn
+    monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", 10**9)
+    tokenizer = conn.fts5_tokenizer(*TOKENIZER)
+    postings = PostingsIndex(WEIGHTS)
+    depth = 20
     for terms, allowed in _cases(conn, 30):
+        phrases = [(t, tuple(term_tokens(conn, t))) for t in terms]
+        scanned = scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer, TokenCache())
+        assert scanned is not None
+        sources = [
+            fts_source(conn, terms, len(allowed), depth),
+            bound("lexical_candidates", "scan", *top_k(*scanned, depth + 1)[:2]),
+            bound(
+                "lexical_candidates",
+                "postings",
+                *top_k(*postings.score(conn, [quote_term(t) for t in terms], allowed), depth + 1)[
+                    :2
+                ],
+            ),
+        ]
         results = []
-        for scan_max, cache in ((10**9, False), (-1, True), (-1, False)):
-            monkeypatch.setattr(lexical, "SCAN_MAX_ROWS", scan_max)
-            monkeypatch.setattr(lexical, "USE_TERM_CACHE", cache)
-            monkeypatch.setattr(lexical, "STOPWORD_MIN_ROWS", 10**9)
-            hits = search_lexical(conn, terms, allowed, depth=20)
-            results.append((hits.chunk_ids, [round(s, 9) for s in hits.scores], hits.more))
+        for source in sources:
+            ranking = rank(
+                conn,
+                scope_ids=allowed,
+                lexical=source,
+                semantic=ChannelSource.off(),
+                mode="lexical",
+                alpha=0.5,
+                rrf_k=60,
+                depth=depth,
+                limit=depth,
+            )
+            rows = [(r.chunk_id, r.lexical_rank, r.lexical_score, r.score) for r in ranking.rows]
+            results.append((rows, ranking.lexical_found))
         assert results[0] == results[1] == results[2]
 
 
 def test_scan_refuses_when_the_index_holds_other_text(corpus: Workspace) -> None:
     conn = corpus.conn
     allowed = _indexed(conn)[:5]
-    tokenizer = conn.fts5_tokenizer(*lexical.TOKENIZER)
+    tokenizer = conn.fts5_tokenizer(*TOKENIZER)
     phrases = [("zebra", ("zebra",))]
-    assert scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer) is not None
+    assert scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer, TokenCache()) is not None
     with conn:
         conn.execute("UPDATE chunk SET text = text || ' extra words' WHERE id = ?",
                      (int(allowed[0]),))  # fmt: skip
         try:
-            assert scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer) is None
+            assert scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer, TokenCache()) is None
         finally:
             conn.execute("UPDATE chunk SET text = substr(text, 1, length(text) - 12) "
                          "WHERE id = ?", (int(allowed[0]),))  # fmt: skip
+
+
+def test_postings_follow_writes_in_place_and_stay_exact(tmp_path: Path) -> None:
+    """A server's postings, filled for many phrases, then documents added, rewritten and archived
+    by another connection: the accelerator updates them in place (no phrase fetched again) and
+    every score still equals FTS5's bm25() bit for bit."""
+    settings = Settings(db_path=tmp_path / "kb.db", embedder="hash")
+    server = Workspace(settings, embedder=HashingEmbedder(), long_lived=True)
+    writer = Workspace(settings, embedder=HashingEmbedder())
+    try:
+        _write(tmp_path / "docs", random.Random(1), 40)
+        ingest(server, tmp_path / "docs")
+        accelerator = server.accelerator
+        assert accelerator is not None
+        conn = server.conn
+        ensure_vocabulary(conn)
+        cases = _cases(conn, 20)
+        with conn:
+            accelerator.refresh(conn)
+            for terms, allowed in cases:
+                accelerator.postings.score(conn, [quote_term(t) for t in terms], allowed)
+        postings = accelerator.postings
+        kept = dict(postings.phrases)
+        assert len(kept) > 20
+        _write(tmp_path / "docs", random.Random(2), 15)  # rewrite 15 documents
+        _write(tmp_path / "more", random.Random(3), 10)  # and add 10
+        ingest(writer, tmp_path / "docs")
+        ingest(writer, tmp_path / "more", kb="more")
+        archived = writer.conn.execute("SELECT id FROM document ORDER BY id LIMIT 1").fetchone()
+        archive_document(writer.conn, archived[0])
+        fetched = []
+        original = postings._fill
+        postings._fill = lambda *a: fetched.append(a[1]) or original(*a)  # type: ignore[method-assign]
+        with conn:
+            accelerator.refresh(conn)
+            assert accelerator.postings is postings  # updated, not dropped
+            indexed = _indexed(conn)
+            for terms, _ in cases:
+                for allowed in (indexed, np.ascontiguousarray(indexed[::3])):
+                    ids, scores = postings.score(conn, [quote_term(t) for t in terms], allowed)
+                    want = _fts5(conn, terms, allowed)
+                    assert sorted(want) == ids.tolist()
+                    assert scores.tolist() == [want[i] for i in ids.tolist()]
+        assert [p for p in fetched if p in kept] == []
+    finally:
+        writer.close()
+        server.close()

@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from pydantic_core import to_jsonable_python
 
 from kbmcp.cli import cli
-from kbmcp.cli.common import to_jsonable
 from kbmcp.config import Settings
+from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.service.search import search as service_search
-from kbmcp.service.search_models import SearchFilters, SearchRequest
 from kbmcp.workspace import Workspace
+from tests.ranked_output import stable
 from tests.search_corpus import write_small_corpus
 
 
@@ -34,24 +35,6 @@ def _run(db: Path, *args: str) -> Any:
     return json.loads(result.output)
 
 
-def _without_elapsed(response: dict[str, Any]) -> dict[str, Any]:
-    """elapsed_ms is wall-clock time, the one field that differs between identical runs."""
-    del response["stats"]["elapsed_ms"]
-    return response
-
-
-def _stable(value: Any) -> Any:
-    """Scores rounded to 6 digits: similarities are float32 (~7 significant digits) and BLAS
-    kernels differ in the last bits between CPUs."""
-    if isinstance(value, float):
-        return round(value, 6)
-    if isinstance(value, dict):
-        return {k: _stable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_stable(v) for v in value]
-    return value
-
-
 @pytest.mark.parametrize(
     "args",
     [
@@ -66,17 +49,17 @@ def _stable(value: Any) -> Any:
     ids=["hybrid", "lexical", "semantic", "rrf", "filtered", "unmatched"],
 )  # fmt: skip
 def test_json_output_snapshot(db: Path, args: list[str], snapshot_json: Any) -> None:
-    assert _stable(_without_elapsed(_run(db, *args))) == snapshot_json
+    assert stable(_run(db, *args)) == snapshot_json
 
 
 def test_json_output_equals_the_service_response(db: Path) -> None:
-    cli_response = _without_elapsed(_run(db, "keys", "--path", "handbook/", "--limit", "2"))
+    cli_response = _run(db, "keys", "--path", "handbook/", "--limit", "2")
     with Workspace(Settings(db_path=db, embedder="hash")) as ws:
         request = SearchRequest(
             "keys", limit=2, filters=SearchFilters(document_paths=["handbook/"])
         )
-        service = to_jsonable(service_search(ws, ws.local_principal(), request))
-    assert cli_response == _without_elapsed(service)
+        service = to_jsonable_python(service_search(ws, ws.local_principal(), request))
+    assert stable(cli_response) == stable(service)
 
 
 def test_readable_output_shows_rank_score_title_location_and_excerpt(db: Path) -> None:

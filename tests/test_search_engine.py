@@ -1,9 +1,8 @@
-"""Engine internals that must stay exact: the vector cache across writers, stop-word pruning,
-strategy choice, excerpts."""
+"""Engine internals that must stay exact: the vector accelerator across writers, stop-word
+pruning, strategy choice, excerpts."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,13 +10,15 @@ import pytest
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search import lexical, semantic
+from kbmcp.search import plan
 from kbmcp.search.excerpt import ELLIPSIS, make_excerpt
-from kbmcp.search.lexical import document_tokenizer, drop_stopwords
-from kbmcp.search.vector_cache import indexed_vectors
+from kbmcp.search.lexical import fts
+from kbmcp.search.lexical.fts import document_tokenizer, drop_stopwords
+from kbmcp.search.models import SearchFilters, SearchRequest
+from kbmcp.search.vector import candidates
+from kbmcp.search.vector.matrix import VectorMatrix
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
-from kbmcp.service.search_models import SearchFilters, SearchRequest
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 
@@ -27,13 +28,18 @@ def _paths(ws: Workspace, query: str, **kwargs: object) -> list[str]:
     return [r.path for r in search(ws, ws.local_principal(), request).results]
 
 
-def test_vector_cache_follows_writes_from_another_connection(
+def _vectors(ws: Workspace) -> VectorMatrix:
+    assert ws.accelerator is not None
+    return ws.accelerator.vectors(ws.conn)
+
+
+def test_vector_copy_follows_writes_from_another_connection_in_place(
     workspace: Workspace, db_path: Path, tmp_path: Path
 ) -> None:
     ingest(workspace, write_small_corpus(tmp_path))
     assert "late.md" not in _paths(workspace, "zebra crossing", mode="semantic")
-    loaded = indexed_vectors(workspace.conn)
-    assert loaded is not None and len(loaded.ids) == 9
+    loaded = _vectors(workspace)
+    assert len(loaded.live_rows()) == 9
     other = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
     try:
         late = tmp_path / "late"
@@ -46,14 +52,14 @@ def test_vector_cache_follows_writes_from_another_connection(
         assert "late.md" not in _paths(workspace, "zebra crossing", mode="semantic")
     finally:
         other.close()
-    cached = indexed_vectors(workspace.conn)
-    assert cached is not None and len(cached.ids) == 9
+    # Updated in place (the added document appended, then marked dead), never reloaded.
+    assert _vectors(workspace) is loaded
+    assert len(loaded.live_rows()) == 9 and len(loaded.ids) == 10
 
 
 def test_cached_vectors_equal_the_stored_ones(workspace: Workspace, tmp_path: Path) -> None:
     ingest(workspace, write_small_corpus(tmp_path))
-    cached = indexed_vectors(workspace.conn)
-    assert cached is not None
+    cached = _vectors(workspace)
     for chunk_id, row in zip(cached.ids, cached.matrix, strict=True):
         blob = workspace.conn.execute(
             "SELECT embedding FROM chunk_vector WHERE chunk_id = ?", (int(chunk_id),)
@@ -62,33 +68,42 @@ def test_cached_vectors_equal_the_stored_ones(workspace: Workspace, tmp_path: Pa
         assert np.allclose(row, stored / np.linalg.norm(stored), atol=1e-6)
 
 
-def test_index_strategy_matches_exact_on_a_small_corpus(
+def test_matrix_pool_holds_the_exact_best_rows_and_their_near_ties(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """The in-memory pool is brute force: for every scope it holds the true best `count` rows
+    (compared with scoring every stored vector directly), plus rows tied with the last of
+    them within the rounding slack that sqlite-vec's re-scoring needs."""
+    ingest(workspace, write_small_corpus(tmp_path))
+    vectors = _vectors(workspace)
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        query = candidates.unit(rng.standard_normal(vectors.dimension).astype(np.float32))
+        assert query is not None
+        everything = vectors.ids[vectors.live_rows()]
+        for allowed in (None, np.sort(rng.choice(everything, 5, replace=False))):
+            ids = everything if allowed is None else allowed
+            stored = np.stack([vectors.matrix[np.searchsorted(vectors.ids, i)] for i in ids])
+            truth = stored @ query
+            best = set(ids[np.argsort(-truth, kind="stable")[:3]].tolist())
+            pool = candidates.matrix_pool(vectors, query, allowed, 3, None)
+            assert best <= set(pool.tolist()) and set(pool.tolist()) <= set(ids.tolist())
+            cut = np.sort(truth)[-3]
+            assert len(pool) == np.count_nonzero(truth >= cut - candidates.ROUNDING_SLACK)
+
+
+def test_one_shot_vec0_knn_equals_the_exact_scan(
     workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ingest(workspace, write_small_corpus(tmp_path))
+    workspace.long_lived = False  # the plain (SQL) path
     scoped = SearchFilters(document_paths=["guide/", "handbook/"])
-    request = SearchRequest("rotate keys", mode="semantic", candidates=1, filters=scoped)
+    request = SearchRequest("rotate keys", mode="semantic", candidates=2, filters=scoped)
     exact = search(workspace, workspace.local_principal(), request)
-    monkeypatch.setattr("kbmcp.search.semantic.EXACT_SCAN_MAX_ROWS", 0)
-    monkeypatch.setattr("kbmcp.search.semantic.RERANK_MIN", 3)  # re-rank 3 of the 9 chunks
-    monkeypatch.setattr("kbmcp.search.semantic.RERANK_PER_RESULT", 1)
-    pools = []
-    original = semantic._coarse_rows
-    monkeypatch.setattr(
-        semantic, "_coarse_rows", lambda *a: pools.append(len(out := original(*a))) or out
-    )
-    coarse = search(workspace, workspace.local_principal(), request)
-    assert coarse.stats.vector_strategy == "index" and exact.stats.vector_strategy == "exact"
-    assert pools == [3] and exact.stats.scope_chunks == 9
-    # The coarse stage may miss (sign bits are an approximation), but what it keeps is re-scored
-    # exactly: the reported similarity is the true cosine of that chunk.
-    everything = search(workspace, workspace.local_principal(), replace(request, candidates=100))
-    true_similarity = {r.chunk_id: r.semantic_similarity for r in everything.results}
-    best = coarse.results[0]
-    assert best.semantic_similarity == pytest.approx(true_similarity[best.chunk_id])
-    # With a pool as large as the scope, the index path returns exactly the exact results.
-    monkeypatch.setattr("kbmcp.search.semantic.RERANK_MIN", 9)
-    assert search(workspace, workspace.local_principal(), request).results == exact.results
+    monkeypatch.setattr(plan, "VECTOR_EXACT_MAX_ROWS", 0)
+    knn = search(workspace, workspace.local_principal(), request)
+    assert (exact.stats.vector_strategy, knn.stats.vector_strategy) == ("sql_exact", "vec0_knn")
+    assert exact.stats.scope_chunks == 9 and exact.results and knn.results == exact.results
 
 
 def test_stopwords_are_only_terms_in_more_than_half_the_chunks(
@@ -113,10 +128,11 @@ def test_stopword_pruning_does_not_change_the_lexical_ranking(
     workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ingest(workspace, write_small_corpus(tmp_path))
+    workspace.long_lived = False  # pruning is a plan of the FTS5 (plain) path
     query = "the search scope and the keys"
-    monkeypatch.setattr(lexical, "STOPWORD_MIN_ROWS", 10**9)
+    monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", 10**9)
     full = search(workspace, workspace.local_principal(), SearchRequest(query, mode="lexical"))
-    monkeypatch.setattr(lexical, "STOPWORD_MIN_ROWS", 0)
+    monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", 0)
     pruned = search(workspace, workspace.local_principal(), SearchRequest(query, mode="lexical"))
     top = [r.chunk_id for r in pruned.results]
     assert top == [r.chunk_id for r in full.results][: len(top)]

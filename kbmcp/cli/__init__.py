@@ -9,6 +9,7 @@ import traceback
 import click
 
 from kbmcp import __version__
+from kbmcp.cli.accounts import kb, tenant, token
 from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
 from kbmcp.cli.eval import eval_command
@@ -39,7 +40,20 @@ def cli(ctx: click.Context, db: str | None) -> None:
     ctx.obj = {"db": db}
 
 
-for command in (add, ls, read, search, serve, reembed, doctor, backup, eval_command):
+for command in (
+    add,
+    ls,
+    read,
+    search,
+    serve,
+    reembed,
+    doctor,
+    backup,
+    eval_command,
+    tenant,
+    kb,
+    token,
+):
     cli.add_command(command)
 
 

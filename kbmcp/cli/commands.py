@@ -13,6 +13,7 @@ from kbmcp.service.admin import reembed as reembed_all
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
 from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
+from kbmcp.service.tenants import act_as_tenant
 
 
 @click.command()
@@ -23,6 +24,12 @@ from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_docume
     default="default",
     show_default=True,
     help="Knowledge base name (created if new).",
+)
+@click.option(
+    "--tenant",
+    "tenant_ref",
+    default=None,
+    help="Add to a knowledge base of this tenant (default: the local owner).",
 )
 @click.option(
     "--tag",
@@ -47,6 +54,7 @@ def add(
     ctx: click.Context,
     paths: tuple[Path, ...],
     kb_name: str,
+    tenant_ref: str | None,
     tags: tuple[str, ...],
     meta: tuple[str, ...],
     prune: bool,
@@ -64,7 +72,10 @@ def add(
         prune=prune,
     )
     with open_workspace(ctx, create=True) as workspace, progress_bar("indexing") as progress:
-        report = add_paths(workspace, workspace.local_principal(), list(paths), options, progress)
+        principal = workspace.local_principal()
+        if tenant_ref is not None:
+            principal = act_as_tenant(workspace, principal, tenant_ref)
+        report = add_paths(workspace, principal, list(paths), options, progress)
     if as_json:
         echo_json(report.to_dict())
     else:

@@ -8,8 +8,8 @@ import click
 
 from kbmcp.cli.common import echo_json, open_workspace, progress_bar
 from kbmcp.ingest.chunker import ChunkingOptions
+from kbmcp.search.models import MAX_LIMIT, MODE_ALIASES, MODES
 from kbmcp.service.evaluate import EvalOptions, EvalReport, evaluate
-from kbmcp.service.search_models import MAX_LIMIT, MODE_ALIASES, MODES
 
 DEFAULT_EVAL_MODES = ("lexical", "semantic", "hybrid", "rrf")
 COLUMNS = (

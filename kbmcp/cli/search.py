@@ -5,9 +5,7 @@ from __future__ import annotations
 import click
 
 from kbmcp.cli.common import UTF8_TEXT, echo_json, open_workspace, pairs_option
-from kbmcp.service.listing import resolve_knowledge_bases
-from kbmcp.service.search import search as run_search
-from kbmcp.service.search_models import (
+from kbmcp.search.models import (
     DEFAULT_ALPHA,
     DEFAULT_LIMIT,
     DEFAULT_MODE,
@@ -17,6 +15,8 @@ from kbmcp.service.search_models import (
     SearchRequest,
     SearchResponse,
 )
+from kbmcp.service.listing import resolve_knowledge_bases
+from kbmcp.service.search import search as run_search
 
 
 @click.command()

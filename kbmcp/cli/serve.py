@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import logging
+import os
+from typing import TYPE_CHECKING
 
 import click
 
+from kbmcp.access import principal_for_secret
 from kbmcp.cli.common import open_workspace
 from kbmcp.errors import KbError
+from kbmcp.service.tokens import count_usable_tokens
 from kbmcp.workspace import Workspace
+
+if TYPE_CHECKING:
+    from kbmcp.server.auth import FileTokenVerifier, PrincipalSource
+
+TOKEN_ENV = "KBMCP_TOKEN"
 
 logger = logging.getLogger("kbmcp.serve")
 
@@ -49,6 +58,10 @@ def serve(
     \b
     stdio (desktop agents launch this as a subprocess):  kbmcp serve
     HTTP (one server, many clients):  kbmcp serve --http --port 8765
+
+    HTTP requires 'Authorization: Bearer <token>' as soon as the file has a usable token
+    (`kbmcp token create`); without tokens it serves loopback addresses only. stdio runs as
+    the local owner, or as the token in $KBMCP_TOKEN. GET /health answers without a token.
     A read-only file (read-only mount, no write permission) is served read-only.
     """
     if not use_http and (host is not None or port is not None):
@@ -60,18 +73,65 @@ def serve(
     configure_logging(log_level)
     options = server_options_from_env()
     with open_workspace(ctx, create=create, long_lived=True) as workspace:
-        server = build_server(workspace, options)
         warm_up = lambda: _warm_up(workspace)  # noqa: E731
         if use_http:
-            run_http(
-                server,
-                host=host or "127.0.0.1",
-                port=8765 if port is None else port,
-                warm_up=warm_up,
-                log_level=log_level,
-            )
+            if os.environ.get(TOKEN_ENV):
+                logger.warning("%s applies to stdio; HTTP clients send their own tokens", TOKEN_ENV)
+            bind = host or "127.0.0.1"
+            verifier = http_verifier(workspace, bind)
+            try:
+                run_http(
+                    build_server(workspace, options, token_verifier=verifier),
+                    host=bind,
+                    port=8765 if port is None else port,
+                    warm_up=warm_up,
+                    log_level=log_level,
+                )
+            finally:
+                if verifier is not None:
+                    verifier.close()
         else:
+            server = build_server(workspace, options, principals=_stdio_principals(workspace))
             run_stdio(server, warm_up=warm_up)
+
+
+def http_verifier(workspace: Workspace, host: str) -> FileTokenVerifier | None:
+    """Authentication is on as soon as the file has a usable token. Without one, the server runs
+    as the local owner, and only where nobody else can reach it (loopback)."""
+    from kbmcp.server.auth import FileTokenVerifier, is_loopback
+
+    if count_usable_tokens(workspace, workspace.local_principal()) > 0:
+        return FileTokenVerifier(workspace.settings.db_path)
+    if not is_loopback(host):
+        raise click.UsageError(
+            f"refusing to serve {host} without authentication: this file has no usable token. "
+            "Create one with `kbmcp token create --scope knowledge:read` (clients send it as "
+            "'Authorization: Bearer <secret>'), or bind a loopback address such as 127.0.0.1"
+        )
+    logger.warning(
+        "no tokens: serving HTTP WITHOUT authentication as the local owner on %s (anyone on "
+        "this machine can read every document); `kbmcp token create` turns authentication on "
+        "at the next start",
+        host,
+    )
+    return None
+
+
+def _stdio_principals(workspace: Workspace) -> PrincipalSource:
+    """stdio runs as the local owner, or as KBMCP_TOKEN's principal when it is set."""
+    from kbmcp.server.auth import LocalOwner, TokenPrincipals
+
+    secret = os.environ.get(TOKEN_ENV, "").strip()
+    if not secret:
+        return LocalOwner(workspace)
+    with workspace.lock:
+        usable = principal_for_secret(workspace.conn, secret) is not None
+    if not usable:
+        raise click.UsageError(
+            f"{TOKEN_ENV} is not a usable token (unknown, expired or revoked); see `kbmcp token "
+            "list`, or unset it to serve as the local owner"
+        )
+    return TokenPrincipals(workspace, secret)
 
 
 def _warm_up(workspace: Workspace) -> None:

@@ -1,11 +1,26 @@
-"""The search engine: scope resolution, the keyword and vector channels, fusion and excerpts.
+"""The search engine: scope first, then rank, then limit, in one SQL statement.
 
-`kbmcp.service.search.search` is the entry point; the modules here each do one job:
+`kbmcp.service.search.search` validates, resolves the principal and embeds the query; everything
+after that is here. Modules, in the order a search uses them:
 
+- `models`: the request, filters, results and stats (the contract with the CLI and MCP);
+- `request`: argument validation that needs no database (the single validator of arguments);
 - `query_text`: user text -> quoted FTS5 terms (never raw MATCH syntax);
-- `scope`: request validation and the allowed-set SQL (scope before limit);
-- `lexical`: FTS5 bm25 candidates inside the scope;
-- `semantic`: cosine candidates inside the scope (exact scan or binary index + exact re-rank);
-- `fusion`: hybrid (alpha-weighted min-max) and RRF, deterministic ties;
+- `scope`: filter validation and the scope SQL (which indexed chunks a request may see);
+- `plan`: one strategy per channel, chosen once per request from one threshold each;
+- `engine`: runs one search: scope -> plan -> channel sources -> ranking -> excerpts;
+- `ranking`: THE ranking statement: scope CTE, channel candidates, ranks, fusion, ties, limit;
+- `lexical/`: the keyword channel
+  - `fts`: FTS5 SQL (the plain path), weights, tokenizer, stop-word pruning;
+  - `bm25`: FTS5's bm25 reproduced bit for bit, and the index statistics it needs;
+  - `postings` (accelerator): per-term bm25 contributions for large scopes;
+  - `scan` (accelerator): bm25 over the text of a small scope;
+  - `tokens` (accelerator): tokenised chunks kept for the scan;
+- `vector/`: the semantic channel
+  - `sql`: sqlite-vec SQL (the plain path, and the exact re-scoring of accelerator pools);
+  - `matrix` (accelerator): every indexed vector in memory, updated in place on writes;
+  - `candidates` (accelerator): exact and sign-bit pools from the matrix;
+- `accelerator`: the accelerators a long-lived workspace owns, and their freshness check;
+- `top_k`: the best k of scored rows with the exact tie-break;
 - `excerpt`: a bounded passage around the best match.
 """

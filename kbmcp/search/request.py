@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbmcp.errors import InvalidRequest, QueryRequired
-from kbmcp.service.search_models import MAX_LIMIT, MODE_ALIASES, MODES, SearchRequest
+from kbmcp.search.models import MAX_LIMIT, MODE_ALIASES, MODES, SearchRequest
 
 # Candidates each channel contributes to fusion when the request does not say. Measured on
 # SciFact (docs/retrieval-quality.md): hybrid nDCG@10 is 0.709 at depth 10, 0.721 at 50, 0.723

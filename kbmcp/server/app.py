@@ -7,18 +7,24 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from mcp.server.auth.provider import TokenVerifier
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
+from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 from kbmcp import __version__
 from kbmcp.errors import InvalidRequest
+from kbmcp.server.auth import AUTH_SETTINGS, BearerPrincipals, LocalOwner, PrincipalSource
 from kbmcp.server.errors import RequestErrorGuard, ToolCallGuard
 from kbmcp.server.protocol import add_protocol_handlers
+from kbmcp.server.scope_guard import TOOL_SCOPES, ScopeGuard
 from kbmcp.server.tools import KbTools, ServerOptions
 from kbmcp.workspace import Workspace
 
 SERVER_NAME = "kbmcp"
 CANDIDATES_ENV = "KBMCP_SEARCH_CANDIDATES"
+HEALTH_PATH = "/health"
 
 INSTRUCTIONS = """\
 kbmcp is a local knowledge base of documents (notes, docs, runbooks, code) split into chunks and \
@@ -92,24 +98,46 @@ def server_options_from_env(environ: dict[str, str] | None = None) -> ServerOpti
     return ServerOptions(search_candidates=candidates)
 
 
-def build_server(workspace: Workspace, options: ServerOptions | None = None) -> MCPServer:
+def build_server(
+    workspace: Workspace,
+    options: ServerOptions | None = None,
+    *,
+    principals: PrincipalSource | None = None,
+    token_verifier: TokenVerifier | None = None,
+) -> MCPServer:
     """The kbmcp MCP server over `workspace`; the same object serves stdio, HTTP and tests.
-    A server answers many queries: its workspace is marked long-lived (search keeps caches)."""
+    A server answers many queries: its workspace is marked long-lived (search keeps caches).
+
+    Who calls (kbmcp/server/auth.py): with `token_verifier`, every HTTP request needs a bearer
+    token and tools run as its principal; otherwise as `principals` (default: the local owner).
+    """
     workspace.long_lived = True
-    tools = KbTools(workspace, options)
+    if principals is None:
+        principals = BearerPrincipals() if token_verifier else LocalOwner(workspace)
+    tools = KbTools(workspace, options, principals)
     registered: dict[str, Callable[..., Any]] = {
         "search_knowledge": tools.search_knowledge,
         "list_knowledge_bases": tools.list_knowledge_bases,
         "list_documents": tools.list_documents,
     }
     known = {name: set(inspect.signature(fn).parameters) for name, fn in registered.items()}
+    unguarded = sorted(set(registered) - set(TOOL_SCOPES))
+    if unguarded:
+        raise RuntimeError(f"tools without a scope in TOOL_SCOPES: {', '.join(unguarded)}")
     server: MCPServer = MCPServer(
         SERVER_NAME,
         title="kbmcp knowledge base",
         version=__version__,
         instructions=INSTRUCTIONS,
-        middleware=[RequestErrorGuard(), ToolCallGuard(known.get)],
+        token_verifier=token_verifier,
+        auth=AUTH_SETTINGS if token_verifier else None,
+        middleware=[
+            RequestErrorGuard(),
+            ScopeGuard(TOOL_SCOPES, principals),
+            ToolCallGuard(known.get),
+        ],
     )
+    server.custom_route(HEALTH_PATH, methods=["GET"])(health)
     descriptions = {
         "search_knowledge": SEARCH_DESCRIPTION,
         "list_knowledge_bases": LIST_KBS_DESCRIPTION,
@@ -119,3 +147,8 @@ def build_server(workspace: Workspace, options: ServerOptions | None = None) -> 
         server.add_tool(fn, name=name, description=descriptions[name], annotations=READ_ONLY)
     add_protocol_handlers(server)
     return server
+
+
+async def health(request: Request) -> JSONResponse:
+    """GET /health for supervisors and load balancers: no authentication, no data."""
+    return JSONResponse({"status": "ok"})

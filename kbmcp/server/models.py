@@ -1,173 +1,42 @@
-"""Pydantic output models of the MCP tools: the declared `outputSchema`s.
+"""The MCP output models (the declared `outputSchema`s), built from the service result types.
 
-They mirror the service dataclasses field for field (tests/test_mcp_models.py fails when the two
-drift apart) and add descriptions where a field's meaning is not obvious to an agent.
-`search_knowledge` returns one of five shapes, told apart by `request_mode`; its output schema is
-a `oneOf` of them under an object root (MCP requires `"type": "object"` at the root).
+Each result type has one definition: the service's dataclass, whose fields carry the
+agent-facing descriptions (kbmcp/described.py). The SDK reads a tool's schema from a pydantic
+model, so `output_model` makes one from a result's own fields; nested results (SearchResult,
+Citation, ...) stay dataclasses, which pydantic reads directly. Only what MCP itself needs is
+added here: `search_knowledge` returns one of five shapes, told apart by a leading
+`request_mode` constant, under an object root; `list_knowledge_bases` wraps its list in an
+object. A tool validates its result into its model and dumps that (`ok_result`), so the wire
+follows the schema's types.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+import dataclasses
+from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
-
-class _Out(BaseModel):
-    """Base of the output models (tests/test_mcp_models.py checks the mirror is complete)."""
-
-
-class Citation(_Out):
-    """Where a passage comes from: cite it as path + line range of this exact revision."""
-
-    path: str
-    revision_id: str
-    line_start: int = Field(description="1-based first line.")
-    line_end: int = Field(description="1-based last line (inclusive).")
-    char_start: int = Field(description="0-based offset of the first character in the revision.")
-    char_end: int = Field(description="0-based offset after the last character (exclusive).")
+from kbmcp.search.models import SearchResponse
+from kbmcp.service import listing, read, scan
 
 
-# ------------------------------------------------------------------ query mode
+def output_model(name: str, result: type, request_mode: str | None = None) -> type[BaseModel]:
+    """A pydantic model named `name` with the fields of the dataclass `result` (annotations and
+    descriptions included), led by a `request_mode` constant when one is given. It validates
+    a `result` instance directly (`from_attributes`)."""
+    hints = get_type_hints(result, include_extras=True)
+    fields: dict[str, Any] = {field.name: hints[field.name] for field in dataclasses.fields(result)}
+    if request_mode is not None:
+        fields = {"request_mode": (Literal[request_mode], request_mode), **fields}
+    return create_model(name, __config__=ConfigDict(from_attributes=True), **fields)
 
 
-class SearchResult(_Out):
-    kind: Literal["document", "memory"]
-    chunk_id: str
-    document_id: str
-    revision_id: str
-    knowledge_base_id: str
-    title: str
-    path: str
-    heading_path: list[str] = Field(description="Headings enclosing the passage, outermost first.")
-    excerpt: str = Field(description="A bounded excerpt; fetch the full chunk with chunk_ids.")
-    citation: Citation
-    lexical_rank: int | None = Field(description="1-based rank in the keyword channel, or null.")
-    lexical_score: float | None = Field(description="BM25 score (higher is better), or null.")
-    semantic_rank: int | None = Field(description="1-based rank in the vector channel, or null.")
-    semantic_similarity: float | None = Field(description="Cosine similarity, or null.")
-    score: float = Field(description="The fused score results are ordered by.")
-
-
-class SearchStats(_Out):
-    lexical_candidates: int = Field(description="Keyword-channel candidates found in scope.")
-    semantic_candidates: int = Field(description="Vector-channel candidates kept in scope.")
-    scope_chunks: int | None = Field(description="Chunks inside the scope; null when unscoped.")
-    results: int
-    has_more: bool = Field(description="More results exist beyond the limit.")
-    limit: int = Field(description="The limit applied (after clamping).")
-    limit_clamped: bool = Field(description="The requested limit was above 100 and was clamped.")
-    filters_unmatched: list[str] = Field(description="Filters that selected nothing.")
-    vector_strategy: str
-    elapsed_ms: float
-
-
-class QueryOutput(_Out):
-    request_mode: Literal["query"] = "query"
-    query: str
-    mode: str = Field(description="The ranking used: hybrid, lexical, semantic or rrf.")
-    alpha: float | None
-    rrf_k: int | None
-    results: list[SearchResult]
-    stats: SearchStats
-
-
-# ------------------------------------------------------------------ targeted read
-
-
-class ReadOutput(_Out):
-    request_mode: Literal["read"] = "read"
-    document_id: str
-    knowledge_base_id: str
-    revision_id: str
-    revision_number: int
-    is_current_revision: bool
-    path: str
-    title: str
-    status: str
-    revision_created_at: str
-    content: str = Field(description="The requested window of the revision's text.")
-    content_offset: int
-    content_limit: int
-    content_total_chars: int
-    content_truncated: bool = Field(description="Text continues after this window.")
-    next_offset: int | None = Field(description="Pass as offset to read on; null at the end.")
-    line_start: int
-    line_end: int
-
-
-class OutlineSection(_Out):
-    level: int = Field(description="Heading level, 1 = top.")
-    title: str
-    heading_path: list[str]
-    char_start: int = Field(description="Read this section with offset=char_start ...")
-    char_end: int = Field(description="... and limit_chars=char_end-char_start (max 10000).")
-    line_start: int
-    line_end: int
-
-
-class OutlineOutput(_Out):
-    request_mode: Literal["outline"] = "outline"
-    document_id: str
-    knowledge_base_id: str
-    revision_id: str
-    path: str
-    title: str
-    content_total_chars: int
-    sections: list[OutlineSection] = Field(
-        description="Headings in document order; a section's range includes its subsections. "
-        "Empty for plain text and code."
-    )
-
-
-# ------------------------------------------------------------------ chunk fetch
-
-
-class FetchedChunk(_Out):
-    chunk_id: str
-    document_id: str
-    knowledge_base_id: str
-    revision_id: str
-    is_current_revision: bool
-    title: str
-    path: str
-    heading_path: list[str]
-    text: str
-    citation: Citation
-
-
-class FetchOutput(_Out):
-    request_mode: Literal["fetch"] = "fetch"
-    chunks: list[FetchedChunk] = Field(description="Found chunks, in the order asked.")
-    missing: list[str] = Field(description="Requested ids that are unknown or not readable.")
-
-
-# ------------------------------------------------------------------ scan
-
-
-class ScanItem(_Out):
-    kind: Literal["document", "memory"]
-    knowledge_base_id: str
-    document_id: str
-    revision_id: str
-    revision_number: int
-    path: str
-    title: str
-    updated_at: str
-    size_chars: int
-    tags: list[tuple[str, str]] = Field(description="[key, value] pairs.")
-    excerpt: str = Field(description="The start of the document.")
-
-
-class ScanOutput(_Out):
-    request_mode: Literal["scan"] = "scan"
-    results: list[ScanItem] = Field(description="Most recently updated first.")
-    since: str | None
-    until: str | None
-    limit: int
-    limit_clamped: bool
-    has_more: bool
-
+QueryOutput = output_model("QueryOutput", SearchResponse, "query")
+ReadOutput = output_model("ReadOutput", read.DocumentWindow, "read")
+OutlineOutput = output_model("OutlineOutput", read.DocumentOutline, "outline")
+FetchOutput = output_model("FetchOutput", read.FetchedChunks, "fetch")
+ScanOutput = output_model("ScanOutput", scan.ScanResponse, "scan")
 
 SearchKnowledgeShape = Annotated[
     QueryOutput | ReadOutput | OutlineOutput | FetchOutput | ScanOutput,
@@ -194,40 +63,12 @@ class SearchKnowledgeOutput(RootModel[SearchKnowledgeShape]):
     model_config = ConfigDict(json_schema_extra=_union_schema)
 
 
-# ------------------------------------------------------------------ listings
+# Named as the schema has always named it (the service calls it KnowledgeBaseInfo).
+KnowledgeBase = output_model("KnowledgeBase", listing.KnowledgeBaseInfo)
 
 
-class KnowledgeBase(_Out):
-    knowledge_base_id: str
-    name: str
-    description: str
-    tags: dict[str, str]
-    document_count: int = Field(description="Published documents.")
-    chunk_count: int = Field(description="Searchable chunks.")
-    created_at: str
-    updated_at: str
-
-
-class KnowledgeBaseList(_Out):
+class KnowledgeBaseList(BaseModel):
     knowledge_bases: list[KnowledgeBase]
 
 
-class DocumentInfo(_Out):
-    document_id: str
-    knowledge_base_id: str
-    path: str
-    title: str
-    status: str
-    current_revision_id: str | None
-    revision_number: int | None
-    size_chars: int
-    updated_at: str
-    tags: list[tuple[str, str]] = Field(description="[key, value] pairs.")
-    metadata: dict[str, Any]
-
-
-class DocumentPage(_Out):
-    documents: list[DocumentInfo] = Field(description="Most recently updated first.")
-    next_cursor: str | None = Field(
-        description="Pass as cursor for the next page; null at the end."
-    )
+DocumentPageOutput = output_model("DocumentPage", listing.DocumentPage)

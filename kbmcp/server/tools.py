@@ -8,7 +8,6 @@ same JSON as a text block for clients that only read text.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +19,17 @@ from pydantic import BaseModel
 from kbmcp.access import Principal
 from kbmcp.errors import InvalidRequest, KbError, QueryRequired, ResourceUnavailable
 from kbmcp.ids import check_id
+from kbmcp.search.models import (
+    DEFAULT_ALPHA,
+    DEFAULT_LIMIT,
+    DEFAULT_MODE,
+    MAX_DOCUMENT_IDS,
+    MODE_ALIASES,
+    MODES,
+    SearchFilters,
+    SearchRequest,
+    SearchResponse,
+)
 from kbmcp.server import models
 from kbmcp.server.arguments import (
     STRING_MAP_SCHEMA,
@@ -34,20 +44,9 @@ from kbmcp.server.arguments import (
     reject_given,
     string_list_schema,
 )
+from kbmcp.server.auth import LocalOwner, PrincipalSource
 from kbmcp.server.errors import kb_error_result
 from kbmcp.service import listing, read, scan
-from kbmcp.service.scope_check import check_knowledge_bases
-from kbmcp.service.search_models import (
-    DEFAULT_ALPHA,
-    DEFAULT_LIMIT,
-    DEFAULT_MODE,
-    MAX_DOCUMENT_IDS,
-    MODE_ALIASES,
-    MODES,
-    SearchFilters,
-    SearchRequest,
-    SearchResponse,
-)
 from kbmcp.workspace import Workspace
 
 MAX_KNOWLEDGE_BASE_IDS = 100
@@ -195,16 +194,20 @@ PageLimit = param(
 class KbTools:
     """The tool functions, bound to one workspace."""
 
-    def __init__(self, workspace: Workspace, options: ServerOptions | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        options: ServerOptions | None = None,
+        principals: PrincipalSource | None = None,
+    ) -> None:
         self.workspace = workspace
         self.options = options or ServerOptions()
-        self._principal: Principal | None = None
+        self._principals = principals or LocalOwner(workspace)
 
     def principal(self) -> Principal:
-        # The local user today; a per-request principal from the HTTP token plugs in here.
-        if self._principal is None:
-            self._principal = self.workspace.local_principal()
-        return self._principal
+        """The caller of the current tool call (kbmcp/server/auth.py): the bearer token's
+        tenant over HTTP, KBMCP_TOKEN's or the local owner over stdio."""
+        return self._principals.current()
 
     # -------------------------------------------------------------- tools
 
@@ -238,7 +241,7 @@ class KbTools:
     def list_knowledge_bases(self) -> Annotated[CallToolResult, models.KnowledgeBaseList]:
         def run() -> BaseModel:
             kbs = listing.list_knowledge_bases(self.workspace, self.principal())
-            return models.KnowledgeBaseList(knowledge_bases=[_dump(kb) for kb in kbs])
+            return models.KnowledgeBaseList(knowledge_bases=kbs)
 
         return self._run(run)
 
@@ -249,7 +252,7 @@ class KbTools:
         tags: ListTags = None,
         cursor: Cursor = None,
         limit: PageLimit = None,
-    ) -> Annotated[CallToolResult, models.DocumentPage]:
+    ) -> Annotated[CallToolResult, models.DocumentPageOutput]:
         def run() -> BaseModel:
             kb_ids = as_string_list(
                 knowledge_base_ids,
@@ -261,10 +264,6 @@ class KbTools:
             tag_filter = as_string_map(tags, "tags")
             page_cursor = as_string(cursor, "cursor")
             page_limit = as_int(limit, "limit", minimum=1, maximum=listing.MAX_PAGE)
-            if kb_ids:
-                check_knowledge_bases(
-                    self.workspace, self.principal(), kb_ids, argument="knowledge_base_ids"
-                )
             page = listing.list_documents(
                 self.workspace,
                 self.principal(),
@@ -274,7 +273,7 @@ class KbTools:
                 cursor=page_cursor,
                 limit=page_limit or listing.DEFAULT_PAGE,
             )
-            return models.DocumentPage.model_validate(_dump(page))
+            return models.DocumentPageOutput.model_validate(page)
 
         return self._run(run)
 
@@ -313,7 +312,7 @@ class KbTools:
             candidates=self.options.search_candidates,
         )
         response = _search(self.workspace, self.principal(), request)
-        return models.QueryOutput.model_validate(_dump(response))
+        return models.QueryOutput.model_validate(response)
 
     def _fetch(self, args: dict[str, Any]) -> BaseModel:
         others = [name for name in args if name != "chunk_ids"]
@@ -325,7 +324,7 @@ class KbTools:
             check=_id_check("chunk", "chunk_ids"),
         )
         fetched = read.fetch_chunks(self.workspace, self.principal(), chunk_ids or [])
-        return models.FetchOutput.model_validate(_dump(fetched))
+        return models.FetchOutput.model_validate(fetched)
 
     def _read(self, args: dict[str, Any]) -> BaseModel:
         document_id = as_string(args["document_id"], "document_id")
@@ -359,7 +358,7 @@ class KbTools:
                 tree = read.document_outline(
                     self.workspace, self.principal(), doc_id, revision_id=rev_id
                 )
-                return models.OutlineOutput.model_validate(_dump(tree))
+                return models.OutlineOutput.model_validate(tree)
             window = read.read_document(
                 self.workspace,
                 self.principal(),
@@ -371,7 +370,7 @@ class KbTools:
         except ResourceUnavailable as error:
             error.details.setdefault("argument", "revision_id" if rev_id else "document_id")
             raise
-        return models.ReadOutput.model_validate(_dump(window))
+        return models.ReadOutput.model_validate(window)
 
     def _scan(self, args: dict[str, Any]) -> BaseModel:
         given = [name for name in QUERY_ONLY if args[name] is not None]
@@ -389,7 +388,7 @@ class KbTools:
             limit=_default(as_int(args["limit"], "limit", minimum=1), DEFAULT_LIMIT),
             filters=_filters(args),
         )
-        return models.ScanOutput.model_validate(_dump(response))
+        return models.ScanOutput.model_validate(response)
 
     # -------------------------------------------------------------- plumbing
 
@@ -460,7 +459,3 @@ def _id_check(kind: str, argument: str) -> Callable[[str], str]:
 
 def _default(value: Any, default: Any) -> Any:
     return default if value is None else value
-
-
-def _dump(value: Any) -> dict[str, Any]:
-    return dataclasses.asdict(value)

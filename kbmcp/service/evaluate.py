@@ -174,7 +174,7 @@ def _default_search() -> SearchFunction:
 
 
 def _request(query: str, mode: str, kb_id: str, options: EvalOptions) -> Any:
-    from kbmcp.service.search_models import SearchFilters, SearchRequest
+    from kbmcp.search.models import SearchFilters, SearchRequest
 
     extra: dict[str, Any] = {}
     if options.alpha is not None:

@@ -6,10 +6,13 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 from kbmcp.access import READ, Principal, readable_kb_ids
+from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
-from kbmcp.ids import check_id_list
+from kbmcp.search.models import SearchFilters
+from kbmcp.search.scope import resolve_scope
 from kbmcp.workspace import Workspace, holding_lock
 
 DEFAULT_PAGE = 50
@@ -27,29 +30,23 @@ WHERE kb.id IN (SELECT value FROM json_each(:readable_kb_ids))
 ORDER BY kb.name, kb.public_id
 """
 
+# The documents come from the search engine's scope SQL (kbmcp/search/scope.py), so listing,
+# search and scan validate and apply knowledge bases, path prefixes and tags the same way.
 # Keyset pagination on (updated_at DESC, public_id): stable while documents are added.
-# Path prefixes use substr() rather than LIKE so that '%' and '_' in paths are literal.
 SELECT_DOCUMENTS = """
+WITH scope_document AS MATERIALIZED ({documents})
 SELECT d.public_id, kb.public_id, d.path, d.title, d.status, r.public_id, r.number,
        r.char_count, d.updated_at, d.metadata,
        (SELECT json_group_array(json_array(t.key, t.value))
         FROM (SELECT key, value FROM document_tag
               WHERE document_id = d.id ORDER BY key, value) AS t)
-FROM document AS d
+FROM scope_document AS s
+JOIN document AS d ON d.id = s.id
 JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 LEFT JOIN revision AS r ON r.id = d.current_revision_id
-WHERE d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
-  AND (:kb_filter IS NULL OR kb.public_id IN (SELECT value FROM json_each(:kb_filter)))
-  AND (:path_prefix IS NULL OR substr(d.path, 1, length(:path_prefix)) = :path_prefix)
-  AND (:include_archived OR d.status = 'published')
-  AND NOT EXISTS (
-      SELECT 1 FROM json_each(:tags) AS want
-      WHERE NOT EXISTS (
-          SELECT 1 FROM document_tag AS t
-          WHERE t.document_id = d.id AND t.key = want.key AND t.value = want.value))
-  AND (:cursor_updated IS NULL
-       OR d.updated_at < :cursor_updated
-       OR (d.updated_at = :cursor_updated AND d.public_id > :cursor_id))
+WHERE :cursor_updated IS NULL
+   OR d.updated_at < :cursor_updated
+   OR (d.updated_at = :cursor_updated AND d.public_id > :cursor_id)
 ORDER BY d.updated_at DESC, d.public_id
 LIMIT :limit
 """
@@ -61,8 +58,8 @@ class KnowledgeBaseInfo:
     name: str
     description: str
     tags: dict[str, str]
-    document_count: int
-    chunk_count: int
+    document_count: Annotated[int, Described("Published documents.")]
+    chunk_count: Annotated[int, Described("Searchable chunks.")]
     created_at: str
     updated_at: str
 
@@ -78,14 +75,16 @@ class DocumentInfo:
     revision_number: int | None
     size_chars: int
     updated_at: str
-    tags: list[tuple[str, str]]
+    tags: Annotated[list[tuple[str, str]], Described("[key, value] pairs.")]
     metadata: dict[str, object]
 
 
 @dataclass(frozen=True)
 class DocumentPage:
-    documents: list[DocumentInfo]
-    next_cursor: str | None
+    documents: Annotated[list[DocumentInfo], Described("Most recently updated first.")]
+    next_cursor: Annotated[
+        str | None, Described("Pass as cursor for the next page; null at the end.")
+    ]
 
 
 @holding_lock
@@ -121,22 +120,18 @@ def list_documents(
             f"limit must be an integer from 1 to {MAX_PAGE}", details={"argument": "limit"}
         )
     cursor_updated, cursor_id = _decode_cursor(cursor) if cursor else (None, None)
-    if knowledge_base_ids is not None:
-        # An empty list selects nothing; it must never mean "every knowledge base".
-        knowledge_base_ids = check_id_list(
-            "knowledge_base",
-            knowledge_base_ids,
-            argument="knowledge_base_ids",
-            limit=MAX_KNOWLEDGE_BASE_IDS,
-        )
-    rows = workspace.conn.execute(
-        SELECT_DOCUMENTS,
+    conn = workspace.conn
+    # An empty knowledge_base_ids list is an error there, never "every knowledge base".
+    filters = SearchFilters(
+        knowledge_base_ids=None if knowledge_base_ids is None else list(knowledge_base_ids),
+        document_paths=[path_prefix] if path_prefix else None,
+        tags=dict(tags) if tags else None,
+    )
+    scope = resolve_scope(conn, readable_kb_ids(conn, principal), filters)
+    rows = conn.execute(
+        SELECT_DOCUMENTS.format(documents=scope.documents_sql(include_archived=include_archived)),
         {
-            "readable_kb_ids": json.dumps(readable_kb_ids(workspace.conn, principal)),
-            "kb_filter": None if knowledge_base_ids is None else json.dumps(knowledge_base_ids),
-            "path_prefix": path_prefix or None,
-            "include_archived": include_archived,
-            "tags": json.dumps(dict(tags or {})),
+            **scope.params(),
             "cursor_updated": cursor_updated,
             "cursor_id": cursor_id,
             "limit": limit + 1,

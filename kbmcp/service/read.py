@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Annotated
 
 from kbmcp.access import READ, Principal, readable_kb_ids
+from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
+from kbmcp.search.models import Citation
 from kbmcp.workspace import Workspace, holding_lock
 
 DEFAULT_LIMIT_CHARS = 4000
@@ -44,16 +47,6 @@ WHERE c.public_id IN (SELECT value FROM json_each(:chunk_ids))
 
 
 @dataclass(frozen=True)
-class Citation:
-    path: str
-    revision_id: str
-    line_start: int
-    line_end: int
-    char_start: int
-    char_end: int
-
-
-@dataclass(frozen=True)
 class DocumentWindow:
     document_id: str
     knowledge_base_id: str
@@ -64,23 +57,23 @@ class DocumentWindow:
     title: str
     status: str
     revision_created_at: str
-    content: str
+    content: Annotated[str, Described("The requested window of the revision's text.")]
     content_offset: int
     content_limit: int
     content_total_chars: int
-    content_truncated: bool
-    next_offset: int | None
+    content_truncated: Annotated[bool, Described("Text continues after this window.")]
+    next_offset: Annotated[int | None, Described("Pass as offset to read on; null at the end.")]
     line_start: int
     line_end: int
 
 
 @dataclass(frozen=True)
 class OutlineSection:
-    level: int
+    level: Annotated[int, Described("Heading level, 1 = top.")]
     title: str
     heading_path: list[str]
-    char_start: int
-    char_end: int
+    char_start: Annotated[int, Described("Read this section with offset=char_start ...")]
+    char_end: Annotated[int, Described("... and limit_chars=char_end-char_start (max 10000).")]
     line_start: int
     line_end: int
 
@@ -93,7 +86,13 @@ class DocumentOutline:
     path: str
     title: str
     content_total_chars: int
-    sections: list[OutlineSection]
+    sections: Annotated[
+        list[OutlineSection],
+        Described(
+            "Headings in document order; a section's range includes its subsections. "
+            "Empty for plain text and code."
+        ),
+    ]
 
 
 @dataclass(frozen=True)
@@ -112,8 +111,8 @@ class FetchedChunk:
 
 @dataclass(frozen=True)
 class FetchedChunks:
-    chunks: list[FetchedChunk]
-    missing: list[str]
+    chunks: Annotated[list[FetchedChunk], Described("Found chunks, in the order asked.")]
+    missing: Annotated[list[str], Described("Requested ids that are unknown or not readable.")]
 
 
 @holding_lock

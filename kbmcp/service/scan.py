@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Annotated, Literal
 
 from kbmcp.access import READ, Principal, readable_kb_ids
 from kbmcp.clock import format_timestamp, parse_timestamp
+from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest
+from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
-from kbmcp.service.search_models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.workspace import Workspace, holding_lock
 
 EXCERPT_CHARS = 240
@@ -44,7 +46,7 @@ LIMIT :limit
 
 @dataclass(frozen=True)
 class ScanItem:
-    kind: str  # "document" (memories later)
+    kind: Literal["document", "memory"]
     knowledge_base_id: str
     document_id: str
     revision_id: str
@@ -53,13 +55,14 @@ class ScanItem:
     title: str
     updated_at: str
     size_chars: int
-    tags: list[tuple[str, str]]
-    excerpt: str  # the start of the first chunk, at most EXCERPT_CHARS characters
+    tags: Annotated[list[tuple[str, str]], Described("[key, value] pairs.")]
+    # the start of the first chunk, at most EXCERPT_CHARS characters
+    excerpt: Annotated[str, Described("The start of the document.")]
 
 
 @dataclass(frozen=True)
 class ScanResponse:
-    results: list[ScanItem]
+    results: Annotated[list[ScanItem], Described("Most recently updated first.")]
     since: str | None  # normalised to UTC
     until: str | None
     limit: int

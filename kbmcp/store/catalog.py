@@ -18,6 +18,10 @@ INSERT INTO tenant (public_id, name, created_at) VALUES (:public_id, :name, :now
 ON CONFLICT (name) DO NOTHING
 """
 SELECT_TENANT = "SELECT id, public_id FROM tenant WHERE name = :name"
+# A tenant named by name or by public id (ten_...): the CLI accepts either.
+SELECT_TENANT_BY_REF = """
+SELECT id, public_id, name FROM tenant WHERE name = :ref OR public_id = :ref
+"""
 
 INSERT_KB = """
 INSERT INTO knowledge_base (public_id, tenant_id, name, description, created_at, updated_at)
@@ -26,6 +30,13 @@ ON CONFLICT (tenant_id, name) DO NOTHING
 """
 SELECT_KB_BY_NAME = """
 SELECT id, public_id FROM knowledge_base WHERE tenant_id = :tenant_id AND name = :name
+"""
+# Knowledge bases named by public id (kb_...) or by name, with their owner, across tenants.
+SELECT_KBS_BY_REF = """
+SELECT kb.id, kb.public_id, kb.name, t.id, t.public_id, t.name
+FROM knowledge_base AS kb JOIN tenant AS t ON t.id = kb.tenant_id
+WHERE kb.public_id = :ref OR kb.name = :ref
+ORDER BY t.name, kb.public_id
 """
 
 # Everything ingest needs to decide skip / update / restore for each path, in one query per run.
@@ -99,6 +110,43 @@ class KnowledgeBaseRef:
     id: int
     public_id: str
     name: str
+
+
+@dataclass(frozen=True)
+class NamedTenant:
+    id: int
+    public_id: str
+    name: str
+
+    @property
+    def ref(self) -> TenantRef:
+        return TenantRef(self.id, self.public_id)
+
+
+@dataclass(frozen=True)
+class OwnedKnowledgeBase:
+    """A knowledge base with its owner tenant."""
+
+    id: int
+    public_id: str
+    name: str
+    owner: NamedTenant
+
+
+def find_tenant_by_ref(conn: apsw.Connection, ref: str) -> NamedTenant | None:
+    """The tenant whose name or public id is `ref`."""
+    row = conn.execute(SELECT_TENANT_BY_REF, {"ref": ref}).fetchone()
+    return None if row is None else NamedTenant(*row)
+
+
+def find_knowledge_bases_by_ref(conn: apsw.Connection, ref: str) -> list[OwnedKnowledgeBase]:
+    """Every knowledge base whose public id or name is `ref` (names repeat across tenants)."""
+    return [
+        OwnedKnowledgeBase(kb_id, public_id, name, NamedTenant(t_id, t_public, t_name))
+        for kb_id, public_id, name, t_id, t_public, t_name in conn.execute(
+            SELECT_KBS_BY_REF, {"ref": ref}
+        )
+    ]
 
 
 def ensure_tenant(conn: apsw.Connection, name: str = LOCAL_TENANT) -> TenantRef:

@@ -10,7 +10,7 @@ Two tables hold vectors, both keyed by chunk id:
 
 A vec0 `bit[N]` index was tried as the coarse stage for large scopes and dropped: its top-k cost
 grows with k (18 ms at k=100, 183 ms at k=800 for 100k rows), so search keeps sign bits in
-memory instead (kbmcp/search/vector_cache.py).
+memory instead (kbmcp/search/vector/matrix.py).
 """
 
 from __future__ import annotations

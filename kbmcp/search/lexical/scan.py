@@ -1,10 +1,10 @@
-"""The keyword channel for small scopes: bm25 computed in Python over the allowed rows only.
+"""Accelerator: the keyword channel for small scopes, bm25 computed over the allowed rows only.
 
 Why: FTS5 answers `MATCH '"a" OR "b" ...' AND +rowid IN carray(:allowed)` by walking every
 term's whole doclist and testing each row against the allow-list, so a 100-chunk scope costs
 as much as the doclists of its query terms (a 13-term question: 20-40 ms at 100k chunks), not
 as much as its 100 chunks. Here the allowed chunks' text is tokenised with the index's own
-tokenizer and scored with FTS5's formula (kbmcp/search/bm25.py); from the index only the
+tokenizer and scored with FTS5's formula (bm25.py); from the index only the
 statistics are read: N and the column totals (averages record), per-row column sizes (docsize),
 and each term's document frequency (fts5vocab; an FTS5 count for multi-token phrases).
 
@@ -21,15 +21,15 @@ from collections.abc import Sequence
 import apsw
 import numpy as np
 
-from kbmcp.search import bm25
+from kbmcp.search.lexical import bm25
+from kbmcp.search.lexical.tokens import ChunkTokens, TokenCache
 from kbmcp.search.query_text import quote_term
-from kbmcp.search.scan_tokens import ChunkTokens, TokenCache, token_cache
 from kbmcp.store.index import heading_text
 
 # The text of each allowed chunk exactly as it was indexed (store/index.py: title, heading path
 # joined with " > ", body), with FTS5's recorded column sizes for the same row.
 SELECT_INDEXED_TEXT = """
-SELECT c.id, d.title, c.heading_path, c.text, s.sz
+SELECT c.id, d.id, d.title, c.heading_path, c.text, s.sz
 FROM chunk AS c
 JOIN revision AS r ON r.id = c.revision_id
 JOIN document AS d ON d.id = r.document_id
@@ -57,6 +57,7 @@ def scan_scope(
     allowed: np.ndarray,
     weights: Sequence[float],
     tokenize: apsw.FTS5Tokenizer,
+    cache: TokenCache,
     known_counts: dict[str, int] | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """(chunk ids, scores) of every allowed row that contains at least one phrase, scored like
@@ -64,29 +65,58 @@ def scan_scope(
     index (or a phrase has no tokens), so the caller must ask FTS5. `known_counts` (quoted
     phrase -> rows containing it) is used and filled: counting a common term's rows walks its
     whole doclist (~3-5 ms for a word in every chunk at 100k), so callers keep it while the
-    file is unchanged (term_cache.TermCache.row_counts)."""
-    if any(not tokens for _, tokens in phrases) or not _exact_weights(weights):
+    file is unchanged (postings.PostingsIndex.row_counts). Tokenised chunks are kept in
+    `cache`."""
+    if any(not tokens for _, tokens in phrases) or not exact_weights(weights):
         return None
     stats = bm25.index_stats(conn)
-    cache = token_cache(conn)
-    chunk_ids = allowed.tolist()
-    chunks = {i: cache.chunks[i] for i in chunk_ids if i in cache.chunks}
-    if len(chunks) < len(chunk_ids):
-        missing = np.asarray([i for i in chunk_ids if i not in chunks], dtype=np.int64)
+    if not phrases or len(allowed) == 0 or stats.rows == 0:
+        return _empty_ids(), np.zeros(0)
+    found = phrase_frequencies(conn, phrases, allowed, weights, tokenize, cache)
+    if found is None:
+        return None  # the index holds other text for some row
+    frequency, doc_length = found
+    containing = rows_containing(conn, phrases, {} if known_counts is None else known_counts)
+    score = np.zeros(len(allowed), dtype=np.float64)
+    for i, (term, _) in enumerate(phrases):  # in query order, as FTS5 sums them
+        idf = bm25.idf(stats.rows, containing[term])
+        score += bm25.contributions(idf, frequency[i], doc_length, stats.avgdl)
+    hit = (frequency > 0).any(axis=0)
+    return allowed[hit], score[hit]
+
+
+def phrase_frequencies(
+    conn: apsw.Connection,
+    phrases: Sequence[Phrase],
+    chunk_ids: np.ndarray,
+    weights: Sequence[float],
+    tokenize: apsw.FTS5Tokenizer,
+    cache: TokenCache,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(frequency, doc_length): each phrase's column-weighted instance count in each chunk
+    (phrases x chunks, float64, FTS5's f) and each chunk's token count over all columns (FTS5's
+    D), from the chunks' text as indexed; None if some chunk's text differs from the index."""
+    ids = chunk_ids.tolist()
+    chunks = {i: cache.chunks[i] for i in ids if i in cache.chunks}
+    if len(chunks) < len(ids):
+        missing = np.asarray([i for i in ids if i not in chunks], dtype=np.int64)
         tokenised = _tokenise(conn, cache, missing, tokenize)
         if tokenised is None:
-            return None  # the index holds other text for some row
+            return None
         chunks.update(tokenised)
-    if not phrases or not chunk_ids or stats.rows == 0:
-        return _empty_ids(), np.zeros(0)
-    ordered = [chunks[i] for i in chunk_ids]
-    ids = np.asarray(chunk_ids, dtype=np.int64)
+    ordered = [chunks[i] for i in ids]
     lengths = np.fromiter((len(c.token_ids) for c in ordered), dtype=np.int64, count=len(ordered))
-    token_ids = np.concatenate([c.token_ids for c in ordered])
-    columns = np.concatenate([c.columns for c in ordered]).astype(np.int64)
+    token_ids = np.concatenate([c.token_ids for c in ordered]) if ordered else np.zeros(0, np.int32)
+    columns = (
+        np.concatenate([c.columns for c in ordered]).astype(np.int64)
+        if ordered
+        else np.zeros(0, np.int64)
+    )
     # The text (row * 3 + column) of every token, as FTS5 counts per column of each row.
     text_of = np.repeat(np.arange(len(ordered), dtype=np.int64) * COLUMNS, lengths) + columns
-    doc_length = np.stack([c.sizes for c in ordered]).sum(axis=1)
+    doc_length = (
+        np.stack([c.sizes for c in ordered]).sum(axis=1) if ordered else np.zeros(0, np.int64)
+    )
     texts = len(ordered) * COLUMNS
     code_of = {token: code for code, token in enumerate({t for _, p in phrases for t in p})}
     codes = np.full(len(token_ids), -1, dtype=np.int32)
@@ -102,13 +132,7 @@ def scan_scope(
         # multiples of 1/1024 (checked) these sums are exact, so count * weight is the same.
         for column, weight in enumerate(weights):
             frequency[i] += counts[:, column] * weight
-    containing = rows_containing(conn, phrases, {} if known_counts is None else known_counts)
-    score = np.zeros(len(ordered), dtype=np.float64)
-    for i, (term, _) in enumerate(phrases):  # in query order, as FTS5 sums them
-        idf = bm25.idf(stats.rows, containing[term])
-        score += bm25.contributions(idf, frequency[i], doc_length, stats.avgdl)
-    hit = (frequency > 0).any(axis=0)
-    return ids[hit], score[hit]
+    return frequency, doc_length
 
 
 def _tokenise(
@@ -124,7 +148,7 @@ def _tokenise(
     # text (row * 3 + column) by byte offset.
     texts = [
         text.encode("utf-8")
-        for _, title, heading, body, _ in rows
+        for _, _, title, heading, body, _ in rows
         for text in (title, heading_text(json.loads(heading)) if heading != "[]" else "", body)
     ]
     lengths = np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts))
@@ -133,20 +157,20 @@ def _tokenise(
     starts = np.fromiter((t[0] for t in tokens), dtype=np.int64, count=len(tokens))
     text_of = np.searchsorted(text_starts, starts, side="right") - 1
     sizes = np.bincount(text_of, minlength=len(texts)).reshape(len(rows), COLUMNS)
-    recorded = np.array([bm25.decode_varints(row[4])[:COLUMNS] for row in rows])
+    recorded = np.array([bm25.decode_varints(row[5])[:COLUMNS] for row in rows])
     if recorded.shape != sizes.shape or not np.array_equal(sizes, recorded):
         return None
     token_ids = cache.token_ids([t[2] for t in tokens])
     bounds = np.searchsorted(text_of // COLUMNS, np.arange(len(rows) + 1))
     found = {}
-    for row, (chunk_id, *_) in enumerate(rows):
+    for row, (chunk_id, document_id, *_) in enumerate(rows):
         start, stop = bounds[row], bounds[row + 1]
         chunk = ChunkTokens(
             token_ids[start:stop].copy(),
             (text_of[start:stop] % COLUMNS).astype(np.int8),
             sizes[row].astype(np.int64),
         )
-        cache.add(chunk_id, chunk)
+        cache.add(chunk_id, document_id, chunk)
         found[chunk_id] = chunk
     return found
 
@@ -164,7 +188,8 @@ def _phrase_starts(codes: np.ndarray, text_of: np.ndarray, phrase: list[int]) ->
     return np.flatnonzero(match)
 
 
-def _exact_weights(weights: Sequence[float]) -> bool:
+def exact_weights(weights: Sequence[float]) -> bool:
+    """Weights whose instance sums are exact in float64 (multiples of 1/1024)."""
     return len(weights) == COLUMNS and all(float(w * 1024).is_integer() for w in weights)
 
 

@@ -1,0 +1,73 @@
+"""Accelerators: in-memory copies of the indexes that make a long-lived process's searches fast.
+
+A `Workspace` that serves many queries (the MCP server, eval, benchmarks) holds one
+`Accelerator`; a one-shot process holds none and searches with SQL alone. It owns:
+
+- `vectors` (vector/matrix.py): every indexed vector, for exact and sign-bit scoring;
+- `postings` (lexical/postings.py): per query phrase, FTS5's bm25 contribution to every row;
+- `tokens` (lexical/tokens.py): tokenised chunks for the scope scan (lexical/scan.py).
+
+Freshness is one check per request, inside the request's read transaction: the last sequence
+number of the file's index change log (`index_log`, appended by triggers whenever a document's
+indexed chunks or title change, whichever process wrote) and the embedding-model record. When
+the log moved, only the logged documents are re-read: their vectors are replaced or appended in
+place, their tokenised chunks forgotten, and their new chunks' postings added for every kept
+phrase (bm25 contributions are recomputed from the new index statistics, nothing is fetched
+again), so a server under steady ingest stays warm. A copy that cannot be updated in place is
+dropped and rebuilt on use; a new model record (`kbmcp reembed`) replaces everything.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import apsw
+
+from kbmcp.search.lexical.fts import TOKENIZER, WEIGHTS
+from kbmcp.search.lexical.postings import PostingsIndex
+from kbmcp.search.lexical.tokens import TokenCache
+from kbmcp.search.vector.matrix import VectorMatrix
+
+SELECT_LOG_POSITION = "SELECT coalesce(max(seq), 0) FROM index_log"
+SELECT_LOGGED_DOCUMENTS = "SELECT DISTINCT document_id FROM index_log WHERE seq > :after"
+SELECT_MODEL_STAMP = "SELECT name, dimension, version, recorded_at FROM embedding_model"
+
+
+class Accelerator:
+    def __init__(self) -> None:
+        # Held while a search refreshes or reads the copies: one request at a time may update
+        # them, and nobody reads a half-updated copy.
+        self.lock = threading.RLock()
+        self._position: int | None = None
+        self._model: tuple[object, ...] | None = None
+        self._vectors: VectorMatrix | None = None
+        self.postings = PostingsIndex(WEIGHTS)
+        self.tokens = TokenCache()
+
+    def refresh(self, conn: apsw.Connection) -> None:
+        """Bring the copies up to the file as this connection's transaction sees it."""
+        position = conn.execute(SELECT_LOG_POSITION).fetchone()[0]
+        model = conn.execute(SELECT_MODEL_STAMP).fetchone()
+        if position == self._position and model == self._model:
+            return
+        if self._position is None or model != self._model or position < self._position:
+            self._vectors = None
+            self.tokens = TokenCache()
+            self.postings = PostingsIndex(WEIGHTS)
+        else:
+            documents = sorted(
+                row[0] for row in conn.execute(SELECT_LOGGED_DOCUMENTS, {"after": self._position})
+            )
+            if self._vectors is not None and not self._vectors.update_documents(conn, documents):
+                self._vectors = None
+            self.tokens.forget_documents(set(documents))
+            tokenize = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+            if not self.postings.update_documents(conn, documents, tokenize, self.tokens):
+                self.postings = PostingsIndex(WEIGHTS)
+        self._position, self._model = position, model
+
+    def vectors(self, conn: apsw.Connection) -> VectorMatrix:
+        """The vector copy, built on first use (~0.35 s at 100k chunks)."""
+        if self._vectors is None:
+            self._vectors = VectorMatrix.load(conn)
+        return self._vectors

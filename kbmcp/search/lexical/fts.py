@@ -1,0 +1,164 @@
+"""The keyword channel in SQL: FTS5 bm25 over title, heading path and body, inside the scope.
+
+The plain path's lexical source for the ranking statement (search/ranking.py), and the shared
+definitions of the channel: column weights, the index's tokenizer, query terms -> tokens.
+The accelerated sources (postings.py, scan.py) reproduce this channel's scores bit for bit
+(tests/test_search_bm25.py).
+
+Two facts shape the SQL (both measured, see docs/search.md):
+
+- The scope is written `+rowid IN (SELECT id FROM scope_chunk)`. Without the unary `+`, FTS5
+  takes the rowid constraint as its own and runs one full MATCH per allowed id (29 s instead of
+  26 ms for a common term and 10k ids). With it, FTS5 walks the term doclists once and SQLite
+  drops rows outside the scope before bm25 is computed and before ORDER BY / LIMIT.
+- An OR-query over common terms is FTS5's slow case: bm25 runs for every row that contains any
+  term. Terms that occur in more than half of the indexed chunks are dropped as long as a rarer
+  term that occurs remains. This does not change the ranking: FTS5's bm25 idf,
+  log((N - n + 0.5) / (n + 0.5)), is negative for n > N/2 and FTS5 clamps it to 1e-6, so such a
+  term adds at most ~1e-6 to any score. The only other effect, losing chunks that contain
+  nothing but such terms, is undone inside the same statement: when the pruned query finds no
+  more chunks than the candidate depth, the query with every term runs instead (a constant
+  WHERE term, which SQLite evaluates once before the loop, switches between the two).
+  Measured at 100k chunks: unscoped lexical p50 137 ms -> 73 ms with recall@10 1.000; lower
+  cut-offs were faster but changed results (20% -> recall 0.835), so they are not used.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import apsw
+
+from kbmcp.search.query_text import match_expression
+from kbmcp.search.ranking import ChannelSource
+
+# bm25 column weights (title, heading, body). Equal, by measurement (bench/tune_scifact.py,
+# docs/retrieval-quality.md): on SciFact, where a document's title is also its heading, lexical
+# nDCG@10 is 0.685 with (1, 1, 1), 0.676 with (2, 1.5, 1) and 0.671 with (10, 0, 1); weighting
+# titles up only helps documents whose body never repeats the title, and the body of a chunk
+# under a heading usually does. (0, 0, 1) scores 0.680: the title and heading columns still help.
+TITLE_WEIGHT = 1.0
+HEADING_WEIGHT = 1.0
+BODY_WEIGHT = 1.0
+WEIGHTS = (TITLE_WEIGHT, HEADING_WEIGHT, BODY_WEIGHT)
+
+STOPWORD_DOC_FRACTION = 0.5  # above this, FTS5's bm25 idf is clamped to ~0 (see above)
+STOPWORD_MIN_ROWS = 1000  # smaller indexes are cheap to search with every term
+TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])  # as in 002_search_index.sql
+
+# bm25() is "lower is better"; the channel reports its negation so that higher is better.
+# {in_scope} is IN_SCOPE for a scoped search and empty when every indexed chunk is in scope.
+SEARCH = """
+    SELECT rowid, -bm25(chunk_fts, :w_title, :w_heading, :w_body) AS score
+    FROM chunk_fts
+    WHERE chunk_fts MATCH :lexical_match {in_scope}
+    ORDER BY score DESC, rowid
+    LIMIT :depth + 1"""
+IN_SCOPE = "AND +rowid IN (SELECT id FROM scope_chunk)"
+
+# With common terms left out (see the module docstring): the pruned query first, and the query
+# with every term only when the pruned one found no more than :depth chunks.
+PRUNED_CTE = """lexical_pruned(chunk_id, score) AS MATERIALIZED ({search}),
+"""
+PRUNED_OR_ALL = """
+    SELECT chunk_id, score FROM lexical_pruned
+    WHERE (SELECT count(*) FROM lexical_pruned) > :depth
+    UNION ALL
+    SELECT * FROM (
+        SELECT rowid, -bm25(chunk_fts, :w_title, :w_heading, :w_body) AS score
+        FROM chunk_fts
+        WHERE (SELECT count(*) FROM lexical_pruned) <= :depth
+          AND chunk_fts MATCH :lexical_match_all {in_scope}
+        ORDER BY score DESC, rowid
+        LIMIT :depth + 1)"""
+
+# fts5vocab over the index (temp: per connection, so no migration): document frequency per term.
+CREATE_VOCAB = """
+CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_fts_vocab USING fts5vocab(main, chunk_fts, row)
+"""
+TERM_DOC_FREQUENCIES = """
+SELECT term, doc FROM temp.chunk_fts_vocab WHERE term IN (SELECT value FROM json_each(:terms))
+"""
+# The docsize table has one row per indexed chunk; counting it reads only its b-tree.
+INDEXED_ROWS = "SELECT count(*) FROM chunk_fts_docsize"
+
+
+def fts_source(
+    conn: apsw.Connection, terms: list[str], scope_rows: int | None, depth: int
+) -> ChannelSource:
+    """The lexical channel as FTS5 SQL over the scope (`scope_rows` None: the whole index)."""
+    in_scope = "" if scope_rows is None else IN_SCOPE
+    match = match_expression(terms)
+    if match is None:  # no word characters at all: nothing can match
+        return ChannelSource("fts5")
+    params = {
+        "lexical_match": match,
+        "w_title": TITLE_WEIGHT,
+        "w_heading": HEADING_WEIGHT,
+        "w_body": BODY_WEIGHT,
+    }
+    # A scope no larger than the depth would always fall back to every term: skip the pruning.
+    pruned = None
+    if scope_rows is None or scope_rows > depth:
+        kept, dropped = drop_stopwords(conn, terms, STOPWORD_MIN_ROWS)
+        pruned = match_expression(kept) if dropped else None
+    if pruned is None:
+        return ChannelSource("fts5", SEARCH.format(in_scope=in_scope), params)
+    return ChannelSource(
+        "fts5",
+        PRUNED_OR_ALL.format(in_scope=in_scope),
+        {**params, "lexical_match": pruned, "lexical_match_all": match},
+        ctes=PRUNED_CTE.format(search=SEARCH.format(in_scope=in_scope)),
+    )
+
+
+def drop_stopwords(
+    conn: apsw.Connection, terms: list[str], min_rows: int
+) -> tuple[list[str], list[str]]:
+    """Split terms into (kept, dropped): a term is dropped when its rarest token occurs in more
+    than STOPWORD_DOC_FRACTION of the indexed chunks, unless no rarer term that occurs at all
+    would remain. Indexes of fewer than `min_rows` chunks are too small to bother (and to trust
+    the frequencies)."""
+    if len(terms) < 2:
+        return terms, []
+    ensure_vocabulary(conn)
+    tokens = {term: term_tokens(conn, term) for term in terms}
+    wanted = sorted({token for ts in tokens.values() for token in ts})
+    frequencies = dict(conn.execute(TERM_DOC_FREQUENCIES, {"terms": _json_list(wanted)}).fetchall())
+    total = conn.execute(INDEXED_ROWS).fetchone()[0]
+    if total < min_rows:
+        return terms, []
+    ceiling = STOPWORD_DOC_FRACTION * total
+    # A phrase matches at most as many chunks as its rarest token.
+    frequency = {
+        term: min((frequencies.get(t, 0) for t in ts), default=0) for term, ts in tokens.items()
+    }
+    common = {term for term, df in frequency.items() if df > ceiling}
+    if not any(0 < df <= ceiling for df in frequency.values()):
+        return terms, []
+    return [t for t in terms if t not in common], [t for t in terms if t in common]
+
+
+def document_tokenizer(conn: apsw.Connection) -> Callable[[bytes], list[tuple[int, int, str]]]:
+    """The index's tokenizer as a function of UTF-8 text -> (byte start, byte end, token)."""
+    tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+    return lambda data: tokenizer(data, apsw.FTS5_TOKENIZE_DOCUMENT, None)
+
+
+def term_tokens(conn: apsw.Connection, term: str) -> list[str]:
+    """The index tokens of a term (stemmed, case- and diacritic-folded) as FTS5 sees them."""
+    return _tokens(conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1]), term)
+
+
+def _tokens(tokenizer: apsw.FTS5Tokenizer, term: str) -> list[str]:
+    return [token for _, _, token, *_ in tokenizer(term.encode("utf-8"),
+                                                     apsw.FTS5_TOKENIZE_QUERY, None)]  # fmt: skip
+
+
+def ensure_vocabulary(conn: apsw.Connection) -> None:
+    conn.execute(CREATE_VOCAB)
+
+
+def _json_list(values: list[str]) -> str:
+    return json.dumps(values)

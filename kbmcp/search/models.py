@@ -1,0 +1,116 @@
+"""The search request and response: the contract between the search engine, the CLI and MCP.
+
+Plain dataclasses. The result types are also the MCP output schemas (kbmcp/server/models.py
+builds them from these fields): a `Described` text is what an agent reads about a field.
+`Citation` is shared by every reader that points into a revision (search results, fetched chunks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from kbmcp.described import Described
+
+MODES = ("hybrid", "lexical", "semantic", "rrf")
+MODE_ALIASES = {"keyword": "lexical"}
+DEFAULT_MODE = "hybrid"
+DEFAULT_ALPHA = 0.5
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 100
+MAX_DOCUMENT_IDS = 100
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where a passage comes from: cite it as path + line range of this exact revision."""
+
+    path: str
+    revision_id: str
+    line_start: Annotated[int, Described("1-based first line.")]
+    line_end: Annotated[int, Described("1-based last line (inclusive).")]
+    char_start: Annotated[int, Described("0-based offset of the first character in the revision.")]
+    char_end: Annotated[int, Described("0-based offset after the last character (exclusive).")]
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Scope: every filter applies before ranking and the limit. None means "not filtered"."""
+
+    knowledge_base_ids: list[str] | None = None
+    document_ids: list[str] | None = None
+    document_paths: list[str] | None = None  # path prefixes
+    tags: dict[str, str] | None = None  # every pair must match
+    metadata: dict[str, Any] | None = None  # equality on document metadata keys
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    query: str
+    mode: str = DEFAULT_MODE
+    alpha: float = DEFAULT_ALPHA  # lexical weight in hybrid
+    rrf_k: int | None = None  # None: the configured default (KBMCP_RRF_K, 60)
+    min_similarity: float | None = None  # cosine floor for vector candidates, before fusion
+    limit: int = DEFAULT_LIMIT
+    filters: SearchFilters = field(default_factory=SearchFilters)
+    # Candidate depth per channel (None: engine default). Tests force 1 to prove scope-first.
+    candidates: int | None = None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    kind: Literal["document", "memory"]
+    chunk_id: str
+    document_id: str
+    revision_id: str
+    knowledge_base_id: str
+    title: str
+    path: str
+    heading_path: Annotated[
+        list[str], Described("Headings enclosing the passage, outermost first.")
+    ]
+    excerpt: Annotated[str, Described("A bounded excerpt; fetch the full chunk with chunk_ids.")]
+    citation: Citation
+    lexical_rank: Annotated[int | None, Described("1-based rank in the keyword channel, or null.")]
+    # bm25 with the sign flipped from FTS5's
+    lexical_score: Annotated[float | None, Described("BM25 score (higher is better), or null.")]
+    semantic_rank: Annotated[int | None, Described("1-based rank in the vector channel, or null.")]
+    semantic_similarity: Annotated[float | None, Described("Cosine similarity, or null.")]
+    score: Annotated[float, Described("The fused score results are ordered by.")]
+
+
+@dataclass(frozen=True)
+class SearchStats:
+    lexical_candidates: Annotated[int, Described("Keyword-channel candidates found in scope.")]
+    semantic_candidates: Annotated[int, Described("Vector-channel candidates kept in scope.")]
+    scope_chunks: Annotated[int | None, Described("Chunks inside the scope; null when unscoped.")]
+    results: int
+    has_more: Annotated[bool, Described("More results exist beyond the limit.")]
+    limit: Annotated[int, Described("The limit applied (after clamping).")]
+    limit_clamped: Annotated[bool, Described("The requested limit was above 100 and was clamped.")]
+    filters_unmatched: Annotated[list[str], Described("Filters that selected nothing.")]
+    lexical_strategy: Annotated[
+        str | None,
+        Described(
+            "How the keyword channel found candidates (fts5, postings, scan); null when it did "
+            "not run."
+        ),
+    ]
+    vector_strategy: Annotated[
+        str | None,
+        Described(
+            "How the vector channel found candidates (sql_exact, vec0_knn, matrix_exact); null "
+            "when it did not run."
+        ),
+    ]
+    elapsed_ms: float
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    query: str
+    mode: Annotated[str, Described("The ranking used: hybrid, lexical, semantic or rrf.")]
+    alpha: float | None
+    rrf_k: int | None
+    results: list[SearchResult]
+    stats: SearchStats

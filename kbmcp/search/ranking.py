@@ -1,0 +1,194 @@
+"""The ranking statement: scope, both channels, fusion, ties and the limit in one SQL statement.
+
+Every query mode, on every path, runs RANKING. The channels plug in as CTE bodies
+(`ChannelSource`): FTS5 `MATCH` and sqlite-vec SQL in the plain path (search/lexical/fts.py,
+search/vector/sql.py), or candidates an in-memory accelerator computed, bound as JSON (`bound`).
+Whatever produced them, ranks, normalisation, fusion, tie-breaks and the limit are this SQL, so
+the plain and the accelerated path cannot disagree on how candidates become results.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import apsw
+import numpy as np
+
+# The rows of a channel that is not run (e.g. the semantic channel in lexical mode).
+NO_CANDIDATES = "SELECT NULL, NULL WHERE 0"
+# The scope's chunk ids, and an empty scope (carray refuses an empty array).
+SCOPE_IDS = "SELECT value FROM carray(:scope_ids)"
+NO_SCOPE_IDS = "SELECT NULL WHERE 0"
+
+# Candidates computed outside SQL: a JSON array of [chunk id, score] pairs. JSON, not two
+# carrays joined on rowid: SQLite joins two table-valued functions with a nested loop (1000
+# candidates: 28 ms), and SQLite's JSON parser reads Python's shortest float repr back to the
+# same double (checked on 500k random values), so scores stay bit-for-bit.
+BOUND_CANDIDATES = "SELECT value ->> 0, value ->> 1 FROM json_each(:{name})"
+
+RANKING = """
+WITH
+-- 1. Scope: the chunk ids this request may see (search/scope.py), resolved before ranking.
+--    Not read when the scope is every indexed chunk: the channels then search the whole index.
+scope_chunk(id) AS MATERIALIZED (
+    {scope}
+),
+{channel_ctes}
+-- 2. Each channel's candidates inside the scope: (chunk id, score), best first, at most
+--    :depth + 1 rows (the extra row only says that the channel had more).
+lexical_hit(chunk_id, score) AS MATERIALIZED (
+    {lexical}
+),
+semantic_hit(chunk_id, score) AS MATERIALIZED (
+    {semantic}
+),
+-- 3. Rank within each channel by score, ties by public id (stable across files and paths).
+channel_hit(channel, chunk_id, score, rank) AS (
+    SELECT 'lexical', h.chunk_id, h.score,
+           row_number() OVER (ORDER BY h.score DESC, c.public_id)
+    FROM lexical_hit AS h
+    JOIN chunk AS c ON c.id = h.chunk_id
+    UNION ALL
+    SELECT 'semantic', h.chunk_id, h.score,
+           row_number() OVER (ORDER BY h.score DESC, c.public_id)
+    FROM semantic_hit AS h
+    JOIN chunk AS c ON c.id = h.chunk_id
+),
+-- 4. The :depth best of each channel, their scores min-max normalised over those candidates
+--    for hybrid ((s - min) / (max - min); 1.0 when every candidate scores the same).
+candidate AS (
+    SELECT channel, chunk_id, score, rank,
+           coalesce((score - min(score) OVER per_channel)
+                    / nullif(max(score) OVER per_channel - min(score) OVER per_channel, 0.0),
+                    1.0) AS normalized
+    FROM channel_hit
+    WHERE rank <= :depth
+    WINDOW per_channel AS (PARTITION BY channel)
+),
+-- 5. Fusion. lexical / semantic: the channel's own score. rrf: the sum over channels of
+--    1 / (rrf_k + rank). hybrid: alpha * lexical + (1 - alpha) * semantic, normalised; a chunk
+--    missing from a channel gets 0 from it (it is below that channel's worst candidate).
+fused AS (
+    SELECT chunk_id,
+           max(CASE channel WHEN 'lexical' THEN rank END) AS lexical_rank,
+           max(CASE channel WHEN 'lexical' THEN score END) AS lexical_score,
+           max(CASE channel WHEN 'semantic' THEN rank END) AS semantic_rank,
+           max(CASE channel WHEN 'semantic' THEN score END) AS semantic_score,
+           sum(CASE :mode
+               WHEN 'rrf' THEN 1.0 / (:rrf_k + rank)
+               WHEN 'hybrid' THEN
+                   (CASE channel WHEN 'lexical' THEN :alpha ELSE 1.0 - :alpha END) * normalized
+               ELSE score
+               END) AS score
+    FROM candidate
+    GROUP BY chunk_id
+)
+-- 6. Order, break ties by public id, limit, and join the rows the results cite.
+SELECT f.chunk_id, c.public_id, d.public_id, r.public_id, kb.public_id, d.title, d.path,
+       c.heading_path, c.char_start, c.char_end, c.line_start, c.line_end, c.text,
+       f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_score, f.score,
+       count(*) OVER () AS fused_count,
+       (SELECT count(*) FROM lexical_hit) AS lexical_found,
+       (SELECT count(*) FROM semantic_hit) AS semantic_found
+FROM fused AS f
+JOIN chunk AS c ON c.id = f.chunk_id
+JOIN revision AS r ON r.id = c.revision_id
+JOIN document AS d ON d.id = r.document_id
+JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+ORDER BY f.score DESC, c.public_id
+LIMIT :limit
+"""
+
+
+@dataclass(frozen=True)
+class ChannelSource:
+    """How one channel's candidates enter RANKING: a CTE body yielding (chunk id, score), best
+    first, at most depth + 1 rows; CTEs it needs before it; its parameters; its strategy name."""
+
+    strategy: str | None  # None: the channel is not run
+    body: str = NO_CANDIDATES
+    params: dict[str, Any] = field(default_factory=dict)
+    ctes: str = ""
+
+    @classmethod
+    def off(cls) -> ChannelSource:
+        return cls(strategy=None)
+
+
+def bound(name: str, strategy: str, ids: np.ndarray, scores: np.ndarray) -> ChannelSource:
+    """Candidates computed by an accelerator, bound into the statement as parameter `name`."""
+    pairs = json.dumps([[int(i), float(s)] for i, s in zip(ids, scores, strict=True)])
+    return ChannelSource(strategy, BOUND_CANDIDATES.format(name=name), {name: pairs})
+
+
+@dataclass(frozen=True)
+class RankedRow:
+    chunk_row_id: int
+    chunk_id: str
+    document_id: str
+    revision_id: str
+    knowledge_base_id: str
+    title: str
+    path: str
+    heading_path: str  # JSON
+    char_start: int
+    char_end: int
+    line_start: int
+    line_end: int
+    text: str
+    lexical_rank: int | None
+    lexical_score: float | None
+    semantic_rank: int | None
+    semantic_score: float | None
+    score: float
+
+
+@dataclass(frozen=True)
+class Ranking:
+    rows: list[RankedRow]
+    fused_count: int  # chunks with a fused score (results before the limit)
+    lexical_found: int  # lexical candidates, at most depth + 1
+    semantic_found: int
+
+
+def rank(
+    conn: apsw.Connection,
+    *,
+    scope_ids: np.ndarray | None,
+    lexical: ChannelSource,
+    semantic: ChannelSource,
+    mode: str,
+    alpha: float,
+    rrf_k: int,
+    depth: int,
+    limit: int,
+) -> Ranking:
+    has_ids = scope_ids is not None and len(scope_ids) > 0
+    sql = RANKING.format(
+        scope=SCOPE_IDS if has_ids else NO_SCOPE_IDS,
+        channel_ctes=lexical.ctes + semantic.ctes,
+        lexical=lexical.body,
+        semantic=semantic.body,
+    )
+    params: dict[str, Any] = {
+        "mode": mode,
+        "alpha": alpha,
+        "rrf_k": rrf_k,
+        "depth": depth,
+        "limit": limit,
+        **lexical.params,
+        **semantic.params,
+    }
+    if has_ids:
+        params["scope_ids"] = apsw.carray(scope_ids)
+    rows = conn.execute(sql, params).fetchall()
+    if not rows:
+        return Ranking([], 0, 0, 0)
+    return Ranking(
+        rows=[RankedRow(*row[:18]) for row in rows],
+        fused_count=rows[0][18],
+        lexical_found=rows[0][19],
+        semantic_found=rows[0][20],
+    )

@@ -1,0 +1,84 @@
+"""The vector channel in SQL: cosine similarity with sqlite-vec, inside the scope.
+
+The plain path's semantic source for the ranking statement (search/ranking.py), used by
+processes without accelerators (a one-shot `kbmcp search`): the in-memory matrix costs ~0.35 s
+and ~150 MB to build at 100k chunks, which a server repays over many queries and a single query
+does not. Two strategies (search/plan.py picks one by the size of the scope):
+
+- "sql_exact": `vec_distance_cosine` over exactly the scope's rows of `chunk_vector`
+  (~3 us a row; 100 rows 0.3 ms): cost proportional to the scope.
+- "vec0_knn": the vec0 KNN over `chunk_vec` (an exact brute-force scan, ~60-90 ms at 100k
+  whatever the scope). The scope is `rowid IN (SELECT ...)`, which vec0 applies before k; a JOIN
+  or a single-id `=` would be applied after it (silently short results).
+
+Similarity is 1 - cosine distance, always computed by sqlite-vec, also for the accelerated
+path: the in-memory matrix only picks a pool of rows (vector/candidates.py) that this SQL
+re-scores ("pool_exact"). numpy and sqlite-vec may round a float32 dot product differently in
+the last bit, and near-ties at the candidate cut (common with repeated text) would otherwise
+order differently in a one-shot CLI search and in the server. sqlite-vec returns NULL for a zero
+vector, whose similarity is 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+import numpy as np
+
+from kbmcp.search.ranking import ChannelSource
+
+KNN_MAX_K = 4096  # sqlite-vec's cap on k (the depth is at most 1000)
+
+# {rows}: the scope's chunks, or the pool an accelerator picked.
+EXACT = """
+    SELECT chunk_id, score FROM (
+        SELECT v.chunk_id,
+               1.0 - coalesce(vec_distance_cosine(v.embedding, :query_vector), 1.0) AS score
+        FROM chunk_vector AS v
+        WHERE v.chunk_id IN ({rows}))
+    WHERE :min_similarity IS NULL OR score >= :min_similarity
+    ORDER BY score DESC, chunk_id
+    LIMIT :depth + 1"""
+
+# k = :depth + 1 nearest first, then the floor: the rows above a similarity floor that are
+# nearest are the nearest rows that pass it, so filtering after k loses nothing.
+KNN = """
+    SELECT chunk_id, score FROM (
+        SELECT rowid AS chunk_id, 1.0 - coalesce(distance, 1.0) AS score
+        FROM chunk_vec
+        WHERE embedding MATCH :query_vector AND k = :depth + 1 {in_scope})
+    WHERE :min_similarity IS NULL OR score >= :min_similarity
+    ORDER BY score DESC, chunk_id
+    LIMIT :depth + 1"""
+IN_SCOPE = "AND rowid IN (SELECT id FROM scope_chunk)"
+SCOPE_ROWS = "SELECT id FROM scope_chunk"
+POOL_ROWS = "SELECT value FROM carray(:semantic_pool)"
+
+
+def sql_source(
+    strategy: str, query: np.ndarray, scoped: bool, min_similarity: float | None
+) -> ChannelSource:
+    """The semantic channel as sqlite-vec SQL; strategy "sql_exact" (needs a scope) or
+    "vec0_knn"."""
+    params = _params(query, min_similarity)
+    if strategy == "sql_exact":
+        return ChannelSource(strategy, EXACT.format(rows=SCOPE_ROWS), params)
+    return ChannelSource(strategy, KNN.format(in_scope=IN_SCOPE if scoped else ""), params)
+
+
+def pool_source(
+    strategy: str, query: np.ndarray, pool: np.ndarray, min_similarity: float | None
+) -> ChannelSource:
+    """Exact sqlite-vec scores of a pool of chunk ids an accelerator picked."""
+    if len(pool) == 0:
+        return ChannelSource(strategy)
+    params = {**_params(query, min_similarity), "semantic_pool": apsw.carray(pool)}
+    return ChannelSource(strategy, EXACT.format(rows=POOL_ROWS), params)
+
+
+def _params(query: np.ndarray, min_similarity: float | None) -> dict[str, Any]:
+    return {
+        "query_vector": np.ascontiguousarray(query, dtype=np.float32).tobytes(),
+        "min_similarity": min_similarity,
+    }

@@ -1,0 +1,221 @@
+"""Bearer tokens: create (the secret is returned once), list, revoke, and count the usable ones.
+
+A token is bound to one tenant, carries some of the four token scopes, optionally an allow-list
+of knowledge bases (each must be readable by the tenant when the token is made) and an expiry.
+Only the secret's hash is stored (kbmcp/tokens.py). Administration needs the ADMIN scope (the
+local operator); checking a presented secret is `kbmcp.access.principal_for_secret`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from kbmcp.access import ADMIN, TOKEN_SCOPES, Principal, readable_kb_ids, tenant_principal
+from kbmcp.clock import format_timestamp, now, now_iso
+from kbmcp.errors import InvalidRequest, ResourceUnavailable
+from kbmcp.ids import check_id
+from kbmcp.service.tenants import resolve_knowledge_base, tenant_named
+from kbmcp.store import catalog
+from kbmcp.store.connection import write_transaction
+from kbmcp.tokens import hash_secret, new_secret
+from kbmcp.workspace import Workspace, holding_lock
+
+MAX_EXPIRY_DAYS = 3650
+MAX_TOKEN_KBS = 100
+
+INSERT_TOKEN = """
+INSERT INTO token (public_id, tenant_id, name, secret_hash, scopes, knowledge_base_ids,
+                   created_at, expires_at)
+VALUES (:public_id, :tenant_id, :name, :secret_hash, :scopes, :kb_ids, :now, :expires_at)
+"""
+SELECT_TOKENS = """
+SELECT k.public_id, t.name, k.name, k.scopes, k.knowledge_base_ids, k.created_at, k.expires_at,
+       k.revoked_at
+FROM token AS k JOIN tenant AS t ON t.id = k.tenant_id
+WHERE (:tenant_id IS NULL OR k.tenant_id = :tenant_id)
+  AND (:public_id IS NULL OR k.public_id = :public_id)
+ORDER BY k.created_at, k.public_id
+"""
+REVOKE_TOKEN = """
+UPDATE token SET revoked_at = :now WHERE public_id = :public_id AND revoked_at IS NULL
+"""
+# Tokens that can still authenticate: `kbmcp serve --http` turns authentication on when any exist.
+COUNT_USABLE_TOKENS = """
+SELECT count(*) FROM token
+WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now)
+"""
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    token_id: str
+    tenant: str
+    name: str
+    scopes: list[str]
+    knowledge_base_ids: list[str] | None  # None: every knowledge base the tenant can read
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
+    status: str  # active | expired | revoked
+
+
+@dataclass(frozen=True)
+class CreatedToken:
+    token: TokenInfo
+    secret: str  # shown once; only its hash is stored
+
+
+@holding_lock
+def create_token(
+    workspace: Workspace,
+    principal: Principal,
+    *,
+    tenant: str,
+    scopes: Sequence[str],
+    knowledge_bases: Sequence[str] = (),
+    expires_days: int | None = None,
+    name: str = "",
+) -> CreatedToken:
+    principal.require(ADMIN)
+    wanted_scopes = _check_scopes(scopes)
+    expires_at = _expiry(expires_days)
+    owner = tenant_named(workspace, tenant, "tenant")
+    kb_ids = _allow_list(workspace, owner.ref, knowledge_bases)
+    token_id, secret = new_secret()
+    with write_transaction(workspace.conn):
+        workspace.conn.execute(
+            INSERT_TOKEN,
+            {
+                "public_id": token_id,
+                "tenant_id": owner.id,
+                "name": name.strip(),
+                "secret_hash": hash_secret(secret),
+                "scopes": json.dumps(wanted_scopes),
+                "kb_ids": None if kb_ids is None else json.dumps(kb_ids),
+                "now": now_iso(),
+                "expires_at": expires_at,
+            },
+        )
+    return CreatedToken(_token(workspace, token_id), secret)
+
+
+@holding_lock
+def list_tokens(
+    workspace: Workspace, principal: Principal, *, tenant: str | None = None
+) -> list[TokenInfo]:
+    principal.require(ADMIN)
+    tenant_id = None if tenant is None else tenant_named(workspace, tenant, "tenant").id
+    return _tokens(workspace, tenant_id=tenant_id)
+
+
+@holding_lock
+def revoke_token(workspace: Workspace, principal: Principal, token_id: str) -> TokenInfo:
+    """Revoke a token: its next request is refused (idempotent for a revoked token)."""
+    principal.require(ADMIN)
+    public_id = check_id("token", token_id, argument="token_id")
+    with write_transaction(workspace.conn):
+        found = _tokens(workspace, public_id=public_id)
+        if not found:
+            raise ResourceUnavailable(
+                f"token_id: no token {public_id} (see `kbmcp token list`)",
+                details={"argument": "token_id", "value": token_id},
+            )
+        workspace.conn.execute(REVOKE_TOKEN, {"public_id": public_id, "now": now_iso()})
+    return _token(workspace, public_id)
+
+
+@holding_lock
+def count_usable_tokens(workspace: Workspace, principal: Principal) -> int:
+    principal.require(ADMIN)
+    return int(workspace.conn.execute(COUNT_USABLE_TOKENS, {"now": now_iso()}).fetchone()[0])
+
+
+def _check_scopes(scopes: Sequence[str]) -> list[str]:
+    cleaned = [s.strip() for s in scopes] if not isinstance(scopes, str) else [scopes.strip()]
+    if not cleaned:
+        raise InvalidRequest(
+            f"a token needs at least one scope: {', '.join(TOKEN_SCOPES)}",
+            details={"argument": "scopes"},
+        )
+    unknown = [s for s in cleaned if s not in TOKEN_SCOPES]
+    if unknown:
+        raise InvalidRequest(
+            f"scopes: unknown scope {', '.join(map(repr, unknown))}; "
+            f"choose from {', '.join(TOKEN_SCOPES)}",
+            details={"argument": "scopes", "values": unknown},
+        )
+    return [s for s in TOKEN_SCOPES if s in cleaned]
+
+
+def _expiry(days: int | None) -> str | None:
+    if days is None:
+        return None
+    if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_EXPIRY_DAYS:
+        raise InvalidRequest(
+            f"expires_days must be a whole number of days from 1 to {MAX_EXPIRY_DAYS}, "
+            f"got {days!r}",
+            details={"argument": "expires_days", "value": days},
+        )
+    return format_timestamp(now() + timedelta(days=days))
+
+
+def _allow_list(
+    workspace: Workspace, tenant: catalog.TenantRef, refs: Sequence[str]
+) -> list[str] | None:
+    """Public ids of the allow-list, each a knowledge base the tenant can read now (own or
+    shared); None for no allow-list."""
+    if not refs:
+        return None
+    if len(refs) > MAX_TOKEN_KBS:
+        raise InvalidRequest(
+            f"knowledge_bases accepts at most {MAX_TOKEN_KBS} items, got {len(refs)}",
+            details={"argument": "knowledge_bases", "limit": MAX_TOKEN_KBS},
+        )
+    conn = workspace.conn
+    readable = set(readable_kb_ids(conn, tenant_principal(tenant)))
+    chosen: list[str] = []
+    for ref in refs:
+        candidates = [
+            kb for kb in catalog.find_knowledge_bases_by_ref(conn, ref.strip()) if kb.id in readable
+        ]
+        chosen.append(resolve_knowledge_base(candidates, ref, argument="knowledge_bases").public_id)
+    return sorted(set(chosen))
+
+
+def _token(workspace: Workspace, public_id: str) -> TokenInfo:
+    return _tokens(workspace, public_id=public_id)[0]
+
+
+def _tokens(
+    workspace: Workspace, *, tenant_id: int | None = None, public_id: str | None = None
+) -> list[TokenInfo]:
+    moment = now_iso()
+    infos = []
+    for row in workspace.conn.execute(
+        SELECT_TOKENS, {"tenant_id": tenant_id, "public_id": public_id}
+    ):
+        token_id, tenant, name, scopes, kb_ids, created, expires, revoked = row
+        status = (
+            "revoked"
+            if revoked is not None
+            else "expired"
+            if expires is not None and expires <= moment
+            else "active"
+        )
+        infos.append(
+            TokenInfo(
+                token_id,
+                tenant,
+                name,
+                json.loads(scopes),
+                None if kb_ids is None else json.loads(kb_ids),
+                created,
+                expires,
+                revoked,
+                status,
+            )
+        )
+    return infos
