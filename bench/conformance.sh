@@ -46,7 +46,7 @@ export KBMCP_EMBEDDER=hash  # the protocol is under test, not retrieval: no mode
 SERVER_PID=$!
 URL=
 for _ in $(seq 1 300); do
-  URL=$(grep -o 'http://[^ ]*/mcp' "$WORK/server.log" || true)
+  URL=$(grep -o 'http://[^ ]*/mcp' "$WORK/server.log" 2>/dev/null || true)
   [ -n "$URL" ] && break
   kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
   sleep 0.1
