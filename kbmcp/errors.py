@@ -56,3 +56,9 @@ class ModelUnavailable(KbError):
 
 class StoreError(KbError):
     code = "store_error"
+
+
+class ReadOnly(KbError):
+    """The file is open read-only (read-only mount, no write permission): writes are refused."""
+
+    code = "read_only"

@@ -74,7 +74,8 @@ class Workspace:
         use. Raises ModelMismatch (naming `kbmcp reembed`) otherwise."""
         fingerprint = self.embedder.fingerprint
         with self.lock:
-            if check_model(self.conn, fingerprint):
+            if check_model(self.conn, fingerprint) or self.conn.readonly("main"):
+                # A read-only file without a model has no vectors to check (nor room to record).
                 return
             with write_transaction(self.conn):
                 if not check_model(self.conn, fingerprint):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,8 @@ from syrupy.location import PyTestLocation
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.workspace import Workspace
-from tests.mcp_support import build_corpus, connect
+from tests.cli_support import Run, cli_runner
+from tests.mcp_support import HttpServer, build_corpus, connect
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"
@@ -40,6 +41,12 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.setenv("KBMCP_DB", str(tmp_path / "env-default.db"))
     monkeypatch.setenv("KBMCP_EMBEDDER", "hash")
     monkeypatch.delenv("KBMCP_NOW", raising=False)
+
+
+@pytest.fixture
+def kbmcp(capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
+    """Run `kbmcp ARGS...` in-process through the real entry point, with its error handling."""
+    return cli_runner(capsys)
 
 
 @pytest.fixture
@@ -75,6 +82,16 @@ def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = root / "kb.db"
     build_corpus(root, db)
     return db
+
+
+@pytest.fixture(scope="module")
+def http_server(corpus_db: Path) -> Iterator[HttpServer]:
+    """`kbmcp serve --http` on the module's corpus, one per test module."""
+    server = HttpServer(corpus_db)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

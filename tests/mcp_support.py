@@ -240,6 +240,16 @@ async def connect(
         raise ValueError(transport)
 
 
+def rpc_line(message_id: int | None, method: str, params: dict[str, Any] | None = None) -> str:
+    """One JSON-RPC message as a line for a raw stdio or HTTP exchange."""
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+    if message_id is not None:
+        message["id"] = message_id
+    if params is not None:
+        message["params"] = params
+    return json.dumps(message) + "\n"
+
+
 def payload(result: CallToolResult) -> dict[str, Any]:
     """The JSON a call returned: structuredContent for successes, the error body for errors.
     Also checks that the text block carries exactly the same JSON."""

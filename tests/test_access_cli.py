@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kbmcp.store.connection import open_connection
+from tests.cli_support import Run, assert_one_line_error
 from tests.mcp_support import write
-from tests.test_cli import Run, assert_one_line_error, kbmcp  # noqa: F401  (fixture)
 
 Kbmcp = Callable[..., Run]
 
@@ -20,7 +20,7 @@ def db(tmp_path: Path) -> Path:
     return tmp_path / "kb.db"
 
 
-def test_tenants_knowledge_bases_and_shares(kbmcp: Kbmcp, db: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_tenants_knowledge_bases_and_shares(kbmcp: Kbmcp, db: Path, tmp_path: Path) -> None:
     created = kbmcp("--db", db, "tenant", "create", "acme", "--json").json()
     assert created["name"] == "acme" and created["tenant_id"].startswith("ten_")
     assert kbmcp("--db", db, "tenant", "create", "beta").out.startswith("created tenant beta")
@@ -57,7 +57,7 @@ def test_tenants_knowledge_bases_and_shares(kbmcp: Kbmcp, db: Path, tmp_path: Pa
     assert "was not shared" in kbmcp("--db", db, "kb", "unshare", "ops", "--tenant", "beta").out
 
 
-def test_account_errors_are_one_line_and_write_nothing(kbmcp: Kbmcp, db: Path) -> None:  # noqa: F811
+def test_account_errors_are_one_line_and_write_nothing(kbmcp: Kbmcp, db: Path) -> None:
     kbmcp("--db", db, "tenant", "create", "acme")
     kbmcp("--db", db, "tenant", "create", "beta")
     kbmcp("--db", db, "kb", "create", "docs", "--tenant", "acme")
@@ -108,7 +108,7 @@ def test_account_errors_are_one_line_and_write_nothing(kbmcp: Kbmcp, db: Path) -
     conn.close()
 
 
-def test_token_secret_is_shown_once_and_stored_only_as_a_hash(kbmcp: Kbmcp, db: Path) -> None:  # noqa: F811
+def test_token_secret_is_shown_once_and_stored_only_as_a_hash(kbmcp: Kbmcp, db: Path) -> None:
     kbmcp("--db", db, "tenant", "create", "acme")
     kbmcp("--db", db, "kb", "create", "ops", "--tenant", "acme")
     run = kbmcp(

@@ -8,54 +8,16 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from syrupy.assertion import SnapshotAssertion
 
-from kbmcp.cli import cli, main
+from kbmcp.cli import cli
 from kbmcp.cli.progress import file_progress, progress_line
+from tests.cli_support import assert_one_line_error
 
 PINNED_NOW = "2026-01-01T00:00:00Z"
-
-
-@dataclass
-class Run:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> object:
-        return json.loads(self.out)
-
-
-@pytest.fixture
-def kbmcp(capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
-    """Run `kbmcp ARGS...` in-process through the real entry point, with its error handling."""
-
-    def run(*args: str | Path) -> Run:
-        code = 0
-        try:
-            main([str(arg) for arg in args])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        captured = capsys.readouterr()
-        return Run(code, captured.out, captured.err)
-
-    return run
-
-
-def assert_one_line_error(run: Run, *fragments: str) -> None:
-    assert run.code != 0
-    assert run.out == ""
-    lines = run.err.splitlines()
-    assert len(lines) == 1, run.err
-    assert lines[0].startswith("error: ")
-    assert "Traceback" not in run.err
-    for fragment in fragments:
-        assert fragment in lines[0]
 
 
 @pytest.fixture
@@ -117,20 +79,24 @@ def test_db_option_takes_precedence_over_the_environment(
     # KBMCP_DB names a different file that does not exist: reading commands do not create it.
     assert_one_line_error(kbmcp("ls", "--json"), "no knowledge-base file", str(env_db))
     assert not env_db.exists()
-    assert kbmcp("doctor", "--json").json()["db_path"] == str(env_db)
+    assert_one_line_error(kbmcp("doctor", "--json"), "no knowledge-base file", str(env_db))
+    assert not env_db.exists()
     assert kbmcp("--db", flag_db, "doctor", "--json").json()["db_path"] == str(flag_db)
 
 
 def test_without_db_option_or_env_the_user_data_dir_is_used(
     kbmcp,
+    corpus: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("KBMCP_DB")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    report = kbmcp("doctor", "--json").json()
-    assert report["db_path"] == str(tmp_path / "xdg" / "kbmcp" / "kbmcp.db")
-    assert (tmp_path / "xdg" / "kbmcp" / "kbmcp.db").exists()
+    expected = tmp_path / "xdg" / "kbmcp" / "kbmcp.db"
+    assert_one_line_error(kbmcp("doctor", "--json"), "no knowledge-base file", str(expected))
+    assert kbmcp("add", corpus).code == 0
+    assert kbmcp("doctor", "--json").json()["db_path"] == str(expected)
+    assert expected.exists()
 
 
 # --------------------------------------------------------------------------- commands

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from tests.mcp_support import (
     HttpServer,
     connect,
     payload,
+    rpc_line,
     subprocess_env,
 )
 
@@ -50,15 +50,6 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def http_server(corpus_db: Path) -> Iterator[HttpServer]:
-    server = HttpServer(corpus_db)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 async def run_calls(client: Client) -> list[Any]:
     outputs: list[Any] = [
         [t.model_dump(mode="json", by_alias=True) for t in (await client.list_tools()).tools]
@@ -83,28 +74,29 @@ async def test_same_results_over_every_transport(
     assert actual == expected
 
 
-def _rpc(message_id: int | None, method: str, params: dict[str, Any] | None = None) -> str:
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-    if message_id is not None:
-        message["id"] = message_id
-    if params is not None:
-        message["params"] = params
-    return json.dumps(message) + "\n"
-
-
 def test_stdio_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
     """A desktop client's exchange, byte for byte: every stdout line is a JSON-RPC response to
     our requests, nothing else, even though the default model loads at start-up."""
     db = tmp_path / "fresh.db"
     requests = "".join([
-        _rpc(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+        rpc_line(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
                                "clientInfo": {"name": "raw-test", "version": "0"}}),
-        _rpc(None, "notifications/initialized"),
-        _rpc(2, "tools/list"),
-        _rpc(3, "tools/call", {"name": "list_knowledge_bases", "arguments": {}}),
+        rpc_line(None, "notifications/initialized"),
+        rpc_line(2, "tools/list"),
+        rpc_line(3, "tools/call", {"name": "list_knowledge_bases", "arguments": {}}),
     ])  # fmt: skip
     process = subprocess.Popen(
-        [sys.executable, "-m", "kbmcp", "--db", str(db), "serve", "--log-level", "debug"],
+        [
+            sys.executable,
+            "-m",
+            "kbmcp",
+            "--db",
+            str(db),
+            "serve",
+            "--create",
+            "--log-level",
+            "debug",
+        ],
         env=subprocess_env(db, KBMCP_EMBEDDER="minilm"),
         cwd=str(REPO_ROOT),
         stdin=subprocess.PIPE,
@@ -142,7 +134,7 @@ async def test_http_rejects_foreign_host_header(http_server: HttpServer) -> None
             http_server.url,
             headers={"Host": "evil.example:80", "Content-Type": "application/json",
                      "Accept": "application/json, text/event-stream"},
-            content=_rpc(1, "tools/list"),
+            content=rpc_line(1, "tools/list"),
         )  # fmt: skip
     assert response.status_code in (403, 421)
 

@@ -10,6 +10,7 @@ import click
 
 from kbmcp import __version__
 from kbmcp.cli.accounts import kb, tenant, token
+from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
 from kbmcp.cli.eval import eval_command
 from kbmcp.cli.search import search
@@ -36,6 +37,7 @@ def cli(ctx: click.Context, db: str | None) -> None:
       kbmcp search "how do I rotate keys" # hybrid keyword + semantic search
       kbmcp serve                         # MCP over stdio for desktop agents
       kbmcp watch ./docs --kb handbook    # keep a knowledge base in step with a folder
+      kbmcp backup ~/kbmcp-backup.db      # a consistent copy, safe while in use
     """
     ctx.obj = {"db": db}
 
@@ -49,6 +51,7 @@ for command in (
     watch,
     reembed,
     doctor,
+    backup,
     eval_command,
     tenant,
     kb,

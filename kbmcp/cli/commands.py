@@ -252,8 +252,8 @@ def reembed(ctx: click.Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
-    """Versions, database path, model status and counts."""
-    with open_workspace(ctx, create=True) as workspace:
+    """Versions, database path, model status and counts (of an existing file: it creates none)."""
+    with open_workspace(ctx) as workspace:
         report = doctor_report(workspace, workspace.local_principal())
     if as_json:
         echo_json(report)

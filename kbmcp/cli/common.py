@@ -31,6 +31,34 @@ def open_workspace(
         workspace.close()
 
 
+class Utf8Text(click.ParamType):
+    """Text that must be valid UTF-8. Python passes undecodable command-line bytes through as
+    lone surrogates, which fail deep inside (the tokenizer: "unexpected TypeError"); here they
+    are a usage error naming the argument and the first bad byte."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = text[exc.start : exc.end]
+            try:
+                shown = "byte 0x" + bad.encode("utf-8", "surrogateescape")[:1].hex()
+            except UnicodeEncodeError:
+                shown = f"code point U+{ord(bad[0]):04X}"
+            self.fail(
+                f"is not valid UTF-8 text ({shown} at character {exc.start + 1}); pass it in UTF-8",
+                param,
+                ctx,
+            )
+        return text
+
+
+UTF8_TEXT = Utf8Text()
+
+
 def echo_json(value: Any) -> None:
     """`value` (service results, lists and dicts of them) as indented JSON. pydantic-core
     serialises it (dataclasses by their fields, tuples as lists), as it does the MCP tools'

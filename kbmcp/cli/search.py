@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from kbmcp.cli.common import echo_json, open_workspace, pairs_option
+from kbmcp.cli.common import UTF8_TEXT, echo_json, open_workspace, pairs_option
 from kbmcp.search.models import (
     DEFAULT_ALPHA,
     DEFAULT_LIMIT,
@@ -20,7 +20,7 @@ from kbmcp.service.search import search as run_search
 
 
 @click.command()
-@click.argument("query")
+@click.argument("query", type=UTF8_TEXT)
 @click.option(
     "--mode",
     type=click.Choice([*MODES, *MODE_ALIASES], case_sensitive=False),
@@ -41,11 +41,19 @@ from kbmcp.service.search import search as run_search
     "--min-similarity", type=float, default=None, help="Cosine floor for vector candidates."
 )
 @click.option("--limit", type=int, default=DEFAULT_LIMIT, show_default=True)
-@click.option("--kb", "kbs", multiple=True, metavar="ID_OR_NAME", help="Knowledge base.")
-@click.option("--doc", "docs", multiple=True, metavar="ID", help="Document id.")
-@click.option("--path", "paths", multiple=True, metavar="PREFIX", help="Document path prefix.")
-@click.option("--tag", "tags", multiple=True, metavar="KEY=VALUE", help="Tag that must match.")
-@click.option("--meta", "meta", multiple=True, metavar="KEY=VALUE", help="Metadata equality.")
+@click.option(
+    "--kb", "kbs", multiple=True, type=UTF8_TEXT, metavar="ID_OR_NAME", help="Knowledge base."
+)
+@click.option("--doc", "docs", multiple=True, type=UTF8_TEXT, metavar="ID", help="Document id.")
+@click.option(
+    "--path", "paths", multiple=True, type=UTF8_TEXT, metavar="PREFIX", help="Document path prefix."
+)
+@click.option(
+    "--tag", "tags", multiple=True, type=UTF8_TEXT, metavar="KEY=VALUE", help="Tag that must match."
+)
+@click.option(
+    "--meta", "meta", multiple=True, type=UTF8_TEXT, metavar="KEY=VALUE", help="Metadata equality."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the service's response as JSON.")
 @click.pass_context
 def search(

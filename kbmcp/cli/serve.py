@@ -58,6 +58,12 @@ watch_logger = logging.getLogger("kbmcp.watch")
     show_default=True,
     help="The knowledge base the --watch folders go into.",
 )
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Create an empty knowledge base if the file does not exist (default: refuse, so a "
+    "mistyped --db is an error instead of a new empty file).",
+)
 @click.pass_context
 def serve(
     ctx: click.Context,
@@ -67,6 +73,7 @@ def serve(
     log_level: str,
     watch_folders: tuple[Path, ...],
     watch_kb: str,
+    create: bool,
 ) -> None:
     """Serve the knowledge base to agents over MCP.
 
@@ -78,6 +85,7 @@ def serve(
     (`kbmcp token create`); without tokens it serves loopback addresses only. stdio runs as
     the local owner, or as the token in $KBMCP_TOKEN. GET /health answers without a token.
     Keep a folder indexed while serving:  kbmcp serve --watch ./docs --watch-kb handbook
+    A read-only file (read-only mount, no write permission) is served read-only.
     """
     if not use_http and (host is not None or port is not None):
         raise click.UsageError("--host and --port apply to --http")
@@ -88,7 +96,7 @@ def serve(
     configure_logging(log_level)
     options = server_options_from_env()
     with (
-        open_workspace(ctx, create=True, long_lived=True) as workspace,
+        open_workspace(ctx, create=create, long_lived=True) as workspace,
         watching(workspace, list(watch_folders), watch_kb),
     ):
         warm_up = lambda: _warm_up(workspace)  # noqa: E731

@@ -34,7 +34,7 @@ from kbmcp.search.request import SearchArguments
 from kbmcp.search.scope import Scope, scope_chunk_ids, unmatched_filters
 from kbmcp.search.top_k import top_k
 from kbmcp.search.vector.candidates import matrix_pool, unit
-from kbmcp.search.vector.sql import pool_source, sql_source
+from kbmcp.search.vector.sql import has_vector_index, pool_source, sql_source
 
 
 def run_search(
@@ -150,6 +150,8 @@ def _semantic_source(
     if query is None:  # a featureless query has no direction
         return ChannelSource(plan.vector)
     if accelerator is None:
+        if not has_vector_index(conn):  # a read-only file that never recorded a model
+            return ChannelSource(plan.vector)
         return sql_source(plan.vector, query, allowed is not None, min_similarity, depth)
     pool = matrix_pool(accelerator.vectors(conn), query, allowed, depth + 1, min_similarity)
     return pool_source(plan.vector, query, pool, min_similarity)

@@ -16,7 +16,8 @@ from starlette.responses import JSONResponse
 from kbmcp import __version__
 from kbmcp.errors import InvalidRequest
 from kbmcp.server.auth import AUTH_SETTINGS, BearerPrincipals, LocalOwner, PrincipalSource
-from kbmcp.server.errors import ToolCallGuard
+from kbmcp.server.errors import RequestErrorGuard, ToolCallGuard
+from kbmcp.server.protocol import add_protocol_handlers
 from kbmcp.server.scope_guard import TOOL_SCOPES, ScopeGuard
 from kbmcp.server.tools import KbTools, ServerOptions
 from kbmcp.workspace import Workspace
@@ -130,7 +131,11 @@ def build_server(
         instructions=INSTRUCTIONS,
         token_verifier=token_verifier,
         auth=AUTH_SETTINGS if token_verifier else None,
-        middleware=[ScopeGuard(TOOL_SCOPES, principals), ToolCallGuard(known.get)],
+        middleware=[
+            RequestErrorGuard(),
+            ScopeGuard(TOOL_SCOPES, principals),
+            ToolCallGuard(known.get),
+        ],
     )
     server.custom_route(HEALTH_PATH, methods=["GET"])(health)
     descriptions = {
@@ -140,6 +145,7 @@ def build_server(
     }
     for name, fn in registered.items():
         server.add_tool(fn, name=name, description=descriptions[name], annotations=READ_ONLY)
+    add_protocol_handlers(server)
     return server
 
 

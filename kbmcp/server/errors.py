@@ -7,6 +7,7 @@ body `{"error": {"code", "message", "details"}}` (see kbmcp/errors.py). Three so
   from `ToolCallGuard`, before the tool runs (the SDK would silently ignore it);
 - anything the SDK reports itself (an unexpected crash, an unknown tool): its plain text is
   wrapped by `ToolCallGuard` into `internal_error` / `invalid_request` so no error lacks a code.
+Other requests fail with JSON-RPC errors; `RequestErrorGuard` makes sure each has a valid code.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp_types import CallToolResult, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent
+from pydantic import ValidationError
 
 from kbmcp.errors import KbError
 
@@ -96,3 +99,34 @@ def _is_error_body(text: str) -> bool:
     except ValueError:
         return False
     return isinstance(body, dict) and isinstance(body.get("error"), dict)
+
+
+# Methods whose params name a thing (a prompt, a resource): the SDK raises ValueError when it
+# does not exist, which is the caller's invalid parameter.
+NAMED_BY_PARAMS = frozenset({"prompts/get", "resources/read", "completion/complete"})
+
+
+class RequestErrorGuard:
+    """Server middleware for every request: an exception the SDK would answer with JSON-RPC
+    error code 0 (not a valid code) becomes -32602 (an unknown prompt or resource: the SDK
+    raises ValueError) or -32603 (anything else, logged with its traceback on stderr)."""
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        try:
+            return await call_next(ctx)
+        except (MCPError, ValidationError):
+            raise
+        except ValueError as exc:
+            if ctx.method not in NAMED_BY_PARAMS:
+                raise self._internal(ctx, exc) from exc
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from exc
+        except Exception as exc:
+            raise self._internal(ctx, exc) from exc
+
+    @staticmethod
+    def _internal(ctx: ServerRequestContext[Any, Any], error: Exception) -> MCPError:
+        logger.error("%s failed", ctx.method, exc_info=error)
+        message = f"internal error in {ctx.method} (see the server log on stderr)"
+        return MCPError(code=INTERNAL_ERROR, message=message)

@@ -9,6 +9,7 @@ stderr once the socket accepts connections (with --port 0 it names the port the 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import socket
@@ -18,6 +19,11 @@ from collections.abc import Callable, Iterator
 import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+
+from kbmcp.errors import KbError
+from kbmcp.server.event_store import RETRY_MS, BoundedEventStore
+from kbmcp.server.http_limits import MAX_REQUEST_BYTES, RequestSizeLimit
+from kbmcp.server.stdio import serve_stdio
 
 MCP_PATH = "/mcp"
 LOG_FORMAT = "%(asctime)s kbmcp %(levelname)s %(name)s: %(message)s"
@@ -55,7 +61,7 @@ def run_stdio(server: MCPServer, warm_up: Callable[[], None] | None = None) -> N
             warm_up()
     # The SDK diverts fd 1 to stderr while it serves and writes protocol messages to a private
     # duplicate of the original stdout.
-    anyio.run(server.run_stdio_async)
+    anyio.run(serve_stdio, server)
 
 
 class _AnnouncingServer(uvicorn.Server):
@@ -86,12 +92,62 @@ def run_http(
     warm_up: Callable[[], None] | None = None,
     log_level: str = "warning",
 ) -> None:
+    """Serve HTTP. The socket is bound first, so a port in use or an unknown host is one
+    ListenError line (before the model loads) instead of uvicorn's log and exit."""
+    listener = bind_listener(host, port)
     if warm_up is not None:
         warm_up()
     # Passing host turns on the SDK's DNS-rebinding protection for 127.0.0.1/localhost/::1.
-    app = server.streamable_http_app(streamable_http_path=MCP_PATH, host=host)
+    # The event store adds SSE priming events with a `retry` field and lets a dropped stream
+    # resume (kbmcp/server/event_store.py).
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        host=host,
+        max_request_body_size=MAX_REQUEST_BYTES,
+        event_store=BoundedEventStore(),
+        retry_interval=RETRY_MS,
+    )
     config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level.lower(), access_log=False, lifespan="on"
+        RequestSizeLimit(app),
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        access_log=False,
+        lifespan="on",
     )
     display_host = f"[{host}]" if ":" in host else host
-    _AnnouncingServer(config, display_host).run()
+    _AnnouncingServer(config, display_host).run(sockets=[listener])
+
+
+class ListenError(KbError):
+    code = "listen_failed"
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: one the OS picks)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except socket.gaierror as exc:
+        raise ListenError(
+            f"cannot listen on {host}:{port}: unknown host ({exc.strerror})"
+        ) from None
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(2048)
+    except OSError as exc:
+        listener.close()
+        hint = (
+            " (is another kbmcp serve running? choose another --port)"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
+        raise ListenError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}",
+            details={"host": host, "port": port},
+        ) from None
+    listener.set_inheritable(True)
+    return listener

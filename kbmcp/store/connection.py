@@ -1,52 +1,157 @@
-"""Opening the SQLite file: apsw, sqlite-vec, WAL, foreign keys, busy timeout, migrations."""
+"""Opening the SQLite file: apsw, sqlite-vec, WAL, foreign keys, busy timeout, migrations.
+
+Which file may be written is decided here, once, for every command and both servers:
+- a missing file is created only when the caller asks (`create=True`: `kbmcp add`,
+  `kbmcp serve --create`); reading commands get a StoreError naming the path;
+- an empty file becomes a knowledge base only when the caller may create one; a foreign SQLite
+  file (another application's tables) is never written to, not even by `add`;
+- a file that is not writable (read-only mount, `chmod a-w`, a shipped file) is opened read-only:
+  no WAL switch, no migration, and every write transaction is refused with a `ReadOnly` error.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import enum
+import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import apsw
 import sqlite_vec
 
-from kbmcp.errors import StoreError
+from kbmcp.errors import ReadOnly, StoreError
 from kbmcp.store.migrations import current_version, latest_version, migrate
 
 BUSY_TIMEOUT_MS = 10_000
 MMAP_BYTES = 1 << 30
+# Tables every kbmcp file has since migration 1: how a kbmcp file is told from a foreign one.
+KBMCP_TABLES = frozenset({"tenant", "knowledge_base", "document", "revision", "chunk"})
+MEMORY = ":memory:"
+
+
+class FileKind(enum.Enum):
+    EMPTY = "empty"  # no tables yet (a 0-byte file or a fresh SQLite file)
+    KBMCP = "kbmcp"
 
 
 def open_connection(
     path: Path | str, *, apply_migrations: bool = True, create: bool = True
 ) -> apsw.Connection:
-    """Open (creating if needed) the knowledge-base file, ready for use.
+    """Open the knowledge-base file, ready for use (`create`: a missing or empty file may become
+    a new knowledge base; otherwise it is a StoreError).
 
     WAL lets the stdio server, the HTTP server and the CLI share one file: readers never block the
     writer. Writers wait up to BUSY_TIMEOUT_MS for each other instead of failing with "locked".
-    A file that is not an SQLite database, is damaged, or has a newer schema is a StoreError.
+    A file that is not an SQLite database, is damaged, belongs to another application or has a
+    newer schema is a StoreError.
     """
-    db_path = Path(path)
-    if not create and str(path) != ":memory:" and not db_path.exists():
-        raise StoreError(
-            f"there is no knowledge-base file at {db_path}: add documents first with "
-            "`kbmcp add PATH`, or point --db / KBMCP_DB at an existing file"
+    if str(path) == MEMORY:
+        conn = apsw.Connection(MEMORY)
+        return _prepare(
+            conn, Path(MEMORY), read_only=False, create=True, apply_migrations=apply_migrations
         )
-    if str(path) != ":memory:":
-        try:
-            db_path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
+    db_path = Path(path)
+    if not db_path.exists():
+        if not create:
             raise StoreError(
-                f"cannot create the folder {db_path.parent} for database file {db_path}: "
-                f"{exc.strerror or exc}"
-            ) from None
+                f"there is no knowledge-base file at {db_path}: add documents first with "
+                "`kbmcp add PATH` (or start an empty one with `kbmcp serve --create`), or point "
+                "--db / KBMCP_DB at an existing file",
+                details={"path": str(db_path)},
+            )
+        _make_folder(db_path)
+    read_only = db_path.exists() and not is_writable(db_path)
+    conn = _connect(db_path, read_only)
+    return _prepare(
+        conn, db_path, read_only=read_only, create=create, apply_migrations=apply_migrations
+    )
+
+
+def is_writable(db_path: Path) -> bool:
+    """Whether kbmcp may write the file. A file without any write bit (`chmod a-w`) counts as
+    read-only even for root, who could write it anyway: that is what its owner asked for. The
+    folder must be writable too: SQLite creates its journal and WAL files beside the file."""
     try:
-        conn = apsw.Connection(str(db_path))
+        mode = db_path.stat().st_mode
+    except OSError:
+        return False
+    if not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+        return False
+    return os.access(db_path, os.W_OK) and os.access(db_path.parent, os.W_OK)
+
+
+def _make_folder(db_path: Path) -> None:
+    try:
+        db_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the folder {db_path.parent} for database file {db_path}: "
+            f"{exc.strerror or exc}"
+        ) from None
+
+
+def _connect(db_path: Path, read_only: bool) -> apsw.Connection:
+    try:
+        if not read_only:
+            return apsw.Connection(str(db_path))
+        return _connect_read_only(db_path)
     except apsw.CantOpenError as exc:
-        raise StoreError(f"cannot open database file {db_path}: {exc}") from None
+        raise StoreError(
+            f"cannot open database file {db_path}: {exc}", details={"path": str(db_path)}
+        ) from None
+
+
+def _connect_read_only(db_path: Path) -> apsw.Connection:
+    """A read-only connection. A WAL-mode file needs its `-shm` file; on a read-only folder that
+    cannot be created, so the file is opened `immutable` instead: no process can be writing it
+    then (a writer would have created the `-shm` file, and this one could open it)."""
+    uri = "file:" + quote(str(db_path.resolve()))
+    flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    conn = apsw.Connection(uri + "?mode=ro", flags=flags)
     try:
-        _configure(conn)
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+        return conn
+    except apsw.CantOpenError:
+        conn.close()
+    except apsw.Error:
+        return conn  # not a database, damaged...: reported by _prepare with the usual message
+    return apsw.Connection(uri + "?mode=ro&immutable=1", flags=flags)
+
+
+def _prepare(
+    conn: apsw.Connection,
+    db_path: Path,
+    *,
+    read_only: bool,
+    create: bool,
+    apply_migrations: bool,
+) -> apsw.Connection:
+    try:
+        load_sqlite_vec(conn)
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        kind = _file_kind(conn, db_path)
+        if kind is FileKind.EMPTY and not create:
+            raise StoreError(
+                f"{db_path} is an empty file, not a knowledge base yet: add documents with "
+                "`kbmcp add PATH`, or point --db / KBMCP_DB at an existing knowledge base",
+                details={"path": str(db_path)},
+            )
+        if kind is FileKind.EMPTY and read_only:
+            raise ReadOnly(
+                f"{db_path} is an empty, read-only file: kbmcp cannot make it a knowledge base",
+                details={"path": str(db_path)},
+            )
+        if not read_only:
+            # Only now, once the file is known to be ours: switching to WAL writes to the file.
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         if apply_migrations:
-            _check_version(conn, db_path)
+            _check_version(conn, db_path, read_only=read_only)
             migrate(conn)
     except apsw.NotADBError:
         conn.close()
@@ -60,30 +165,61 @@ def open_connection(
     return conn
 
 
-def _configure(conn: apsw.Connection) -> None:
+def load_sqlite_vec(conn: apsw.Connection) -> None:
     conn.enable_load_extension(True)
     conn.load_extension(sqlite_vec.loadable_path())
     conn.enable_load_extension(False)
-    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA foreign_keys = ON")
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
 
 
-def _check_version(conn: apsw.Connection, db_path: Path) -> None:
+def _file_kind(conn: apsw.Connection, db_path: Path) -> FileKind:
+    """EMPTY or KBMCP (read without writing anything); another application's file is an error."""
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    if not tables and current_version(conn) == 0:
+        return FileKind.EMPTY
+    if tables >= KBMCP_TABLES:
+        return FileKind.KBMCP
+    shown = ", ".join(sorted(tables)[:5]) or "none"
+    raise StoreError(
+        f"{db_path} is an SQLite database of another application (tables: {shown}), not a "
+        "kbmcp knowledge base; kbmcp does not write into it: choose another --db / KBMCP_DB",
+        details={"path": str(db_path)},
+    )
+
+
+def _check_version(conn: apsw.Connection, db_path: Path, *, read_only: bool) -> None:
     version = current_version(conn)
     if version > latest_version():
         raise StoreError(
             f"{db_path} has schema version {version}, newer than this kbmcp "
             f"understands ({latest_version()}); upgrade kbmcp"
         )
+    if read_only and version < latest_version():
+        raise ReadOnly(
+            f"{db_path} has schema version {version} and this kbmcp needs "
+            f"{latest_version()}, but the file is read-only: open it once with write access "
+            "(any kbmcp command upgrades it), or use the kbmcp version that wrote it",
+            details={"path": str(db_path)},
+        )
+
+
+def ensure_writable(conn: apsw.Connection) -> None:
+    """Raise ReadOnly, naming the file, if the connection cannot write."""
+    if conn.readonly("main"):
+        path = conn.db_filename("main")
+        raise ReadOnly(
+            f"{path} is open read-only (the file or its folder is not writable): searching and "
+            "reading work, changing it does not; make it writable (chmod u+w) or work on a "
+            "writable copy (`kbmcp backup`)",
+            details={"path": path},
+        )
 
 
 @contextlib.contextmanager
 def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     """A short write transaction. BEGIN IMMEDIATE takes the write lock up front, so two writers
-    queue on the busy timeout instead of deadlocking on a read->write upgrade."""
+    queue on the busy timeout instead of deadlocking on a read->write upgrade. On a read-only
+    file it raises ReadOnly before anything starts."""
+    ensure_writable(conn)
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn

@@ -58,6 +58,7 @@ KNN = """
 IN_SCOPE = "AND rowid IN (SELECT id FROM scope_chunk)"
 SCOPE_ROWS = "SELECT id FROM scope_chunk"
 POOL_ROWS = "SELECT value FROM carray(:semantic_pool)"
+VECTOR_INDEX_EXISTS = "SELECT 1 FROM sqlite_schema WHERE name = 'chunk_vec'"
 
 
 def sql_source(
@@ -87,3 +88,8 @@ def _params(query: np.ndarray, min_similarity: float | None) -> dict[str, Any]:
         "query_vector": np.ascontiguousarray(query, dtype=np.float32).tobytes(),
         "min_similarity": min_similarity,
     }
+
+
+def has_vector_index(conn: apsw.Connection) -> bool:
+    """Whether the file has its vec0 index (created when a model is first recorded)."""
+    return conn.execute(VECTOR_INDEX_EXISTS).fetchone() is not None

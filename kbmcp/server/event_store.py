@@ -1,0 +1,46 @@
+"""A bounded in-memory event store for streamable HTTP: SSE resumability.
+
+With an event store the SDK opens each SSE response with a priming event (an id and empty data,
+plus the `retry` field telling the client how long to wait before reconnecting), and a client
+whose stream dropped can reconnect with `Last-Event-ID` and receive what it missed. Only the
+newest MAX_EVENTS events are kept: kbmcp's responses are single results, so a client reconnects
+within seconds or not at all, and memory stays flat on a long-running server.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+
+from mcp.server.streamable_http import EventCallback, EventId, EventMessage, EventStore, StreamId
+from mcp_types import JSONRPCMessage
+
+MAX_EVENTS = 1000
+RETRY_MS = 1000  # the `retry` field: how long a client waits before reconnecting
+
+
+class BoundedEventStore(EventStore):
+    def __init__(self, max_events: int = MAX_EVENTS) -> None:
+        self.max_events = max_events
+        self._events: OrderedDict[EventId, tuple[StreamId, JSONRPCMessage | None]] = OrderedDict()
+        self._ids = itertools.count(1)
+
+    async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
+        event_id = str(next(self._ids))
+        self._events[event_id] = (stream_id, message)
+        while len(self._events) > self.max_events:
+            self._events.popitem(last=False)
+        return event_id
+
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
+        if last_event_id not in self._events:
+            return None
+        stream_id = self._events[last_event_id][0]
+        later = list(self._events.items())
+        start = next(i for i, (event_id, _) in enumerate(later) if event_id == last_event_id)
+        for event_id, (stream, message) in later[start + 1 :]:
+            if stream == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream_id

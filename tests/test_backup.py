@@ -1,0 +1,116 @@
+"""`kbmcp backup DEST`: SQLite's online backup API, safe while the file is being written."""
+
+from __future__ import annotations
+
+import random
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import apsw
+import pytest
+
+from tests.cli_support import assert_one_line_error
+from tests.index_checks import indexed_state
+from tests.mcp_support import REPO_ROOT, subprocess_env
+from tests.test_crash_safety import document_text
+
+
+@pytest.fixture
+def source(kbmcp, tmp_path: Path) -> Path:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    rng = random.Random(3)
+    for n in range(20):
+        (corpus / f"doc{n:02}.md").write_text(document_text(rng, n, 0))
+    db = tmp_path / "kb.db"
+    assert kbmcp("--db", db, "add", corpus).code == 0
+    return db
+
+
+def test_backup_is_a_single_checked_file_with_the_same_answers(
+    kbmcp, source: Path, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy.db"
+    run = kbmcp("--db", source, "backup", copy, "--json")
+    assert run.code == 0, run.err
+    report = run.json()
+    assert report["destination"] == str(copy) and report["pages"] > 0
+    assert report["bytes"] == copy.stat().st_size
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("copy")) == ["copy.db"]
+    conn = apsw.Connection(str(copy), flags=apsw.SQLITE_OPEN_READONLY)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+    assert indexed_state(copy) == indexed_state(source)
+    query = ("search", "heron kestrel", "--json")
+    assert (
+        kbmcp("--db", copy, *query).json()["results"]
+        == (kbmcp("--db", source, *query).json()["results"])
+    )
+
+
+def test_backup_while_an_ingest_writes_is_a_consistent_snapshot(
+    kbmcp, source: Path, tmp_path: Path
+) -> None:
+    corpus = tmp_path / "more"
+    corpus.mkdir()
+    rng = random.Random(4)
+    for n in range(150):
+        (corpus / f"more{n:03}.md").write_text(document_text(rng, n, 1))
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "kbmcp", "--db", str(source), "add", str(corpus)],
+        env=subprocess_env(source), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+    copies = []
+    try:
+        while writer.poll() is None or not copies:
+            copy = tmp_path / f"snapshot-{len(copies)}.db"
+            assert kbmcp("--db", source, "backup", copy).code == 0
+            copies.append(copy)
+    finally:
+        _, stderr = writer.communicate(timeout=120)
+    assert writer.returncode == 0, stderr
+    sizes = [len(indexed_state(copy)) for copy in copies]  # each one consistent
+    assert sizes == sorted(sizes) and sizes[-1] <= 170
+
+
+def test_backup_of_a_read_only_file(kbmcp, source: Path, tmp_path: Path) -> None:
+    source.chmod(stat.S_IRUSR)
+    try:
+        assert kbmcp("--db", source, "backup", tmp_path / "copy.db").code == 0
+    finally:
+        source.chmod(stat.S_IRUSR | stat.S_IWUSR)
+    assert len(indexed_state(tmp_path / "copy.db")) == 20
+
+
+def test_backup_into_a_folder_and_over_an_existing_file(
+    kbmcp, source: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "backups"
+    folder.mkdir()
+    assert kbmcp("--db", source, "backup", folder).code == 0
+    assert (folder / "kb.db").exists()
+    assert_one_line_error(
+        kbmcp("--db", source, "backup", folder), f"{folder / 'kb.db'} already exists", "--force"
+    )
+    (folder / "kb.db").write_text("an old backup")
+    assert kbmcp("--db", source, "backup", folder, "--force").code == 0
+    assert len(indexed_state(folder / "kb.db")) == 20
+
+
+@pytest.mark.parametrize(
+    ("destination", "fragment"),
+    [("kb.db", "is the knowledge base itself"), ("no/such/folder/kb.db", "does not exist")],
+)
+def test_backup_refuses_bad_destinations(
+    kbmcp, source: Path, tmp_path: Path, destination: str, fragment: str
+) -> None:
+    assert_one_line_error(kbmcp("--db", source, "backup", tmp_path / destination), fragment)
+
+
+def test_backup_of_a_missing_file_creates_nothing(kbmcp, tmp_path: Path) -> None:
+    run = kbmcp("--db", tmp_path / "missing.db", "backup", tmp_path / "copy.db")
+    assert_one_line_error(run, "no knowledge-base file")
+    assert list(tmp_path.iterdir()) == []

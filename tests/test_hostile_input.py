@@ -1,0 +1,264 @@
+"""Hostile and malformed input at the transports and the CLI (issue 11, item 4): every line on
+stdio gets an answer, every JSON-RPC error has a valid code, the HTTP body is bounded, a port in
+use is one line, command-line text must be UTF-8 and numbers are checked."""
+
+from __future__ import annotations
+
+import json
+import queue
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import httpx2
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from kbmcp.server.errors import RequestErrorGuard
+from tests.cli_support import assert_one_line_error
+from tests.mcp_support import REPO_ROOT, HttpServer, connect, rpc_line, subprocess_env
+
+JSONRPC_CODES = {-32700, -32600, -32601, -32602, -32603}
+
+
+class RawStdio:
+    """`kbmcp serve` over stdio driven line by line, stdin kept open (at EOF the server stops
+    and drops what is still running)."""
+
+    def __init__(self, db: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kbmcp", "--db", str(db), "serve"],
+            env=subprocess_env(db),
+            cwd=REPO_ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.capabilities: dict[str, Any] = {}
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+
+    def send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line if line.endswith("\n") else line + "\n")
+        self.process.stdin.flush()
+
+    def reply(self, line: str, timeout: float = 30) -> dict[str, Any]:
+        self.send(line)
+        return json.loads(self.lines.get(timeout=timeout))
+
+    def close(self) -> str:
+        assert self.process.stdin is not None and self.process.stderr is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+        return self.process.stderr.read()
+
+
+@pytest.fixture
+def raw_stdio(corpus_db: Path) -> Iterator[RawStdio]:
+    server = RawStdio(corpus_db)
+    try:
+        initialize = {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
+        server.capabilities = server.reply(rpc_line(1, "initialize", initialize))["result"][
+            "capabilities"
+        ]
+        server.send(rpc_line(None, "notifications/initialized"))
+        yield server
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait()
+
+
+UNPARSEABLE = [
+    ("{not json", None, -32700, "not valid JSON"),
+    ('{"jsonrpc": "2.0", "id": 7, "method": "tools/list"', None, -32700, "not valid JSON"),
+    ('{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"search_knowledge",'
+     '"arguments":{"query":"\\ud800"}}}', 8, -32700, "lone surrogate"),
+    ('{"jsonrpc":"2.0","id":"\\udfff","method":"ping"}', None, -32700, "lone surrogate"),
+    ('{"foo": 1}', None, -32600, "not a JSON-RPC 2.0"),
+    ('{"jsonrpc": "2.0", "id": 9}', 9, -32600, "not a JSON-RPC 2.0"),
+    ("[1, 2, 3]", None, -32600, "not a JSON-RPC 2.0"),
+    ('"just a string"', None, -32600, "not a JSON-RPC 2.0"),
+]  # fmt: skip
+
+
+def test_stdio_answers_unparseable_lines_and_keeps_serving(raw_stdio: RawStdio) -> None:
+    for line, request_id, code, fragment in UNPARSEABLE:
+        reply = raw_stdio.reply(line)
+        assert reply["jsonrpc"] == "2.0" and reply["id"] == request_id, line
+        assert reply["error"]["code"] == code and fragment in reply["error"]["message"], line
+        listed = raw_stdio.reply(rpc_line(2, "tools/list"))  # still serving
+        assert len(listed["result"]["tools"]) == 3
+    stderr = raw_stdio.close()
+    assert "unparseable message on stdin" in stderr and "Traceback" not in stderr
+
+
+def test_stdio_errors_for_other_methods_have_valid_codes(raw_stdio: RawStdio) -> None:
+    cases = [
+        (rpc_line(3, "prompts/get", {"name": "no-such-prompt"}), -32602),
+        (rpc_line(4, "resources/read", {"uri": "file:///etc/passwd"}), -32602),
+        (rpc_line(5, "no/such/method"), -32601),
+        (
+            rpc_line(6, "tools/call", {"name": "search_knowledge", "arguments": "not an object"}),
+            -32602,
+        ),
+        (rpc_line(7, "logging/setLevel", {"level": "loudest"}), -32602),
+    ]
+    for line, code in cases:
+        reply = raw_stdio.reply(line)
+        assert reply["error"]["code"] == code, reply
+    assert "Traceback" not in raw_stdio.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_an_unknown_prompt_is_invalid_params(
+    transport: str, corpus_db: Path, http_server: HttpServer
+) -> None:
+    async with connect(transport, corpus_db, http_server.url) as client:
+        with pytest.raises(MCPError) as caught:
+            await client.get_prompt("no-such-prompt")
+        assert caught.value.error.code == -32602  # was 0, not a JSON-RPC code
+        assert "no-such-prompt" in caught.value.error.message
+
+
+def test_logging_and_completions_are_declared_and_answered(raw_stdio: RawStdio) -> None:
+    """Both are 2025 protocol utilities (gone in 2026-07-28): a 2025 client sends them."""
+    assert set(raw_stdio.capabilities) >= {"logging", "completions", "tools"}
+    assert raw_stdio.reply(rpc_line(3, "logging/setLevel", {"level": "info"}))["result"] == {}
+    completion = raw_stdio.reply(rpc_line(4, "completion/complete", {
+        "ref": {"type": "ref/prompt", "name": "anything"},
+        "argument": {"name": "arg", "value": "x"}}))  # fmt: skip
+    assert completion["result"]["completion"]["values"] == []
+
+
+HTTP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@pytest.mark.anyio
+async def test_http_refuses_an_oversized_body_before_reading_it(http_server: HttpServer) -> None:
+    huge = rpc_line(1, "tools/call", {"name": "search_knowledge",
+                                 "arguments": {"query": "x" * (3 * 1024 * 1024)}})  # fmt: skip
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(http_server.url, headers=HTTP_HEADERS, content=huge)
+        assert response.status_code == 413
+        error = response.json()["error"]
+        assert error["code"] == -32600
+        assert "request body too large" in error["message"] and "2097152" in error["message"]
+        assert len(response.content) < 1000  # the body is not echoed
+    async with connect("http", Path(), http_server.url) as client:  # still serving
+        assert len((await client.list_tools()).tools) == 3
+
+
+@pytest.mark.anyio
+async def test_http_answers_bad_json_with_a_parse_error(http_server: HttpServer) -> None:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(http_server.url, headers=HTTP_HEADERS, content="{not json")
+    assert response.json()["error"]["code"] == -32700
+    lone_surrogate = '{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "\\ud800"}}'
+    async with httpx2.AsyncClient(timeout=30) as http:
+        response = await http.post(http_server.url, headers=HTTP_HEADERS, content=lone_surrogate)
+    assert response.json()["error"]["code"] == -32700
+
+
+def test_port_in_use_is_one_line(corpus_db: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = subprocess.run(
+            [sys.executable, "-m", "kbmcp", "--db", str(corpus_db), "serve", "--http",
+             "--port", str(port)],
+            env=subprocess_env(corpus_db), cwd=REPO_ROOT, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+    assert run.returncode == 1
+    errors = [line for line in run.stderr.splitlines() if " kbmcp WARNING " not in line]
+    assert errors == [
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use "
+        "(is another kbmcp serve running? choose another --port)"
+    ], run.stderr  # log lines (such as the no-tokens warning) aside, one line
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragments"),
+    [
+        (["search", "ab\udcff\udcfe"], ["'QUERY'", "not valid UTF-8", "byte 0xff at character 3"]),
+        (["search", "ok", "--path", "\udc80"], ["'--path'", "byte 0x80"]),
+        (["search", "ok", "--kb", "\ud800"], ["'--kb'", "U+D800"]),
+    ],
+)
+def test_cli_text_must_be_utf8(kbmcp, corpus_db: Path, arguments, fragments) -> None:
+    assert_one_line_error(kbmcp("--db", corpus_db, *arguments), *fragments)
+
+
+def test_cli_non_utf8_query_bytes_from_a_real_terminal(corpus_db: Path) -> None:
+    """The bytes as a shell passes them (the minilm tokenizer used to fail with TypeError)."""
+    run = subprocess.run(
+        [sys.executable.encode(), b"-m", b"kbmcp", b"--db", bytes(corpus_db), b"search",
+         b"caf\xe9"],
+        env=subprocess_env(corpus_db, KBMCP_EMBEDDER="minilm"), cwd=REPO_ROOT,
+        capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert b"not valid UTF-8 text (byte 0xe9 at character 4)" in run.stderr
+    assert b"TypeError" not in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        (["search", "q", "--limit", "-5"], "limit"),
+        (["search", "q", "--limit", "ten"], "'--limit'"),
+        (["search", "q", "--alpha", "nan"], "alpha"),
+        (["search", "q", "--alpha", "1.5"], "alpha"),
+        (["search", "q", "--rrf-k", "0", "--mode", "rrf"], "rrf_k"),
+        (["search", "q", "--min-similarity", "inf"], "min_similarity"),
+        (["read", "doc_0123456789abcdef", "--offset", "-1"], "'--offset'"),
+        (["read", "doc_0123456789abcdef", "--limit-chars", "0"], "'--limit-chars'"),
+        (["ls", "--limit", "100000"], "'--limit'"),
+        (["serve", "--http", "--port", "70000"], "'--port'"),
+    ],
+)
+def test_cli_numbers_are_checked(kbmcp, corpus_db: Path, arguments, fragment: str) -> None:
+    assert_one_line_error(kbmcp("--db", corpus_db, *arguments), fragment)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("method", "raised", "code"),
+    [
+        ("prompts/get", ValueError("Unknown prompt: x"), -32602),
+        ("resources/read", ValueError("Unknown resource: x"), -32602),
+        ("tools/list", ValueError("a bug"), -32603),
+        ("prompts/list", RuntimeError("a bug"), -32603),
+    ],
+)
+async def test_request_errors_get_valid_codes(method: str, raised: Exception, code: int) -> None:
+    """The guard's mapping, for failures no real request triggers today (a crash in a handler)."""
+
+    async def failing(ctx: object) -> None:
+        raise raised
+
+    with pytest.raises(MCPError) as caught:
+        await RequestErrorGuard()(SimpleNamespace(method=method), failing)  # type: ignore[arg-type]
+    assert caught.value.error.code == code
+    message = caught.value.error.message
+    if code == -32602:
+        assert message == str(raised)  # names the unknown prompt or resource
+    else:
+        assert "a bug" not in message and "see the server log" in message
