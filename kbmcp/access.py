@@ -11,6 +11,7 @@ intersected with the token's allow-list. Every reader applies its result inside 
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 import apsw
@@ -75,9 +76,12 @@ class Principal:
             )
 
 
-def local_principal(conn: apsw.Connection) -> Principal:
-    """The single local user who owns everything in a single-user file."""
-    tenant = _local_tenant(conn)
+def local_principal(
+    conn: apsw.Connection, writer_lock: AbstractContextManager[object]
+) -> Principal:
+    """The single local user who owns everything in a single-user file (recorded on first use,
+    holding `writer_lock` for that write)."""
+    tenant = _local_tenant(conn, writer_lock)
     return Principal(tenant_id=tenant.id, tenant_public_id=tenant.public_id)
 
 
@@ -123,7 +127,7 @@ def readable_kb_ids(conn: apsw.Connection, principal: Principal) -> list[int]:
     return [row[0] for row in rows]
 
 
-def _local_tenant(conn: apsw.Connection) -> TenantRef:
+def _local_tenant(conn: apsw.Connection, writer_lock: AbstractContextManager[object]) -> TenantRef:
     row = conn.execute(
         "SELECT id, public_id FROM tenant WHERE name = ?", (LOCAL_TENANT,)
     ).fetchone()
@@ -133,5 +137,5 @@ def _local_tenant(conn: apsw.Connection) -> TenantRef:
         # Nobody ever wrote to this file (or only another tenant did): the local owner owns
         # nothing in it, and a read-only file cannot record the owner. Row id 0 matches no row.
         return TenantRef(NO_ROW, make_id("tenant", LOCAL_TENANT))
-    with write_transaction(conn):
+    with writer_lock, write_transaction(conn):
         return ensure_tenant(conn, LOCAL_TENANT)

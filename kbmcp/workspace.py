@@ -5,6 +5,11 @@ which: a long-lived workspace holds the search accelerators (kbmcp/search/accele
 every vector in memory, per-term bm25 contributions, tokenised chunks) that pay off over many
 queries; a one-shot one (the default) holds none and answers from SQL alone (vec0, FTS5)
 instead of paying a fill of ~0.5-2 s at 100k chunks for a single query (docs/search.md).
+
+Connections: every thread that uses the workspace gets its own apsw connection to the file
+(opened on first use, closed with the workspace), so a server's requests run in parallel: in
+WAL mode readers never wait for each other nor for a writer. Writes take `lock`, so a process
+has one writer at a time (other processes queue on SQLite's busy timeout); reads take no lock.
 """
 
 from __future__ import annotations
@@ -40,12 +45,32 @@ class Workspace:
         self.settings = settings
         self.accelerator: Accelerator | None = None
         self.long_lived = long_lived
-        self.conn: apsw.Connection = open_connection(settings.db_path, create=create)
+        self._local = threading.local()
+        self._connections: list[apsw.Connection] = []
+        self._connections_lock = threading.Lock()
+        # The first connection creates and migrates the file; the others only open it.
+        self._local.conn = self._register(open_connection(settings.db_path, create=create))
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
-        # One apsw connection serves every thread of a server; service calls that span several
-        # statements hold this lock so two callers never interleave inside one transaction.
+        # The process's writer lock: service functions that write hold it while they use the
+        # connection (and never while they embed), so one thread writes at a time.
         self.lock = threading.RLock()
+
+    @property
+    def conn(self) -> apsw.Connection:
+        """This thread's connection to the file."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._register(
+                open_connection(self.settings.db_path, create=False, apply_migrations=False)
+            )
+            self._local.conn = conn
+        return conn
+
+    def _register(self, conn: apsw.Connection) -> apsw.Connection:
+        with self._connections_lock:
+            self._connections.append(conn)
+        return conn
 
     @property
     def long_lived(self) -> bool:
@@ -66,23 +91,25 @@ class Workspace:
             return self._embedder
 
     def local_principal(self) -> Principal:
-        with self.lock:
-            return local_principal(self.conn)
+        return local_principal(self.conn, self.lock)
 
     def ensure_model(self) -> None:
         """Check that the file's vectors come from the configured embedder, recording it on first
         use. Raises ModelMismatch (naming `kbmcp reembed`) otherwise."""
         fingerprint = self.embedder.fingerprint
-        with self.lock:
-            if check_model(self.conn, fingerprint) or self.conn.readonly("main"):
-                # A read-only file without a model has no vectors to check (nor room to record).
-                return
-            with write_transaction(self.conn):
-                if not check_model(self.conn, fingerprint):
-                    record_model(self.conn, fingerprint)
+        if check_model(self.conn, fingerprint) or self.conn.readonly("main"):
+            # Recorded already; or a read-only file without a model, which has no vectors to
+            # check (nor room to record one).
+            return
+        with self.lock, write_transaction(self.conn):
+            if not check_model(self.conn, fingerprint):
+                record_model(self.conn, fingerprint)
 
     def close(self) -> None:
-        self.conn.close()
+        with self._connections_lock:
+            connections, self._connections = self._connections, []
+        for conn in connections:
+            conn.close()
 
     def __enter__(self) -> Workspace:
         return self
@@ -98,11 +125,11 @@ R = TypeVar("R")
 def holding_lock(
     function: Callable[Concatenate[Workspace, P], R],
 ) -> Callable[Concatenate[Workspace, P], R]:
-    """Run a service function while holding its workspace's lock.
+    """Run a service function that writes while holding its workspace's writer lock.
 
-    The rule: a service function that uses the connection holds the lock for exactly that, and
-    nothing slow (such as embedding a query) happens while it is held. Adapters (CLI, MCP tools)
-    never take it themselves.
+    The rule: a service function that writes holds the lock while it uses the connection, and
+    nothing slow (such as embedding) happens while it is held; one that only reads takes no lock
+    (each thread reads through its own connection). Adapters (CLI, MCP tools) never take it.
     """
 
     @functools.wraps(function)

@@ -1,14 +1,21 @@
-"""One workspace (one apsw connection) shared by many threads, as the MCP server shares it."""
+"""One workspace shared by many threads, as the MCP server shares it (a connection per thread)."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import apsw
+import pytest
 
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.listing import list_documents, list_knowledge_bases
 from kbmcp.service.read import read_document
 from kbmcp.service.search import search
+from kbmcp.store.connection import write_transaction
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 
@@ -45,3 +52,60 @@ def test_concurrent_searches_reads_and_listings_match_sequential_results(
         assert [f.result() for f in rankings] == expected * 5
         assert all(f.result() == expected_contents for f in contents)
         assert all(len(f.result()) == 1 for f in listings)
+
+
+def test_reads_do_not_wait_for_a_writer_of_the_same_process(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """Each thread reads through its own connection: while another thread holds the writer
+    lock inside an open write transaction, searches, reads and listings still answer (and see
+    the last committed state)."""
+    ingest(workspace, write_small_corpus(tmp_path))
+    principal = workspace.local_principal()
+    request = SearchRequest(query="rotate api keys")
+    expected = [r.chunk_id for r in search(workspace, principal, request).results]
+    writing, release = threading.Event(), threading.Event()
+
+    def writer() -> None:
+        with workspace.lock, write_transaction(workspace.conn) as conn:
+            conn.execute("UPDATE document SET title = 'changed, not committed'")
+            writing.set()
+            release.wait(timeout=30)
+            raise RuntimeError("roll back")  # the uncommitted title never lands
+
+    thread = threading.Thread(target=lambda: _swallow(writer))
+    thread.start()
+    try:
+        assert writing.wait(timeout=10)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            found = pool.submit(search, workspace, principal, request).result(timeout=10)
+            listed = pool.submit(list_knowledge_bases, workspace, principal).result(timeout=10)
+        assert [r.chunk_id for r in found.results] == expected
+        assert {r.title for r in found.results} != {"changed, not committed"}
+        assert len(listed) == 1
+    finally:
+        release.set()
+        thread.join(timeout=30)
+
+
+def test_each_thread_has_its_own_connection_and_close_closes_them_all(
+    workspace: Workspace,
+) -> None:
+    barrier = threading.Barrier(3)
+
+    def connection_of_this_thread(_: int) -> object:
+        barrier.wait(timeout=10)  # three threads at once: three connections
+        return workspace.conn
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        connections = list(pool.map(connection_of_this_thread, range(3)))
+    assert len({id(c) for c in connections}) == 3
+    assert all(c is not workspace.conn for c in connections)
+    workspace.close()
+    with pytest.raises(apsw.ConnectionClosedError):
+        connections[0].execute("SELECT 1")
+
+
+def _swallow(function: Callable[[], None]) -> None:
+    with contextlib.suppress(RuntimeError):
+        function()

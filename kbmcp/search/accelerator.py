@@ -35,8 +35,9 @@ SELECT_MODEL_STAMP = "SELECT name, dimension, version, recorded_at FROM embeddin
 
 class Accelerator:
     def __init__(self) -> None:
-        # Held while a search refreshes or reads the copies: one request at a time may update
-        # them, and nobody reads a half-updated copy.
+        # Held while a search refreshes the copies and takes its candidates from them: one
+        # request at a time updates them, and nobody reads a half-updated copy. The ranking
+        # statement runs without it.
         self.lock = threading.RLock()
         self._position: int | None = None
         self._model: tuple[object, ...] | None = None
@@ -44,13 +45,18 @@ class Accelerator:
         self.postings = PostingsIndex(WEIGHTS)
         self.tokens = TokenCache()
 
-    def refresh(self, conn: apsw.Connection) -> None:
-        """Bring the copies up to the file as this connection's transaction sees it."""
+    def refresh(self, conn: apsw.Connection) -> bool:
+        """Bring the copies up to the file as this connection's transaction sees it. False when
+        they are already newer than that snapshot (another thread's request moved them on while
+        this one's transaction began earlier): the caller then searches with SQL alone, which
+        answers for exactly its snapshot. Call with `lock` held."""
         position = conn.execute(SELECT_LOG_POSITION).fetchone()[0]
         model = conn.execute(SELECT_MODEL_STAMP).fetchone()
         if position == self._position and model == self._model:
-            return
-        if self._position is None or model != self._model or position < self._position:
+            return True
+        if model == self._model and self._position is not None and position < self._position:
+            return False
+        if self._position is None or model != self._model:
             self._vectors = None
             self.tokens = TokenCache()
             self.postings = PostingsIndex(WEIGHTS)
@@ -65,6 +71,7 @@ class Accelerator:
             if not self.postings.update_documents(conn, documents, tokenize, self.tokens):
                 self.postings = PostingsIndex(WEIGHTS)
         self._position, self._model = position, model
+        return True
 
     def vectors(self, conn: apsw.Connection) -> VectorMatrix:
         """The vector copy, built on first use (~0.35 s at 100k chunks)."""

@@ -48,22 +48,17 @@ def run_search(
     allowed = scope_chunk_ids(conn, scope)
     scope_rows = None if allowed is None else len(allowed)
     terms = query_terms(args.query)
-    if accelerator is not None:
-        accelerator.refresh(conn)
-    plan = choose_plan(
-        scope_rows=scope_rows,
-        accelerated=accelerator is not None,
-        lexical=args.uses_lexical,
-        semantic=query_vector is not None,
-        terms_in_postings=accelerator is not None
-        and all(quote_term(t) in accelerator.postings.phrases for t in terms),
-    )
     # A user-selected set of documents is never emptied by a similarity floor.
     min_similarity = None if "document_ids" in scope.filters else args.min_similarity
-    lexical = _lexical_source(conn, plan, terms, allowed, args.depth, accelerator)
-    semantic = _semantic_source(
-        conn, plan, query_vector, allowed, args.depth, min_similarity, accelerator
-    )
+    if accelerator is None:
+        lexical, semantic = _sources(conn, args, terms, allowed, query_vector, min_similarity, None)
+    else:
+        with accelerator.lock:
+            current = accelerator.refresh(conn)
+            lexical, semantic = _sources(
+                conn, args, terms, allowed, query_vector, min_similarity,
+                accelerator if current else None,
+            )  # fmt: skip
     ranking = rank(
         conn,
         scope_ids=allowed,
@@ -101,6 +96,31 @@ def run_search(
         results=results,
         stats=stats,
     )
+
+
+def _sources(
+    conn: apsw.Connection,
+    args: SearchArguments,
+    terms: list[str],
+    allowed: np.ndarray | None,
+    query_vector: np.ndarray | None,
+    min_similarity: float | None,
+    accelerator: Accelerator | None,
+) -> tuple[ChannelSource, ChannelSource]:
+    """The plan, then each channel's source (candidates from the accelerator when given)."""
+    plan = choose_plan(
+        scope_rows=None if allowed is None else len(allowed),
+        accelerated=accelerator is not None,
+        lexical=args.uses_lexical,
+        semantic=query_vector is not None,
+        terms_in_postings=accelerator is not None
+        and all(quote_term(t) in accelerator.postings.phrases for t in terms),
+    )
+    lexical = _lexical_source(conn, plan, terms, allowed, args.depth, accelerator)
+    semantic = _semantic_source(
+        conn, plan, query_vector, allowed, args.depth, min_similarity, accelerator
+    )
+    return lexical, semantic
 
 
 def _lexical_source(

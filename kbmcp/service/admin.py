@@ -26,7 +26,7 @@ from kbmcp.store.vectors import (
     store_vectors,
     to_blob,
 )
-from kbmcp.workspace import Workspace, holding_lock
+from kbmcp.workspace import Workspace
 
 COUNTS = {
     "knowledge_bases": "SELECT count(*) FROM knowledge_base",
@@ -56,7 +56,6 @@ def doctor(workspace: Workspace, principal: Principal) -> dict[str, Any]:
     return report
 
 
-@holding_lock
 def _file_report(workspace: Workspace) -> dict[str, Any]:
     conn = workspace.conn
     recorded = recorded_model(conn)

@@ -14,7 +14,7 @@ from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.search.models import SearchFilters
 from kbmcp.search.scope import resolve_scope
 from kbmcp.validate import integer, shown
-from kbmcp.workspace import Workspace, holding_lock
+from kbmcp.workspace import Workspace
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
@@ -87,7 +87,6 @@ class DocumentPage:
     ]
 
 
-@holding_lock
 def list_knowledge_bases(workspace: Workspace, principal: Principal) -> list[KnowledgeBaseInfo]:
     principal.require(READ)
     rows = workspace.conn.execute(
@@ -102,7 +101,6 @@ def list_knowledge_bases(workspace: Workspace, principal: Principal) -> list[Kno
     ]
 
 
-@holding_lock
 def list_documents(
     workspace: Workspace,
     principal: Principal,
@@ -185,7 +183,6 @@ def _decode_cursor(cursor: str) -> tuple[str, str]:
     return updated_at, document_id
 
 
-@holding_lock
 def resolve_knowledge_bases(
     workspace: Workspace, principal: Principal, names_or_ids: Sequence[str]
 ) -> list[str]:

@@ -14,7 +14,7 @@ from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
 from kbmcp.search.models import Citation
 from kbmcp.validate import integer
-from kbmcp.workspace import Workspace, holding_lock
+from kbmcp.workspace import Workspace
 
 DEFAULT_LIMIT_CHARS = 4000
 MAX_LIMIT_CHARS = 10_000
@@ -116,7 +116,6 @@ class FetchedChunks:
     missing: Annotated[list[str], Described("Requested ids that are unknown or not readable.")]
 
 
-@holding_lock
 def read_document(
     workspace: Workspace,
     principal: Principal,
@@ -158,7 +157,6 @@ def read_document(
     )
 
 
-@holding_lock
 def document_outline(
     workspace: Workspace, principal: Principal, document_id: str, *, revision_id: str | None = None
 ) -> DocumentOutline:
@@ -179,7 +177,6 @@ def document_outline(
     return DocumentOutline(doc_id, kb_id, rev_id, path, title, total, sections)
 
 
-@holding_lock
 def fetch_chunks(
     workspace: Workspace, principal: Principal, chunk_ids: Sequence[str]
 ) -> FetchedChunks:

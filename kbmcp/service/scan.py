@@ -19,7 +19,7 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
 from kbmcp.validate import integer
-from kbmcp.workspace import Workspace, holding_lock
+from kbmcp.workspace import Workspace
 
 EXCERPT_CHARS = 240
 
@@ -71,7 +71,6 @@ class ScanResponse:
     has_more: bool
 
 
-@holding_lock
 def scan_recent(
     workspace: Workspace,
     principal: Principal,

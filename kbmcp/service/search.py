@@ -2,7 +2,7 @@
 
 Order of work (DESIGN.md, "scope first, then rank, then limit"):
 1. validate every argument and resolve the scope (ids, readability, conflicts) - no retrieval yet;
-2. embed the query (only if a vector channel runs), outside the workspace lock;
+2. embed the query (only if a vector channel runs);
 3. inside one read transaction: plan, candidates and the ranking statement
    (kbmcp/search/engine.py).
 """
@@ -41,20 +41,18 @@ def search(
     conn = workspace.conn
     args = check_arguments(request, workspace.settings.rrf_k)
     given = None if query_vector is None else _given_vector(query_vector)
-    with workspace.lock:
-        scope = resolve_scope(conn, readable_kb_ids(conn, principal), request.filters)
-        if args.uses_semantic:
-            workspace.ensure_model()
+    scope = resolve_scope(conn, readable_kb_ids(conn, principal), request.filters)
+    if args.uses_semantic:
+        workspace.ensure_model()
     vector = None
     if args.uses_semantic:
         # Embedding takes milliseconds of CPU: other callers may use the connection meanwhile.
         vector = given if given is not None else _embed_query(workspace, args.query)
         _check_dimension(workspace, vector)
-    with workspace.lock:
-        if args.uses_lexical:
-            ensure_vocabulary(conn)
-        with _read_transaction(conn):
-            return run_search(conn, args, scope, vector, workspace.accelerator, started)
+    if args.uses_lexical:
+        ensure_vocabulary(conn)
+    with _read_transaction(conn):
+        return run_search(conn, args, scope, vector, workspace.accelerator, started)
 
 
 def _embed_query(workspace: Workspace, query: str) -> np.ndarray:

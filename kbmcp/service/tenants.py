@@ -117,7 +117,6 @@ def create_tenant(workspace: Workspace, principal: Principal, name: str) -> Tena
     return _tenant_info(workspace, clean)
 
 
-@holding_lock
 def list_tenants(workspace: Workspace, principal: Principal) -> list[TenantInfo]:
     principal.require(ADMIN)
     return [TenantInfo(*row) for row in workspace.conn.execute(SELECT_TENANTS, {"now": now_iso()})]
@@ -176,7 +175,6 @@ def create_knowledge_base(
     return next(kb for kb in _records(workspace, None) if kb.knowledge_base_id == public_id)
 
 
-@holding_lock
 def list_knowledge_base_records(
     workspace: Workspace, principal: Principal, *, tenant: str | None = None
 ) -> list[KnowledgeBaseRecord]:

@@ -102,7 +102,6 @@ def create_token(
     return CreatedToken(_token(workspace, token_id), secret)
 
 
-@holding_lock
 def list_tokens(
     workspace: Workspace, principal: Principal, *, tenant: str | None = None
 ) -> list[TokenInfo]:
@@ -127,7 +126,6 @@ def revoke_token(workspace: Workspace, principal: Principal, token_id: str) -> T
     return _token(workspace, public_id)
 
 
-@holding_lock
 def count_usable_tokens(workspace: Workspace, principal: Principal) -> int:
     principal.require(ADMIN)
     return int(workspace.conn.execute(COUNT_USABLE_TOKENS, {"now": now_iso()}).fetchone()[0])
