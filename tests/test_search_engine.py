@@ -10,6 +10,7 @@ import pytest
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.errors import InvalidRequest
 from kbmcp.search import plan
 from kbmcp.search.excerpt import ELLIPSIS, make_excerpt
 from kbmcp.search.lexical import fts
@@ -150,3 +151,27 @@ def test_excerpt_centres_on_the_densest_match_and_marks_cuts(workspace: Workspac
     no_match = make_excerpt(text, {"absent"}, tokenize)
     assert no_match.startswith("filler") and no_match.endswith(ELLIPSIS)
     assert make_excerpt("short text", {"x"}, tokenize) == "short text"
+
+
+def test_search_with_a_given_query_vector_equals_embedding_the_query(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """The library API (benchmarks, tools with their own embeddings): a query vector given to
+    `search` replaces embedding the query text, which still drives the keyword channel."""
+    ingest(workspace, write_small_corpus(tmp_path))
+    principal = workspace.local_principal()
+    embedded = {}
+    for mode in ("semantic", "hybrid"):
+        request = SearchRequest("rotate keys", mode=mode)
+        vector = workspace.embedder.embed(["rotate keys"])[0]
+        given = search(workspace, principal, request, query_vector=vector)
+        embedded[mode] = search(workspace, principal, request)
+        assert given.results and given.results == embedded[mode].results
+    other = workspace.embedder.embed(["zebra crossing"])[0]
+    moved = search(workspace, principal, SearchRequest("rotate keys", mode="semantic"),
+                   query_vector=other)  # fmt: skip
+    assert moved.results != embedded["semantic"].results
+    with pytest.raises(InvalidRequest, match="dimensions"):
+        search(workspace, principal, SearchRequest("x", mode="semantic"), query_vector=[0.1, 0.2])
+    with pytest.raises(InvalidRequest, match="finite"):
+        search(workspace, principal, SearchRequest("x"), query_vector=[float("nan")] * 384)

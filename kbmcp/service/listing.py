@@ -23,8 +23,7 @@ SELECT_KNOWLEDGE_BASES = """
 SELECT kb.public_id, kb.name, kb.description, kb.tags, kb.created_at, kb.updated_at,
        (SELECT count(*) FROM document AS d
         WHERE d.knowledge_base_id = kb.id AND d.status = 'published') AS documents,
-       (SELECT count(*) FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id
-        WHERE d.knowledge_base_id = kb.id AND d.status = 'published') AS chunks
+       (SELECT count(*) FROM indexed_chunk AS i WHERE i.knowledge_base_id = kb.id) AS chunks
 FROM knowledge_base AS kb
 WHERE kb.id IN (SELECT value FROM json_each(:readable_kb_ids))
 ORDER BY kb.name, kb.public_id
