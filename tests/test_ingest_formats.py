@@ -19,7 +19,7 @@ from kbmcp.ingest.walker import Selection
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.ingest_preview import preview_paths
-from kbmcp.service.read import document_outline, read_document
+from kbmcp.service.read import document_outline, fetch_chunks, read_document
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
 from tests.pdf_fixture import write_pdf
@@ -103,6 +103,9 @@ def test_pdf_hits_cite_their_page(workspace: Workspace, tmp_path: Path) -> None:
     response = search(workspace, principal, SearchRequest("bitterns", mode="lexical"))
     top = response.results[0]
     assert (top.path, top.title, top.heading_path) == ("report.pdf", "Bird Report 2026", ["page 2"])
+    assert top.citation.page == 2  # the citation itself names the page
+    fetched = fetch_chunks(workspace, principal, [top.chunk_id]).chunks[0]
+    assert fetched.citation == top.citation
     assert "41 bitterns" in top.excerpt
     window = read_document(
         workspace,
@@ -115,6 +118,8 @@ def test_pdf_hits_cite_their_page(workspace: Workspace, tmp_path: Path) -> None:
     assert (window.line_start, window.line_end) == (top.citation.line_start, top.citation.line_end)
     outline = document_outline(workspace, principal, top.document_id)
     assert [(s.title, s.level) for s in outline.sections] == [("page 1", 1), ("page 2", 1)]
+    markdown = search(workspace, principal, SearchRequest("herons", mode="lexical")).results
+    assert markdown and all(r.citation.page is None for r in markdown if r.path != "report.pdf")
     page2 = outline.sections[1]
     assert page2.char_start <= top.citation.char_start < top.citation.char_end <= page2.char_end
 

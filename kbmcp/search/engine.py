@@ -26,7 +26,7 @@ from kbmcp.search.lexical.fts import (
     term_tokens,
 )
 from kbmcp.search.lexical.scan import scan_scope
-from kbmcp.search.models import Citation, SearchResponse, SearchResult, SearchStats
+from kbmcp.search.models import Citation, SearchResponse, SearchResult, SearchStats, page_of
 from kbmcp.search.plan import Plan, choose_plan
 from kbmcp.search.query_text import query_terms, quote_term
 from kbmcp.search.ranking import ChannelSource, Ranking, bound, rank
@@ -179,30 +179,34 @@ def _semantic_source(
 
 def _results(conn: apsw.Connection, ranking: Ranking, query_tokens: set[str]) -> list[SearchResult]:
     tokenize = document_tokenizer(conn)
-    return [
-        SearchResult(
-            kind="document",
-            chunk_id=row.chunk_id,
-            document_id=row.document_id,
-            revision_id=row.revision_id,
-            knowledge_base_id=row.knowledge_base_id,
-            title=row.title,
-            path=row.path,
-            heading_path=json.loads(row.heading_path),
-            excerpt=make_excerpt(row.text, query_tokens, tokenize),
-            citation=Citation(
-                row.path,
-                row.revision_id,
-                row.line_start,
-                row.line_end,
-                row.char_start,
-                row.char_end,
-            ),
-            lexical_rank=row.lexical_rank,
-            lexical_score=row.lexical_score,
-            semantic_rank=row.semantic_rank,
-            semantic_similarity=row.semantic_score,
-            score=row.score,
+    results = []
+    for row in ranking.rows:
+        heading_path = json.loads(row.heading_path)
+        results.append(
+            SearchResult(
+                kind="document",
+                chunk_id=row.chunk_id,
+                document_id=row.document_id,
+                revision_id=row.revision_id,
+                knowledge_base_id=row.knowledge_base_id,
+                title=row.title,
+                path=row.path,
+                heading_path=heading_path,
+                excerpt=make_excerpt(row.text, query_tokens, tokenize),
+                citation=Citation(
+                    row.path,
+                    row.revision_id,
+                    row.line_start,
+                    row.line_end,
+                    row.char_start,
+                    row.char_end,
+                    page_of(row.kind, heading_path),
+                ),
+                lexical_rank=row.lexical_rank,
+                lexical_score=row.lexical_score,
+                semantic_rank=row.semantic_rank,
+                semantic_similarity=row.semantic_score,
+                score=row.score,
+            )
         )
-        for row in ranking.rows
-    ]
+    return results

@@ -7,6 +7,8 @@ builds them from these fields): a `Described` text is what an agent reads about 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
@@ -35,6 +37,22 @@ class Citation:
     line_end: Annotated[int, Described("1-based last line (inclusive).")]
     char_start: Annotated[int, Described("0-based offset of the first character in the revision.")]
     char_end: Annotated[int, Described("0-based offset after the last character (exclusive).")]
+    page: Annotated[
+        int | None, Described("1-based page of a PDF the passage is on; null for other formats.")
+    ] = None
+
+
+# A PDF's sections are its pages: ingest stores each page after a line `\f[page N]`, so the
+# first heading of a PDF chunk is "page N".
+_PAGE_HEADING = re.compile(r"page (\d+)")
+
+
+def page_of(kind: str, heading_path: Sequence[str]) -> int | None:
+    """The page a chunk of a document of `kind` lies on (PDF only)."""
+    if kind != "pdf" or not heading_path:
+        return None
+    match = _PAGE_HEADING.fullmatch(heading_path[0])
+    return int(match.group(1)) if match else None
 
 
 @dataclass(frozen=True)

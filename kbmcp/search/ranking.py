@@ -88,7 +88,7 @@ fused AS (
 -- 6. Order, break ties by public id, limit, and join the rows the results cite.
 SELECT f.chunk_id, c.public_id, d.public_id, r.public_id, kb.public_id, d.title, d.path,
        c.heading_path, c.char_start, c.char_end, c.line_start, c.line_end, c.text,
-       f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_score, f.score,
+       f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_score, f.score, d.kind,
        count(*) OVER () AS fused_count,
        (SELECT count(*) FROM lexical_hit) AS lexical_found,
        (SELECT count(*) FROM semantic_hit) AS semantic_found
@@ -143,6 +143,7 @@ class RankedRow:
     semantic_rank: int | None
     semantic_score: float | None
     score: float
+    kind: str  # the document's format (markdown, pdf, ...)
 
 
 @dataclass(frozen=True)
@@ -187,8 +188,8 @@ def rank(
     if not rows:
         return Ranking([], 0, 0, 0)
     return Ranking(
-        rows=[RankedRow(*row[:18]) for row in rows],
-        fused_count=rows[0][18],
-        lexical_found=rows[0][19],
-        semantic_found=rows[0][20],
+        rows=[RankedRow(*row[:19]) for row in rows],
+        fused_count=rows[0][19],
+        lexical_found=rows[0][20],
+        semantic_found=rows[0][21],
     )

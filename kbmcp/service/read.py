@@ -12,7 +12,7 @@ from kbmcp.described import Described
 from kbmcp.errors import ResourceUnavailable
 from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
-from kbmcp.search.models import Citation
+from kbmcp.search.models import Citation, page_of
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
 
@@ -37,7 +37,7 @@ WHERE d.public_id = :document_id
 SELECT_CHUNKS = """
 SELECT c.public_id, d.public_id, kb.public_id, r.public_id, d.path, d.title, c.heading_path,
        c.char_start, c.char_end, c.line_start, c.line_end, c.text,
-       r.id = d.current_revision_id AS is_current
+       r.id = d.current_revision_id AS is_current, d.kind
 FROM chunk AS c
 JOIN revision AS r ON r.id = c.revision_id
 JOIN document AS d ON d.id = r.document_id
@@ -193,7 +193,8 @@ def fetch_chunks(
     ).fetchall()
     found = {}
     for (chunk_id, doc_id, kb_id, rev_id, path, title, heading, char_start, char_end,
-         line_start, line_end, text, is_current) in rows:  # fmt: skip
+         line_start, line_end, text, is_current, kind) in rows:  # fmt: skip
+        headings = json.loads(heading)
         found[chunk_id] = FetchedChunk(
             chunk_id=chunk_id,
             document_id=doc_id,
@@ -202,9 +203,11 @@ def fetch_chunks(
             is_current_revision=bool(is_current),
             title=title,
             path=path,
-            heading_path=json.loads(heading),
+            heading_path=headings,
             text=text,
-            citation=Citation(path, rev_id, line_start, line_end, char_start, char_end),
+            citation=Citation(
+                path, rev_id, line_start, line_end, char_start, char_end, page_of(kind, headings)
+            ),
         )
     return FetchedChunks(
         chunks=[found[c] for c in wanted if c in found],
