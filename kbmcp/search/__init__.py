@@ -22,5 +22,6 @@ after that is here. Modules, in the order a search uses them:
   - `candidates` (accelerator): exact and sign-bit pools from the matrix;
 - `accelerator`: the accelerators a long-lived workspace owns, and their freshness check;
 - `top_k`: the best k of scored rows with the exact tie-break;
+- `sorted_ids`: looking chunk ids up in the accelerators' ascending row tables;
 - `excerpt`: a bounded passage around the best match.
 """

@@ -38,6 +38,7 @@ import numpy as np
 from kbmcp.search.lexical import bm25
 from kbmcp.search.lexical.scan import Phrase, phrase_frequencies
 from kbmcp.search.lexical.tokens import TokenCache
+from kbmcp.search.sorted_ids import positions_of, present_positions
 
 MAX_POSTINGS = 8_000_000  # ~96 MB: every (row, term) pair of ~100k chunks of ~90 words
 GROWTH = 1.5
@@ -49,6 +50,11 @@ OF_CHUNKS = "WHERE id IN carray(:ids)"
 # The indexed chunks of some documents (what the change log names).
 SELECT_DOCUMENT_CHUNKS = """
 SELECT chunk_id FROM indexed_chunk WHERE document_id IN carray(:documents) ORDER BY chunk_id
+"""
+# Every chunk of every revision of some documents (their rows may be held from an old revision).
+SELECT_ALL_CHUNKS_OF_DOCUMENTS = """
+SELECT c.id FROM chunk AS c JOIN revision AS r ON r.id = c.revision_id
+WHERE r.document_id IN carray(:documents)
 """
 # FTS5's contribution of one phrase to every row containing it (bm25() is "lower is better").
 PHRASE_CONTRIBUTIONS = """
@@ -117,13 +123,8 @@ class PostingsIndex:
         if not all(postings.solved for postings in self.phrases.values()):
             return False
         documents = np.asarray(sorted(set(document_ids)), dtype=np.int64)
-        current = np.fromiter(
-            (
-                r[0]
-                for r in conn.execute(SELECT_DOCUMENT_CHUNKS, {"documents": apsw.carray(documents)})
-            ),
-            dtype=np.int64,
-        )
+        rows = conn.execute(SELECT_DOCUMENT_CHUNKS, {"documents": apsw.carray(documents)})
+        current = np.fromiter((r[0] for r in rows), dtype=np.int64)
         rowids = self.rowids(conn)
         assert self._alive is not None and self._lengths is not None
         # Rows of these documents that are no longer indexed: dead. (Rows of other documents
@@ -131,10 +132,7 @@ class PostingsIndex:
         # needs the chunk -> document map, which the chunk table gives.)
         old = self._rows_of_documents(conn, documents)
         self._alive[old] = False
-        held = np.searchsorted(rowids, current)
-        inside = held < len(rowids)
-        known = np.zeros(len(current), dtype=bool)
-        known[inside] = rowids[held[inside]] == current[inside]
+        known = positions_of(rowids, current) >= 0
         if known.any():
             return False  # re-indexed under the same id: its text (title) may have changed
         new = current[~known]
@@ -146,22 +144,10 @@ class PostingsIndex:
         return self._append(conn, new, tokenize, tokens)
 
     def _rows_of_documents(self, conn: apsw.Connection, documents: np.ndarray) -> np.ndarray:
-        chunk_ids = np.fromiter(
-            (
-                r[0]
-                for r in conn.execute(
-                    "SELECT c.id FROM chunk AS c JOIN revision AS r ON r.id = c.revision_id "
-                    "WHERE r.document_id IN carray(:documents)",
-                    {"documents": apsw.carray(documents)},
-                )
-            ),
-            dtype=np.int64,
-        )
-        rowids = self.rowids(conn)
-        positions = np.searchsorted(rowids, chunk_ids)
-        inside = positions < len(rowids)
-        positions = positions[inside]
-        return positions[rowids[positions] == chunk_ids[inside]]
+        """Rows held for any chunk of any revision of these documents."""
+        rows = conn.execute(SELECT_ALL_CHUNKS_OF_DOCUMENTS, {"documents": apsw.carray(documents)})
+        chunk_ids = np.fromiter((r[0] for r in rows), dtype=np.int64)
+        return present_positions(self.rowids(conn), chunk_ids)
 
     def _append(
         self,
@@ -282,10 +268,7 @@ class PostingsIndex:
         mask = self._alive[:total].copy()
         if allowed is not None:
             mask[:] = False
-            positions = np.searchsorted(rowids, allowed)
-            inside = positions < total
-            positions = positions[inside]
-            mask[positions[rowids[positions] == allowed[inside]]] = True
+            mask[present_positions(rowids, allowed)] = True
         score = np.zeros(total, dtype=np.float64)
         hit = np.zeros(total, dtype=bool)
         for phrase in match_phrases:  # in query order, as FTS5 sums them

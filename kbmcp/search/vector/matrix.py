@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
+from kbmcp.search.sorted_ids import positions_of, present_positions
+
 SELECT_INDEXED_VECTORS = """
 SELECT i.chunk_id, i.document_id, v.embedding
 FROM indexed_chunk AS i
@@ -82,11 +84,7 @@ class VectorMatrix:
     def rows_of(self, chunk_ids: np.ndarray) -> np.ndarray:
         """Positions of the live rows among `chunk_ids` (ascending ids; others are skipped: a
         chunk without a stored vector is never replaced by a neighbour)."""
-        ids = self.ids
-        positions = np.searchsorted(ids, chunk_ids)
-        inside = positions < len(ids)
-        positions = positions[inside]
-        found = positions[ids[positions] == chunk_ids[inside]]
+        found = present_positions(self.ids, chunk_ids)
         return found[self._alive[found]]
 
     def update_documents(self, conn: apsw.Connection, document_ids: Sequence[int]) -> bool:
@@ -104,7 +102,7 @@ class VectorMatrix:
         )
         if fresh.matrix.shape[1] != self.dimension:
             return False
-        known = self.rows_of_any(fresh.ids)
+        known = positions_of(self.ids, fresh.ids)
         existing = known >= 0
         # A re-indexed chunk (e.g. its document was retitled: the title is part of the embedding
         # input) keeps its row; its vector is re-read.
@@ -123,15 +121,6 @@ class VectorMatrix:
         ):
             self._compact()
         return True
-
-    def rows_of_any(self, chunk_ids: np.ndarray) -> np.ndarray:
-        """Positions of `chunk_ids` (ascending), live or not; -1 where absent."""
-        ids = self.ids
-        positions = np.searchsorted(ids, chunk_ids)
-        inside = positions < len(ids)
-        hit = np.zeros(len(chunk_ids), dtype=bool)
-        hit[inside] = ids[positions[inside]] == chunk_ids[inside]
-        return np.where(hit, positions, -1)
 
     def _append(self, fresh: VectorRows, new: np.ndarray) -> None:
         count = int(np.count_nonzero(new))
