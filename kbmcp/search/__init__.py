@@ -19,7 +19,7 @@ after that is here. Modules, in the order a search uses them:
 - `vector/`: the semantic channel
   - `sql`: sqlite-vec SQL (the plain path, and the exact re-scoring of accelerator pools);
   - `matrix` (accelerator): every indexed vector in memory, updated in place on writes;
-  - `candidates` (accelerator): exact and sign-bit pools from the matrix;
+  - `candidates` (accelerator): exact candidate pools from the matrix;
 - `accelerator`: the accelerators a long-lived workspace owns, and their freshness check;
 - `top_k`: the best k of scored rows with the exact tie-break;
 - `sorted_ids`: looking chunk ids up in the accelerators' ascending row tables;

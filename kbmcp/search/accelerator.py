@@ -3,7 +3,7 @@
 A `Workspace` that serves many queries (the MCP server, eval, benchmarks) holds one
 `Accelerator`; a one-shot process holds none and searches with SQL alone. It owns:
 
-- `vectors` (vector/matrix.py): every indexed vector, for exact and sign-bit scoring;
+- `vectors` (vector/matrix.py): every indexed vector, scored exactly in memory;
 - `postings` (lexical/postings.py): per query phrase, FTS5's bm25 contribution to every row;
 - `tokens` (lexical/tokens.py): tokenised chunks for the scope scan (lexical/scan.py).
 

@@ -8,9 +8,9 @@ Two tables hold vectors, both keyed by chunk id:
 - `chunk_vec`: the sqlite-vec vec0 index over the chunks of published documents only. It is created
   here, not in a migration, because its column type carries the model's dimension.
 
-A vec0 `bit[N]` index was tried as the coarse stage for large scopes and dropped: its top-k cost
-grows with k (18 ms at k=100, 183 ms at k=800 for 100k rows), so search keeps sign bits in
-memory instead (kbmcp/search/vector/matrix.py).
+A vec0 `bit[N]` index was tried as a coarse stage for large scopes and dropped: its top-k cost
+grows with k (18 ms at k=100, 183 ms at k=800 for 100k rows). A long-lived process scores every
+allowed vector in memory instead (kbmcp/search/vector/matrix.py).
 """
 
 from __future__ import annotations
