@@ -16,6 +16,7 @@ import time
 import apsw
 import numpy as np
 
+from kbmcp.neutralise import neutralise
 from kbmcp.search.accelerator import Accelerator
 from kbmcp.search.excerpt import make_excerpt
 from kbmcp.search.lexical.fts import (
@@ -192,7 +193,7 @@ def _results(conn: apsw.Connection, ranking: Ranking, query_tokens: set[str]) ->
                 title=row.title,
                 path=row.path,
                 heading_path=heading_path,
-                excerpt=make_excerpt(row.text, query_tokens, tokenize),
+                excerpt=neutralise(make_excerpt(row.text, query_tokens, tokenize)),
                 citation=Citation(
                     row.path,
                     row.revision_id,
@@ -201,6 +202,7 @@ def _results(conn: apsw.Connection, ranking: Ranking, query_tokens: set[str]) ->
                     row.char_start,
                     row.char_end,
                     page_of(row.kind, heading_path),
+                    row.revision_sha256,
                 ),
                 lexical_rank=row.lexical_rank,
                 lexical_score=row.lexical_score,

@@ -40,6 +40,12 @@ class Citation:
     page: Annotated[
         int | None, Described("1-based page of a PDF the passage is on; null for other formats.")
     ] = None
+    sha256: Annotated[
+        str,
+        Described(
+            "SHA-256 of the revision's whole text: the exact source this passage is quoted from."
+        ),
+    ] = ""
 
 
 # A PDF's sections are its pages: ingest stores each page after a line `\f[page N]`, so the

@@ -89,6 +89,7 @@ fused AS (
 SELECT f.chunk_id, c.public_id, d.public_id, r.public_id, kb.public_id, d.title, d.path,
        c.heading_path, c.char_start, c.char_end, c.line_start, c.line_end, c.text,
        f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_score, f.score, d.kind,
+       r.content_hash,
        count(*) OVER () AS fused_count,
        (SELECT count(*) FROM lexical_hit) AS lexical_found,
        (SELECT count(*) FROM semantic_hit) AS semantic_found
@@ -144,6 +145,7 @@ class RankedRow:
     semantic_score: float | None
     score: float
     kind: str  # the document's format (markdown, pdf, ...)
+    revision_sha256: str
 
 
 @dataclass(frozen=True)
@@ -188,8 +190,8 @@ def rank(
     if not rows:
         return Ranking([], 0, 0, 0)
     return Ranking(
-        rows=[RankedRow(*row[:19]) for row in rows],
-        fused_count=rows[0][19],
-        lexical_found=rows[0][20],
-        semantic_found=rows[0][21],
+        rows=[RankedRow(*row[:20]) for row in rows],
+        fused_count=rows[0][20],
+        lexical_found=rows[0][21],
+        semantic_found=rows[0][22],
     )

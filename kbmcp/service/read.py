@@ -12,6 +12,7 @@ from kbmcp.described import Described
 from kbmcp.errors import ResourceUnavailable
 from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
+from kbmcp.neutralise import neutralise
 from kbmcp.search.models import Citation, page_of
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
@@ -23,7 +24,7 @@ MAX_CHUNK_IDS = 50
 SELECT_DOCUMENT_REVISION = """
 SELECT d.public_id, kb.public_id, d.path, d.title, d.kind, d.status,
        r.public_id, r.number, r.content, r.char_count, r.line_count, r.created_at,
-       cur.public_id
+       cur.public_id, r.content_hash
 FROM document AS d
 JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 JOIN revision AS r ON r.document_id = d.id
@@ -37,7 +38,7 @@ WHERE d.public_id = :document_id
 SELECT_CHUNKS = """
 SELECT c.public_id, d.public_id, kb.public_id, r.public_id, d.path, d.title, c.heading_path,
        c.char_start, c.char_end, c.line_start, c.line_end, c.text,
-       r.id = d.current_revision_id AS is_current, d.kind
+       r.id = d.current_revision_id AS is_current, d.kind, r.content_hash
 FROM chunk AS c
 JOIN revision AS r ON r.id = c.revision_id
 JOIN document AS d ON d.id = r.document_id
@@ -58,6 +59,9 @@ class DocumentWindow:
     title: str
     status: str
     revision_created_at: str
+    revision_sha256: Annotated[
+        str, Described("SHA-256 of the revision's whole text: the exact source of `content`.")
+    ]
     content: Annotated[str, Described("The requested window of the revision's text.")]
     content_offset: int
     content_limit: int
@@ -132,7 +136,7 @@ def read_document(
     limit_chars = integer(limit_chars, "limit_chars", 1, MAX_LIMIT_CHARS)
     row = _document_revision(workspace, principal, document_id, revision_id)
     (doc_id, kb_id, path, title, _kind, status, rev_id, number, content, total, _lines,
-     created_at, current_rev_id) = row  # fmt: skip
+     created_at, current_rev_id, sha256) = row  # fmt: skip
     window = content[offset : offset + limit_chars]
     end = offset + len(window)
     truncated = end < total
@@ -146,7 +150,8 @@ def read_document(
         title=title,
         status=status,
         revision_created_at=created_at,
-        content=window,
+        revision_sha256=sha256,
+        content=neutralise(window),
         content_offset=offset,
         content_limit=limit_chars,
         content_total_chars=total,
@@ -193,7 +198,7 @@ def fetch_chunks(
     ).fetchall()
     found = {}
     for (chunk_id, doc_id, kb_id, rev_id, path, title, heading, char_start, char_end,
-         line_start, line_end, text, is_current, kind) in rows:  # fmt: skip
+         line_start, line_end, text, is_current, kind, sha256) in rows:  # fmt: skip
         headings = json.loads(heading)
         found[chunk_id] = FetchedChunk(
             chunk_id=chunk_id,
@@ -204,9 +209,16 @@ def fetch_chunks(
             title=title,
             path=path,
             heading_path=headings,
-            text=text,
+            text=neutralise(text),
             citation=Citation(
-                path, rev_id, line_start, line_end, char_start, char_end, page_of(kind, headings)
+                path,
+                rev_id,
+                line_start,
+                line_end,
+                char_start,
+                char_end,
+                page_of(kind, headings),
+                sha256,
             ),
         )
     return FetchedChunks(

@@ -16,6 +16,7 @@ from kbmcp.access import READ, Principal, readable_kb_ids
 from kbmcp.clock import format_timestamp, parse_timestamp
 from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest
+from kbmcp.neutralise import neutralise
 from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
 from kbmcp.validate import integer
@@ -132,6 +133,7 @@ def _item(row: tuple) -> ScanItem:
      first_text) = row  # fmt: skip
     text = (first_text or "").strip()
     excerpt = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…"
+    excerpt = neutralise(excerpt)
     return ScanItem(
         kind="document",
         knowledge_base_id=kb_id,
