@@ -1,0 +1,87 @@
+"""One-shot search latency: the first `search()` of a fresh process (as `kbmcp search` runs).
+
+A one-shot process holds no accelerators: it answers from SQL alone (FTS5, sqlite-vec). For each
+query this starts a new Python process that opens the file, runs one search with the query's
+precomputed vector (`search(..., query_vector=...)`, so the time is the engine's, not the
+model's) and prints its milliseconds; the first run of each round warms the page cache and is
+reported apart. Prints every run and the median.
+
+    python bench/search_one_shot.py --db /tmp/b100k.db            # a file built by search.py
+    python bench/search_one_shot.py --db /tmp/b100k.db --mode lexical --scope s01/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from search import Corpus, PrecomputedEmbedder, build, make_queries
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.workspace import Workspace
+
+ONE_SEARCH = """
+import json, sys, time
+from pathlib import Path
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search.models import SearchFilters, SearchRequest
+from kbmcp.service.search import search
+from kbmcp.workspace import Workspace
+
+db, queries, index, mode, scope = sys.argv[1:6]
+query, vector = json.load(open(queries))[int(index)]
+filters = SearchFilters(document_paths=[scope]) if scope else SearchFilters()
+with Workspace(Settings(db_path=Path(db), embedder="hash"), embedder=HashingEmbedder()) as ws:
+    principal = ws.local_principal()
+    started = time.perf_counter()
+    search(ws, principal, SearchRequest(query, mode=mode, filters=filters), query_vector=vector)
+    print((time.perf_counter() - started) * 1000)
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", type=Path, required=True, help="A file built by bench/search.py")
+    parser.add_argument("--chunks", type=int, default=100_000, help="As the file was built.")
+    parser.add_argument("--queries", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--mode", default="hybrid")
+    parser.add_argument("--scope", default="", help="A path prefix (default: unscoped).")
+    args = parser.parse_args()
+    corpus = Corpus(args.chunks)
+    with Workspace(Settings(db_path=args.db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+        samples = build(ws, corpus, write=False)
+    queries = make_queries(corpus, samples["unscoped"], args.queries)
+    vectors = PrecomputedEmbedder(queries).embed(queries)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump([[q, [float(x) for x in v]] for q, v in zip(queries, vectors, strict=True)],
+                  handle)  # fmt: skip
+    timings: list[float] = []
+    for round_ in range(args.rounds):
+        for index in range(args.queries):
+            run = subprocess.run(
+                [sys.executable, "-c", ONE_SEARCH, str(args.db), handle.name, str(index),
+                 args.mode, args.scope],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            ms = float(run.stdout.strip())
+            first = round_ == 0 and index == 0
+            print(f"query {index}: {ms:.0f} ms{'  (first run: cold page cache)' if first else ''}")
+            if not first:
+                timings.append(ms)
+    Path(handle.name).unlink()
+    scope = args.scope or "unscoped"
+    median, low, high = statistics.median(timings), min(timings), max(timings)
+    print(f"one-shot {args.mode} {scope}: median {median:.0f} ms over {len(timings)} fresh "
+          f"processes (min {low:.0f}, max {high:.0f})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
