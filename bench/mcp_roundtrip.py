@@ -175,11 +175,12 @@ async def over_stdio(db: Path, calls: int, warmup: int) -> list[tuple[float, flo
 
 
 @contextlib.contextmanager
-def start_http(db: Path) -> Iterator[str]:
-    """`kbmcp serve --http --port 0` over `db`; yields its URL."""
+def start_http(db: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """`kbmcp serve --http --port 0` over `db` (environment `env`, default: the default
+    model's); yields its URL."""
     process = subprocess.Popen(
         [sys.executable, "-m", "kbmcp", "--db", str(db), "serve", "--http", "--port", "0"],
-        env=server_env(db),
+        env=server_env(db) if env is None else env,
         stdin=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -21,13 +21,11 @@ import asyncio
 import contextlib
 import os
 import random
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +33,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 import apsw  # noqa: E402
 from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp_roundtrip import start_http  # noqa: E402
 
 QUERIES = [
     "how do I limit a search to one document",
@@ -83,30 +82,9 @@ def write_notes(folder: Path, count: int, rng: random.Random) -> None:
         (folder / f"note{i:03d}.md").write_text(f"# Note {i}\n\n{body}\n")
 
 
-@contextlib.contextmanager
-def http_server(db: Path, embedder: str) -> Iterator[str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kbmcp", "--db", str(db), "serve", "--http", "--port", "0"],
-        env=env(embedder),
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stderr is not None
-        deadline, url = time.monotonic() + 60, None
-        while url is None and time.monotonic() < deadline:
-            line = process.stderr.readline()
-            if not line and process.poll() is not None:
-                raise SystemExit("the HTTP server exited")
-            match = re.search(r"listening on (http://\S+)", line)
-            url = match.group(1) if match else None
-        if url is None:
-            raise SystemExit("the HTTP server did not start")
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+def http_server(db: Path, embedder: str) -> contextlib.AbstractContextManager[str]:
+    """`kbmcp serve --http --port 0` over `db`; yields its URL."""
+    return start_http(db, env(embedder))
 
 
 class Tally:
