@@ -48,6 +48,15 @@ WHERE (kb.tenant_id = :tenant_id
        OR kb.id IN (SELECT s.knowledge_base_id FROM share AS s
                     WHERE s.tenant_id = :tenant_id AND s.revoked_at IS NULL))
   AND (:allow_all OR kb.public_id IN (SELECT value FROM json_each(:allowed)))
+  AND kb.kind = 'documents'
+ORDER BY kb.id
+"""
+
+# Memory stores are never shared and not limited by a token's knowledge-base allow-list: a
+# tenant reads its own, when the principal has the memory:read scope.
+SELECT_READABLE_MEMORY_STORE_IDS = """
+SELECT kb.id FROM knowledge_base AS kb
+WHERE kb.tenant_id = :tenant_id AND kb.kind = 'memories'
 ORDER BY kb.id
 """
 
@@ -125,6 +134,44 @@ def readable_kb_ids(conn: apsw.Connection, principal: Principal) -> list[int]:
         },
     )
     return [row[0] for row in rows]
+
+
+def readable_memory_store_ids(conn: apsw.Connection, principal: Principal) -> list[int]:
+    """The memory stores the principal can read: its tenant's own, given memory:read."""
+    if MEMORY_READ not in principal.scopes:
+        return []
+    rows = conn.execute(SELECT_READABLE_MEMORY_STORE_IDS, {"tenant_id": principal.tenant_id})
+    return [row[0] for row in rows]
+
+
+@dataclass(frozen=True)
+class Readable:
+    """What a principal may read, by kind. A kind is `None` without its read scope (knowledge:
+    read, memory:read); an empty list means the scope is there but nothing exists to read."""
+
+    knowledge_base_ids: list[int] | None
+    memory_store_ids: list[int] | None
+
+    @property
+    def all_ids(self) -> list[int]:
+        """Knowledge bases and memory stores together (chunk fetch, reads by id)."""
+        return [*(self.knowledge_base_ids or ()), *(self.memory_store_ids or ())]
+
+
+def readable(conn: apsw.Connection, principal: Principal) -> Readable:
+    """Knowledge bases and memory stores the principal can read; at least one of the two read
+    scopes is required (`Forbidden` names both)."""
+    can_documents = KNOWLEDGE_READ in principal.scopes
+    can_memories = MEMORY_READ in principal.scopes
+    if not (can_documents or can_memories):
+        raise Forbidden(
+            f"this operation needs the '{KNOWLEDGE_READ}' or the '{MEMORY_READ}' scope",
+            details={"required_scopes": [KNOWLEDGE_READ, MEMORY_READ]},
+        )
+    return Readable(
+        readable_kb_ids(conn, principal) if can_documents else None,
+        readable_memory_store_ids(conn, principal) if can_memories else None,
+    )
 
 
 def _local_tenant(conn: apsw.Connection, writer_lock: AbstractContextManager[object]) -> TenantRef:

@@ -5,6 +5,7 @@ Precedence for the database file: `--db PATH`, then `KBMCP_DB`, then the platfor
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -16,6 +17,8 @@ from kbmcp.errors import InvalidRequest
 DEFAULT_EMBEDDER = "minilm"
 EMBEDDER_NAMES = ("minilm", "hash")
 DEFAULT_RRF_K = 60
+# Memories' recency half-life in days (0: no decay); a request's recency_half_life_days wins.
+DEFAULT_RECENCY_HALF_LIFE_DAYS = 0.0
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,7 @@ class Settings:
     db_path: Path
     embedder: str = DEFAULT_EMBEDDER
     rrf_k: int = DEFAULT_RRF_K
+    recency_half_life_days: float = DEFAULT_RECENCY_HALF_LIFE_DAYS
 
     def with_db(self, db_path: Path | str | None) -> Settings:
         return self if db_path is None else replace(self, db_path=Path(db_path).expanduser())
@@ -51,4 +55,20 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         db_path=Path(db).expanduser() if db else default_db_path(),
         embedder=embedder,
         rrf_k=rrf_k,
+        recency_half_life_days=_half_life(env),
     )
+
+
+def _half_life(env: os._Environ[str] | dict[str, str]) -> float:
+    text = env.get("KBMCP_RECENCY_HALF_LIFE_DAYS", "").strip()
+    if not text:
+        return DEFAULT_RECENCY_HALF_LIFE_DAYS
+    try:
+        days = float(text)
+    except ValueError:
+        days = -1.0
+    if not (math.isfinite(days) and days >= 0):
+        raise InvalidRequest(
+            f"KBMCP_RECENCY_HALF_LIFE_DAYS={text!r} must be a number of days >= 0 (0: no decay)"
+        )
+    return days

@@ -229,18 +229,27 @@ async def test_unreadable_ids_are_errors_not_content(corpus: Corpus) -> None:
 
 async def test_scopes_hide_and_refuse_tools(corpus: Corpus) -> None:
     async with connect_with_token(corpus.url, corpus.secrets["beta-memory"]) as client:
-        assert (await client.list_tools()).tools == []
-        for tool, args in (
-            ("search_knowledge", {"query": "narwhal"}),
-            ("list_knowledge_bases", {}),
-            ("list_documents", {}),
-        ):
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert names == {"search_knowledge", "remember", "forget"}
+        for tool, args in (("list_knowledge_bases", {}), ("list_documents", {})):
             body = await call(client, tool, args)
             assert body["error"]["code"] == "forbidden"
             assert body["error"]["details"] == {"tool": tool, "required_scope": "knowledge:read"}
+        # Memory scopes search memories only: no document is reachable, and asking for
+        # documents is refused by name.
+        searched = await call(client, "search_knowledge", {"query": "narwhal"})
+        assert searched["results"] == []
+        body = await call(
+            client, "search_knowledge", {"query": "narwhal", "include_documents": True}
+        )
+        assert body["error"]["code"] == "forbidden"
+        assert body["error"]["details"]["required_scope"] == "knowledge:read"
     async with connect_with_token(corpus.url, corpus.secrets["beta"]) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert names == {"search_knowledge", "list_knowledge_bases", "list_documents"}
+        body = await call(client, "remember", {"content": "narwhals are real"})
+        assert body["error"]["code"] == "forbidden"
+        assert body["error"]["details"] == {"tool": "remember", "required_scope": "memory:write"}
 
 
 async def post_initialize(

@@ -154,7 +154,7 @@ async def test_tools_a_principal_cannot_use_are_hidden_and_refused(
         calls.append(text)
         return text
 
-    monkeypatch.setitem(scope_guard.TOOL_SCOPES, "probe_write", KNOWLEDGE_WRITE)
+    monkeypatch.setitem(scope_guard.TOOL_SCOPES, "probe_write", (KNOWLEDGE_WRITE,))
 
     class Fixed:
         def __init__(self, who: Principal) -> None:

@@ -20,6 +20,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from kbmcp.server.errors import RequestErrorGuard
+from kbmcp.server.scope_guard import TOOL_SCOPES
 from tests.cli_support import assert_one_line_error
 from tests.mcp_support import REPO_ROOT, HttpServer, connect, rpc_line, subprocess_env
 
@@ -102,7 +103,7 @@ def test_stdio_answers_unparseable_lines_and_keeps_serving(raw_stdio: RawStdio) 
         assert reply["jsonrpc"] == "2.0" and reply["id"] == request_id, line
         assert reply["error"]["code"] == code and fragment in reply["error"]["message"], line
         listed = raw_stdio.reply(rpc_line(2, "tools/list"))  # still serving
-        assert len(listed["result"]["tools"]) == 3
+        assert len(listed["result"]["tools"]) == len(TOOL_SCOPES)
     stderr = raw_stdio.close()
     assert "unparseable message on stdin" in stderr and "Traceback" not in stderr
 
@@ -161,7 +162,7 @@ async def test_http_refuses_an_oversized_body_before_reading_it(http_server: Htt
         assert "request body too large" in error["message"] and "2097152" in error["message"]
         assert len(response.content) < 1000  # the body is not echoed
     async with connect("http", Path(), http_server.url) as client:  # still serving
-        assert len((await client.list_tools()).tools) == 3
+        assert len((await client.list_tools()).tools) == len(TOOL_SCOPES)
 
 
 @pytest.mark.anyio

@@ -13,6 +13,7 @@ from kbmcp.cli.accounts import kb, tenant, token
 from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
 from kbmcp.cli.eval import eval_command
+from kbmcp.cli.memory import forget, memory, remember
 from kbmcp.cli.search import search
 from kbmcp.cli.serve import serve
 from kbmcp.cli.watch import watch
@@ -35,6 +36,7 @@ def cli(ctx: click.Context, db: str | None) -> None:
     Typical use:
       kbmcp add ./docs --kb handbook      # ingest files (again: only changes are re-indexed)
       kbmcp search "how do I rotate keys" # hybrid keyword + semantic search
+      kbmcp remember "Deploys freeze on Fridays" --tag topic=deploy  # a memory
       kbmcp serve                         # MCP over stdio for desktop agents
       kbmcp watch ./docs --kb handbook    # keep a knowledge base in step with a folder
       kbmcp backup ~/kbmcp-backup.db      # a consistent copy, safe while in use
@@ -53,6 +55,9 @@ for command in (
     doctor,
     backup,
     eval_command,
+    remember,
+    forget,
+    memory,
     tenant,
     kb,
     token,

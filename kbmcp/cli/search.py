@@ -16,6 +16,7 @@ from kbmcp.search.models import (
     SearchResponse,
 )
 from kbmcp.service.listing import resolve_knowledge_bases
+from kbmcp.service.memories import resolve_memory_stores
 from kbmcp.service.search import search as run_search
 
 
@@ -54,6 +55,28 @@ from kbmcp.service.search import search as run_search
 @click.option(
     "--meta", "meta", multiple=True, type=UTF8_TEXT, metavar="KEY=VALUE", help="Metadata equality."
 )
+@click.option(
+    "--store",
+    "stores",
+    multiple=True,
+    type=UTF8_TEXT,
+    metavar="ID_OR_NAME",
+    help="Memory store (memories are searched with documents unless excluded).",
+)
+@click.option(
+    "--only",
+    type=click.Choice(["documents", "memories"]),
+    default=None,
+    help="Search one kind only (default: documents and memories).",
+)
+@click.option(
+    "--half-life",
+    type=float,
+    default=None,
+    metavar="DAYS",
+    help="Memories' recency half-life in days, 0 for none (default: "
+    "$KBMCP_RECENCY_HALF_LIFE_DAYS or 0).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the service's response as JSON.")
 @click.pass_context
 def search(
@@ -69,6 +92,9 @@ def search(
     paths: tuple[str, ...],
     tags: tuple[str, ...],
     meta: tuple[str, ...],
+    stores: tuple[str, ...],
+    only: str | None,
+    half_life: float | None,
     as_json: bool,
 ) -> None:
     """Search the knowledge bases; every filter applies before ranking and the limit.
@@ -77,6 +103,7 @@ def search(
     Examples:
       kbmcp search "rotate api keys"
       kbmcp search "backup" --kb handbook --path ops/ --tag team=infra --mode lexical
+      kbmcp search "deploy freeze" --only memories --half-life 30
     """
     with open_workspace(ctx) as workspace:
         principal = workspace.local_principal()
@@ -88,6 +115,11 @@ def search(
             document_paths=list(paths) or None,
             tags=dict(pairs_option(tags, "--tag")) or None,
             metadata=dict(pairs_option(meta, "--meta")) or None,
+            memory_store_ids=(
+                resolve_memory_stores(workspace, principal, stores) if stores else None
+            ),
+            include_documents=False if only == "memories" else None,
+            include_memories=False if only == "documents" else None,
         )
         request = SearchRequest(
             query=query,
@@ -97,6 +129,7 @@ def search(
             min_similarity=min_similarity,
             limit=limit,
             filters=filters,
+            recency_half_life_days=half_life,
         )
         response = run_search(workspace, principal, request)
     if as_json:
@@ -117,7 +150,8 @@ def _print_readable(response: SearchResponse) -> None:
         return
     for rank, result in enumerate(response.results, start=1):
         lines = f"{result.citation.line_start}-{result.citation.line_end}"
-        click.echo(f"{rank:>2}. {result.score:.4f}  {result.title}  {result.path}:{lines}")
+        title = "memory" if result.kind == "memory" else result.title
+        click.echo(f"{rank:>2}. {result.score:.4f}  {title}  {result.path}:{lines}")
         heading = " > ".join(result.heading_path)
         if heading:
             click.echo(f"    § {heading}")

@@ -16,6 +16,7 @@ import time
 import apsw
 import numpy as np
 
+from kbmcp.clock import now_iso
 from kbmcp.neutralise import neutralise
 from kbmcp.search.accelerator import Accelerator
 from kbmcp.search.excerpt import make_excerpt
@@ -36,6 +37,7 @@ from kbmcp.search.scope import Scope, scope_chunk_ids, unmatched_filters
 from kbmcp.search.top_k import top_k
 from kbmcp.search.vector.candidates import matrix_pool, unit
 from kbmcp.search.vector.sql import has_vector_index, pool_source, sql_source
+from kbmcp.store.catalog import MEMORIES
 
 
 def run_search(
@@ -70,6 +72,8 @@ def run_search(
         rrf_k=args.rrf_k,
         depth=args.depth,
         limit=args.limit,
+        half_life_days=args.recency_half_life_days,
+        now=now_iso(),
     )
     query_tokens = {token for term in terms for token in term_tokens(conn, term)}
     results = _results(conn, ranking, query_tokens)
@@ -185,7 +189,7 @@ def _results(conn: apsw.Connection, ranking: Ranking, query_tokens: set[str]) ->
         heading_path = json.loads(row.heading_path)
         results.append(
             SearchResult(
-                kind="document",
+                kind="memory" if row.store_kind == MEMORIES else "document",
                 chunk_id=row.chunk_id,
                 document_id=row.document_id,
                 revision_id=row.revision_id,
@@ -201,7 +205,7 @@ def _results(conn: apsw.Connection, ranking: Ranking, query_tokens: set[str]) ->
                     row.line_end,
                     row.char_start,
                     row.char_end,
-                    page_of(row.kind, heading_path),
+                    page_of(row.format, heading_path),
                     row.revision_sha256,
                 ),
                 lexical_rank=row.lexical_rank,
@@ -209,6 +213,7 @@ def _results(conn: apsw.Connection, ranking: Ranking, query_tokens: set[str]) ->
                 semantic_rank=row.semantic_rank,
                 semantic_similarity=row.semantic_score,
                 score=row.score,
+                recency_weight=row.recency_weight,
             )
         )
     return results

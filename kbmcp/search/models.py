@@ -22,6 +22,7 @@ DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
 MAX_DOCUMENT_IDS = 100
 MAX_KNOWLEDGE_BASE_IDS = 100
+MAX_MEMORY_STORE_IDS = 100
 MAX_PATH_PREFIXES = 100
 MAX_FILTER_PAIRS = 50  # keys of a tags or metadata filter
 MAX_QUERY_CHARS = 10_000
@@ -70,6 +71,10 @@ class SearchFilters:
     document_paths: list[str] | None = None  # path prefixes
     tags: dict[str, str] | None = None  # every pair must match
     metadata: dict[str, Any] | None = None  # equality on document metadata keys
+    memory_store_ids: list[str] | None = None
+    # Which kinds to search; None: each kind the principal can read. Both False is an error.
+    include_documents: bool | None = None
+    include_memories: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -83,15 +88,26 @@ class SearchRequest:
     filters: SearchFilters = field(default_factory=SearchFilters)
     # Candidate depth per channel (None: engine default). Tests force 1 to prove scope-first.
     candidates: int | None = None
+    # Memories' scores are halved every this many days of age (updated_at) after fusion; 0
+    # disables; None: the configured default (KBMCP_RECENCY_HALF_LIFE_DAYS, 0).
+    recency_half_life_days: float | None = None
 
 
 @dataclass(frozen=True)
 class SearchResult:
-    kind: Literal["document", "memory"]
+    kind: Annotated[
+        Literal["document", "memory"],
+        Described("document: a passage of a document; memory: of a memory (see document_id)."),
+    ]
     chunk_id: str
-    document_id: str
+    document_id: Annotated[
+        str, Described("The document's id (doc_...), or for a memory the memory's id (mem_...).")
+    ]
     revision_id: str
-    knowledge_base_id: str
+    knowledge_base_id: Annotated[
+        str,
+        Described("The knowledge base's id (kb_...), or for a memory its store's id (mst_...)."),
+    ]
     title: str
     path: str
     heading_path: Annotated[
@@ -104,7 +120,17 @@ class SearchResult:
     lexical_score: Annotated[float | None, Described("BM25 score (higher is better), or null.")]
     semantic_rank: Annotated[int | None, Described("1-based rank in the vector channel, or null.")]
     semantic_similarity: Annotated[float | None, Described("Cosine similarity, or null.")]
-    score: Annotated[float, Described("The fused score results are ordered by.")]
+    score: Annotated[
+        float,
+        Described("The score results are ordered by: fused, times recency_weight for memories."),
+    ]
+    recency_weight: Annotated[
+        float | None,
+        Described(
+            "Memories with recency decay on: 2^(-age_days / recency_half_life_days), the factor "
+            "the fused score was multiplied by; null for documents and without decay."
+        ),
+    ] = None
 
 
 @dataclass(frozen=True)

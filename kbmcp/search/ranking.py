@@ -84,21 +84,35 @@ fused AS (
                END) AS score
     FROM candidate
     GROUP BY chunk_id
+),
+-- 6. Recency decay, memories only, after fusion: score * 2^(-age_days / :half_life), the age
+--    from the memory's updated_at (never negative); :half_life = 0 turns it off. Documents keep
+--    their fused score. Then order, break ties by public id, limit, and join what results cite.
+decayed AS (
+    SELECT f.*, d.id AS document_row_id, kb.kind AS store_kind,
+           CASE WHEN kb.kind = 'memories' AND :half_life > 0
+                THEN pow(2.0, -max(julianday(:now) - julianday(d.updated_at), 0.0) / :half_life)
+           END AS recency_weight
+    FROM fused AS f
+    JOIN chunk AS c ON c.id = f.chunk_id
+    JOIN revision AS r ON r.id = c.revision_id
+    JOIN document AS d ON d.id = r.document_id
+    JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 )
--- 6. Order, break ties by public id, limit, and join the rows the results cite.
 SELECT f.chunk_id, c.public_id, d.public_id, r.public_id, kb.public_id, d.title, d.path,
        c.heading_path, c.char_start, c.char_end, c.line_start, c.line_end, c.text,
-       f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_score, f.score, d.kind,
-       r.content_hash,
+       f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_score,
+       f.score * coalesce(f.recency_weight, 1.0) AS final_score, d.kind, r.content_hash,
+       f.store_kind, f.recency_weight,
        count(*) OVER () AS fused_count,
        (SELECT count(*) FROM lexical_hit) AS lexical_found,
        (SELECT count(*) FROM semantic_hit) AS semantic_found
-FROM fused AS f
+FROM decayed AS f
 JOIN chunk AS c ON c.id = f.chunk_id
 JOIN revision AS r ON r.id = c.revision_id
-JOIN document AS d ON d.id = r.document_id
+JOIN document AS d ON d.id = f.document_row_id
 JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-ORDER BY f.score DESC, c.public_id
+ORDER BY final_score DESC, c.public_id
 LIMIT :limit
 """
 
@@ -143,9 +157,11 @@ class RankedRow:
     lexical_score: float | None
     semantic_rank: int | None
     semantic_score: float | None
-    score: float
-    kind: str  # the document's format (markdown, pdf, ...)
+    score: float  # after recency decay
+    format: str  # the document's format (markdown, pdf, ...)
     revision_sha256: str
+    store_kind: str  # knowledge_base.kind: documents | memories
+    recency_weight: float | None  # the decay factor of a memory; None: not decayed
 
 
 @dataclass(frozen=True)
@@ -167,7 +183,11 @@ def rank(
     rrf_k: int,
     depth: int,
     limit: int,
+    half_life_days: float = 0.0,
+    now: str = "",
 ) -> Ranking:
+    """Rank, fuse, decay memories by age (`half_life_days` > 0, ages taken at `now`, ISO 8601)
+    and limit."""
     has_ids = scope_ids is not None and len(scope_ids) > 0
     sql = RANKING.format(
         scope=SCOPE_IDS if has_ids else NO_SCOPE_IDS,
@@ -181,6 +201,8 @@ def rank(
         "rrf_k": rrf_k,
         "depth": depth,
         "limit": limit,
+        "half_life": half_life_days,
+        "now": now or None,
         **lexical.params,
         **semantic.params,
     }
@@ -190,8 +212,8 @@ def rank(
     if not rows:
         return Ranking([], 0, 0, 0)
     return Ranking(
-        rows=[RankedRow(*row[:20]) for row in rows],
-        fused_count=rows[0][20],
-        lexical_found=rows[0][21],
-        semantic_found=rows[0][22],
+        rows=[RankedRow(*row[:22]) for row in rows],
+        fused_count=rows[0][22],
+        lexical_found=rows[0][23],
+        semantic_found=rows[0][24],
     )

@@ -18,6 +18,8 @@ from kbmcp.validate import integer, number, shown
 # with depth. RRF is flat (0.705-0.713 over 10-1000).
 DEFAULT_CANDIDATES = 100
 MAX_CANDIDATES = 1000
+# A half-life longer than this is no decay worth computing (and keeps 2^(-age/h) finite).
+MAX_HALF_LIFE = 1_000_000.0
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class SearchArguments:
     limit: int
     limit_clamped: bool
     depth: int  # candidates per channel
+    recency_half_life_days: float  # 0: memories are not decayed
 
     @property
     def uses_lexical(self) -> bool:
@@ -42,7 +45,9 @@ class SearchArguments:
         return self.mode in ("semantic", "rrf") or (self.mode == "hybrid" and self.alpha < 1)
 
 
-def check_arguments(request: SearchRequest, default_rrf_k: int) -> SearchArguments:
+def check_arguments(
+    request: SearchRequest, default_rrf_k: int, default_half_life_days: float = 0.0
+) -> SearchArguments:
     query = _query(request.query)
     mode = _mode(request.mode)
     alpha = number(request.alpha, "alpha", 0.0, 1.0)
@@ -58,6 +63,11 @@ def check_arguments(request: SearchRequest, default_rrf_k: int) -> SearchArgumen
         depth = max(DEFAULT_CANDIDATES, limit)
     else:
         depth = integer(request.candidates, "candidates", 1, MAX_CANDIDATES)
+    half_life = (
+        default_half_life_days
+        if request.recency_half_life_days is None
+        else number(request.recency_half_life_days, "recency_half_life_days", 0.0, MAX_HALF_LIFE)
+    )
     return SearchArguments(
         query=query,
         mode=mode,
@@ -67,6 +77,7 @@ def check_arguments(request: SearchRequest, default_rrf_k: int) -> SearchArgumen
         limit=limit,
         limit_clamped=requested_limit > MAX_LIMIT,
         depth=depth,
+        recency_half_life_days=half_life,
     )
 
 

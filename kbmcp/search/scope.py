@@ -20,12 +20,14 @@ from typing import Any
 import apsw
 import numpy as np
 
-from kbmcp.errors import InvalidRequest, ResourceUnavailable
+from kbmcp.access import KNOWLEDGE_READ, MEMORY_READ, Readable
+from kbmcp.errors import Forbidden, InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id_list, check_list
 from kbmcp.search.models import (
     MAX_DOCUMENT_IDS,
     MAX_FILTER_PAIRS,
     MAX_KNOWLEDGE_BASE_IDS,
+    MAX_MEMORY_STORE_IDS,
     MAX_PATH_PREFIXES,
     SearchFilters,
 )
@@ -59,7 +61,15 @@ SELECT d.id, d.current_revision_id
 FROM document AS d
 WHERE d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids)){published}
 """
+# The memories every scope starts from: in a memory store the principal can read (memories are
+# documents of memory stores, migration 6); a forgotten memory is archived, so never searched.
+BASE_MEMORIES = """
+SELECT d.id, d.current_revision_id
+FROM document AS d
+WHERE d.knowledge_base_id IN (SELECT value FROM json_each(:readable_store_ids)){published}
+"""
 PUBLISHED = "\n  AND d.status = 'published'"
+NOTHING = "SELECT NULL, NULL WHERE 0"
 
 # One clause per filter, ANDed onto BASE_DOCUMENTS. Each reads only its own parameter, so the same
 # clause can be tested alone to say which filter selected nothing.
@@ -110,6 +120,31 @@ FILTER_CLAUSES = {
                                         FROM json_each(:metadata)))""",
 }
 
+# The filters that narrow memories, ANDed onto BASE_MEMORIES. Document-only filters (knowledge
+# bases, document ids, paths, metadata) never touch this part, and memory_store_ids never the
+# documents part: a filter of one kind narrows that kind and leaves the other as it is.
+MEMORY_FILTER_CLAUSES = {
+    "memory_store_ids": """
+        d.knowledge_base_id IN (SELECT value FROM json_each(:memory_store_ids))""",
+    # A memory matches when every pair is among its own tags or its store's tags (a pair may
+    # come from either): (memory, key) hits from the tag index, UNION those from the tags of the
+    # memory stores (few rows: one JSON object per store), then memories that hit every key.
+    "tags": """d.id IN (
+        SELECT hit.document_id
+        FROM (SELECT t.document_id, t.key
+              FROM json_each(:tags) AS want
+              JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
+              UNION
+              SELECT memory.id, want.key
+              FROM json_each(:tags) AS want
+              JOIN knowledge_base AS store ON store.kind = 'memories'
+              JOIN json_each(store.tags) AS have
+                ON have.key = want.key AND have.value = want.value
+              JOIN document AS memory ON memory.knowledge_base_id = store.id) AS hit
+        GROUP BY hit.document_id
+        HAVING count(*) = (SELECT count(*) FROM json_each(:tags)))""",
+}
+
 # MATERIALIZED: without it SQLite flattens the subquery and evaluates the filter clauses once
 # per chunk after the join instead of once per document (48 ms -> 8 ms for a path prefix at 100k).
 CHUNKS_OF_DOCUMENTS = """
@@ -120,16 +155,26 @@ JOIN indexed_chunk AS i ON i.document_id = s.id
 """
 
 COUNT_KNOWLEDGE_BASES = "SELECT count(*) FROM knowledge_base"
+RESOLVE_MEMORY_STORE_IDS = """
+SELECT want.value, store.id
+FROM json_each(:memory_store_ids) AS want
+LEFT JOIN knowledge_base AS store
+       ON store.public_id = want.value
+      AND store.id IN (SELECT value FROM json_each(:readable_store_ids))
+"""
 
 
 @dataclass(frozen=True)
 class Scope:
-    """A resolved scope: SQL clauses of the active filters and their parameters."""
+    """A resolved scope: which stores are searched, SQL clauses of the active filters and their
+    parameters. `readable_kb_ids` / `memory_store_ids`: the knowledge bases / memory stores
+    searched, None when that kind is not (excluded by the request or not readable)."""
 
-    readable_kb_ids: list[int]
+    readable_kb_ids: list[int] | None
+    memory_store_ids: list[int] | None = None
     filters: dict[str, Any] = field(default_factory=dict)  # active filter -> SQL parameter value
-    # True when the scope is every indexed chunk (no filters, every knowledge base readable):
-    # the channels then skip the allow-list entirely.
+    # True when the scope is every indexed chunk (no filters, every knowledge base and memory
+    # store readable and included): the channels then skip the allow-list entirely.
     everything: bool = False
 
     @property
@@ -137,43 +182,116 @@ class Scope:
         return bool(self.filters)
 
     def documents_sql(self, only: str | None = None, *, include_archived: bool = False) -> str:
-        """The scope's documents (id, current_revision_id); `only`: with one filter alone."""
+        """The scope's documents and memories (id, current_revision_id); `only`: with one filter
+        alone, over the kinds it applies to."""
         names = [only] if only is not None else list(self.filters)
-        base = BASE_DOCUMENTS.format(published="" if include_archived else PUBLISHED)
-        return base + "".join(f"  AND {FILTER_CLAUSES[n]}\n" for n in names)
+        published = "" if include_archived else PUBLISHED
+        parts = []
+        for base, stores, clauses in (
+            (BASE_DOCUMENTS, self.readable_kb_ids, FILTER_CLAUSES),
+            (BASE_MEMORIES, self.memory_store_ids, MEMORY_FILTER_CLAUSES),
+        ):
+            if stores is None or (only is not None and only not in clauses):
+                continue
+            applied = "".join(f"  AND {clauses[n]}\n" for n in names if n in clauses)
+            parts.append(base.format(published=published) + applied)
+        return "UNION ALL".join(parts) or NOTHING
 
     def params(self) -> dict[str, Any]:
         values = {
             name: json.dumps(metadata_probes(value) if name == "metadata" else value)
             for name, value in self.filters.items()
         }
-        return {"readable_kb_ids": json.dumps(self.readable_kb_ids), **values}
+        return {
+            "readable_kb_ids": json.dumps(self.readable_kb_ids or []),
+            "readable_store_ids": json.dumps(self.memory_store_ids or []),
+            **values,
+        }
 
 
-def resolve_scope(
-    conn: apsw.Connection, readable_kb_ids: list[int], filters: SearchFilters
-) -> Scope:
-    """Validate the filters and resolve ids; raises InvalidRequest / ResourceUnavailable."""
+def resolve_scope(conn: apsw.Connection, readable: Readable, filters: SearchFilters) -> Scope:
+    """Validate the filters and resolve ids; raises InvalidRequest / ResourceUnavailable /
+    Forbidden (a kind asked for by include_* or by its filters without its read scope)."""
     if not isinstance(filters, SearchFilters):
         raise InvalidRequest("filters must be a SearchFilters", details={"argument": "filters"})
+    documents_on, memories_on = _kinds(readable, filters)
+    kb_ids = readable.knowledge_base_ids if documents_on else None
+    store_ids = readable.memory_store_ids if memories_on else None
     active: dict[str, Any] = {}
     kb_public = _ids(filters.knowledge_base_ids, "knowledge_base", "knowledge_base_ids",
                      MAX_KNOWLEDGE_BASE_IDS)  # fmt: skip
     doc_public = _ids(filters.document_ids, "document", "document_ids", MAX_DOCUMENT_IDS)
+    store_public = _ids(filters.memory_store_ids, "memory_store", "memory_store_ids",
+                        MAX_MEMORY_STORE_IDS)  # fmt: skip
     if kb_public or doc_public:
-        kb_ids, doc_ids = _resolve_ids(conn, readable_kb_ids, kb_public, doc_public)
-        if kb_ids is not None:
-            active["knowledge_base_ids"] = kb_ids
-        if doc_ids is not None:
-            active["document_ids"] = doc_ids
+        kbs, docs = _resolve_ids(conn, kb_ids or [], kb_public, doc_public)
+        if kbs is not None:
+            active["knowledge_base_ids"] = kbs
+        if docs is not None:
+            active["document_ids"] = docs
+    if store_public:
+        active["memory_store_ids"] = _resolve_store_ids(conn, store_ids or [], store_public)
     if filters.document_paths is not None:
         active["document_paths"] = _paths(filters.document_paths)
     if filters.tags is not None:
         active["tags"] = _tags(filters.tags)
     if filters.metadata is not None:
         active["metadata"] = _metadata(filters.metadata)
-    everything = not active and _reads_every_knowledge_base(conn, readable_kb_ids)
-    return Scope(readable_kb_ids=readable_kb_ids, filters=active, everything=everything)
+    everything = (
+        not active
+        and kb_ids is not None
+        and store_ids is not None
+        and _reads_every_store(conn, len(kb_ids) + len(store_ids))
+    )
+    return Scope(kb_ids, store_ids, active, everything)
+
+
+# The filters that select documents only, and memories only: given, they need their kind on.
+DOCUMENT_ONLY = ("knowledge_base_ids", "document_ids", "document_paths", "metadata")
+MEMORY_ONLY = ("memory_store_ids",)
+
+
+def _kinds(readable: Readable, filters: SearchFilters) -> tuple[bool, bool]:
+    """Which kinds the search covers: each kind unless the request excludes it
+    (include_documents / include_memories false) or the principal cannot read it. Asking for a
+    kind the principal cannot read (include_* true, or a filter of that kind) is `Forbidden`;
+    excluding both kinds, or filtering a kind the request excludes, is `InvalidRequest`."""
+    include_documents = _flag(filters.include_documents, "include_documents")
+    include_memories = _flag(filters.include_memories, "include_memories")
+    if include_documents is False and include_memories is False:
+        raise InvalidRequest(
+            "include_documents and include_memories are both false: nothing would be searched",
+            details={"argument": "include_documents"},
+        )
+    kinds = []
+    for include, stores, only, argument, scope in (
+        (include_documents, readable.knowledge_base_ids, DOCUMENT_ONLY, "include_documents",
+         KNOWLEDGE_READ),
+        (include_memories, readable.memory_store_ids, MEMORY_ONLY, "include_memories",
+         MEMORY_READ),
+    ):  # fmt: skip
+        given = [name for name in only if getattr(filters, name) is not None]
+        if include is False and given:
+            raise InvalidRequest(
+                f"{given[0]} filters what {argument}=false excludes",
+                details={"argument": given[0]},
+            )
+        if stores is None and (include is True or given):
+            wanted = argument if include is True else given[0]
+            raise Forbidden(
+                f"{wanted} needs the '{scope}' scope, which this caller does not have",
+                details={"argument": wanted, "required_scope": scope},
+            )
+        kinds.append(include is not False and stores is not None)
+    return kinds[0], kinds[1]
+
+
+def _flag(value: Any, argument: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise InvalidRequest(
+        f"{argument} must be true or false (got {shown(value)})", details={"argument": argument}
+    )
 
 
 def scope_chunk_ids(conn: apsw.Connection, scope: Scope) -> np.ndarray | None:
@@ -205,8 +323,27 @@ def unmatched_filters(conn: apsw.Connection, scope: Scope) -> list[str]:
     return empty or list(scope.filters)
 
 
-def _reads_every_knowledge_base(conn: apsw.Connection, readable_kb_ids: list[int]) -> bool:
-    return conn.execute(COUNT_KNOWLEDGE_BASES).fetchone()[0] == len(readable_kb_ids)
+def _reads_every_store(conn: apsw.Connection, readable_count: int) -> bool:
+    return conn.execute(COUNT_KNOWLEDGE_BASES).fetchone()[0] == readable_count
+
+
+def _resolve_store_ids(
+    conn: apsw.Connection, readable_store_ids: list[int], public_ids: list[str]
+) -> list[int]:
+    rows = conn.execute(
+        RESOLVE_MEMORY_STORE_IDS,
+        {
+            "memory_store_ids": json.dumps(public_ids),
+            "readable_store_ids": json.dumps(readable_store_ids),
+        },
+    ).fetchall()
+    unknown = [public_id for public_id, row_id in rows if row_id is None]
+    if unknown:
+        raise ResourceUnavailable(
+            f"not found or not readable: memory_store_ids: {', '.join(unknown)}",
+            details={"argument": "memory_store_ids", "memory_store_ids": unknown},
+        )
+    return [row_id for _, row_id in rows]
 
 
 def _ids(values: Sequence[str] | None, kind: str, argument: str, limit: int) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, RootModel, create_model
 
 from kbmcp.search.models import SearchResponse
-from kbmcp.service import listing, read, scan
+from kbmcp.service import listing, memories, read, scan
 
 
 def output_model(name: str, result: type, request_mode: str | None = None) -> type[BaseModel]:
@@ -72,3 +72,6 @@ class KnowledgeBaseList(BaseModel):
 
 
 DocumentPageOutput = output_model("DocumentPage", listing.DocumentPage)
+
+RememberOutput = output_model("RememberOutput", memories.RememberResult)
+ForgetOutput = output_model("ForgetOutput", memories.ForgetResult)

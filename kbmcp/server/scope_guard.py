@@ -1,8 +1,10 @@
 """Tools a caller's scopes do not cover are hidden from `tools/list` and refused if called.
 
-Every registered tool names the scope it needs in `TOOL_SCOPES`; `build_server` refuses to start
-with a tool missing from it, so a new tool cannot slip out unguarded. A refused call is a tool
-error with code `forbidden` naming the scope, before the tool's arguments are even looked at.
+Every registered tool names the scopes it accepts in `TOOL_SCOPES` (any one of them will do);
+`build_server` refuses to start with a tool missing from it, so a new tool cannot slip out
+unguarded. A refused call is a tool error with code `forbidden` naming the scope, before the
+tool's arguments are even looked at. search_knowledge accepts either read scope: its service
+decides which kinds (documents, memories) the caller's scopes let it search.
 """
 
 from __future__ import annotations
@@ -13,22 +15,26 @@ from typing import Any
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types import ListToolsResult
 
-from kbmcp.access import KNOWLEDGE_READ, Principal
+from kbmcp.access import KNOWLEDGE_READ, MEMORY_READ, MEMORY_WRITE, Principal
 from kbmcp.errors import Forbidden, KbError
 from kbmcp.server.auth import PrincipalSource
 from kbmcp.server.errors import kb_error_result
 
-TOOL_SCOPES: dict[str, str] = {
-    "search_knowledge": KNOWLEDGE_READ,
-    "list_knowledge_bases": KNOWLEDGE_READ,
-    "list_documents": KNOWLEDGE_READ,
+TOOL_SCOPES: dict[str, tuple[str, ...]] = {
+    "search_knowledge": (KNOWLEDGE_READ, MEMORY_READ),
+    "list_knowledge_bases": (KNOWLEDGE_READ,),
+    "list_documents": (KNOWLEDGE_READ,),
+    "remember": (MEMORY_WRITE,),
+    "forget": (MEMORY_WRITE,),
 }
 
 
 class ScopeGuard:
     """Server middleware for `tools/list` and `tools/call`."""
 
-    def __init__(self, tool_scopes: Mapping[str, str], principals: PrincipalSource) -> None:
+    def __init__(
+        self, tool_scopes: Mapping[str, tuple[str, ...]], principals: PrincipalSource
+    ) -> None:
         self._tool_scopes = tool_scopes
         self._principals = principals
 
@@ -52,7 +58,7 @@ class ScopeGuard:
             scopes = self._principals.current().scopes
         except KbError:
             scopes = frozenset()
-        allowed = {name for name, scope in self._tool_scopes.items() if scope in scopes}
+        allowed = {name for name, needed in self._tool_scopes.items() if scopes & set(needed)}
         if isinstance(result, ListToolsResult):
             return result.model_copy(
                 update={"tools": [tool for tool in result.tools if tool.name in allowed]}
@@ -62,9 +68,12 @@ class ScopeGuard:
         return result
 
 
-def _require(principal: Principal, scope: str, tool: str) -> None:
-    if scope not in principal.scopes:
+def _require(principal: Principal, accepted: tuple[str, ...], tool: str) -> None:
+    if not principal.scopes & set(accepted):
+        named = " or ".join(f"'{scope}'" for scope in accepted)
         raise Forbidden(
-            f"{tool} needs the '{scope}' scope, which this token does not carry",
-            details={"tool": tool, "required_scope": scope},
+            f"{tool} needs the {named} scope, which this token does not carry",
+            details={"tool": tool, "required_scope": accepted[0]}
+            if len(accepted) == 1
+            else {"tool": tool, "required_scopes": list(accepted)},
         )

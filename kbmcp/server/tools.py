@@ -24,6 +24,7 @@ from kbmcp.search.models import (
     DEFAULT_MODE,
     MAX_DOCUMENT_IDS,
     MAX_KNOWLEDGE_BASE_IDS,
+    MAX_MEMORY_STORE_IDS,
     MAX_PATH_PREFIXES,
     MODE_ALIASES,
     MODES,
@@ -40,13 +41,13 @@ from kbmcp.server.arguments import (
 )
 from kbmcp.server.auth import LocalOwner, PrincipalSource
 from kbmcp.server.errors import kb_error_result
-from kbmcp.service import listing, read, scan
+from kbmcp.service import listing, memories, read, scan
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
 
 ID_PATTERN = "^{}_[0-9a-f]{{16}}$"
 
-QUERY_ONLY = ["mode", "alpha", "rrf_k", "min_similarity"]
+QUERY_ONLY = ["mode", "alpha", "rrf_k", "min_similarity", "recency_half_life_days"]
 FILTERS = [
     "knowledge_base_ids",
     "document_ids",
@@ -54,6 +55,9 @@ FILTERS = [
     "document_paths",
     "tags",
     "metadata",
+    "memory_store_ids",
+    "include_documents",
+    "include_memories",
 ]
 READ_ARGS = ["document_id", "revision_id", "offset", "limit_chars", "outline"]
 SCAN_ONLY = ["since", "until"]
@@ -119,7 +123,8 @@ DocumentPaths = param(
 )
 Tags = param(
     STRING_MAP_SCHEMA,
-    'Query and scan modes: only documents carrying every key/value pair, e.g. {"tag": "runbook"}.',
+    "Query and scan modes: only documents carrying every key/value pair, and memories whose own "
+    'tags together with their store\'s carry every pair, e.g. {"tag": "runbook"}.',
 )
 Metadata = param(
     {
@@ -129,6 +134,46 @@ Metadata = param(
     },
     "Query and scan modes: only documents whose metadata has these exact values, e.g. "
     '{"owner": "infra"}.',
+)
+MemoryStoreIds = param(
+    string_list_schema(MAX_MEMORY_STORE_IDS, pattern=ID_PATTERN.format("mst")),
+    "Query and scan modes: only memories of these stores (mst_... ids from remember or from "
+    "results); documents are not affected.",
+)
+IncludeDocuments = param(
+    {"type": "boolean"},
+    "Query and scan modes: search documents (default true when you may read them).",
+)
+IncludeMemories = param(
+    {"type": "boolean"},
+    "Query and scan modes: search memories (default true when you may read them). Both "
+    "include_* false is an error.",
+)
+RecencyHalfLifeDays = param(
+    {"type": "number", "minimum": 0},
+    "Query mode: memories lose half their score every this many days since they were last "
+    "updated (score * 2^(-age_days / half_life)); 0 turns decay off. Documents are never "
+    "decayed. Default: the server's setting (0 unless configured).",
+)
+Content = param(
+    {"type": "string", "minLength": 1, "maxLength": memories.MAX_MEMORY_CHARS},
+    "The fact to remember, in a sentence or a short paragraph that stands on its own.",
+)
+RememberStoreId = param(
+    {"type": "string", "pattern": ID_PATTERN.format("mst")},
+    "The memory store (default: your 'memories' store, created on first use).",
+)
+MemoryTags = param(
+    {**STRING_MAP_SCHEMA, "maxProperties": memories.MAX_TAGS},
+    'Key/value tags to filter by later, e.g. {"topic": "deploy"}.',
+)
+MemorySource = param(
+    {"type": "string", "maxLength": memories.MAX_SOURCE_CHARS},
+    "Where the fact comes from (a conversation, a ticket, a URL), kept with the memory.",
+)
+MemoryId = param(
+    {"type": "string", "pattern": ID_PATTERN.format("mem")},
+    "The memory to forget (mem_... from remember or from a search result's document_id).",
 )
 DocumentId = param(
     {"type": "string", "pattern": ID_PATTERN.format("doc")},
@@ -226,6 +271,10 @@ class KbTools:
         chunk_ids: ChunkIds = None,
         since: Since = None,
         until: Until = None,
+        memory_store_ids: MemoryStoreIds = None,
+        include_documents: IncludeDocuments = None,
+        include_memories: IncludeMemories = None,
+        recency_half_life_days: RecencyHalfLifeDays = None,
     ) -> Annotated[CallToolResult, models.SearchKnowledgeOutput]:
         args = dict(locals())
         del args["self"]
@@ -260,6 +309,33 @@ class KbTools:
 
         return self._run(run)
 
+    def remember(
+        self,
+        content: Content = None,
+        memory_store_id: RememberStoreId = None,
+        tags: MemoryTags = None,
+        source: MemorySource = None,
+    ) -> Annotated[CallToolResult, models.RememberOutput]:
+        def run() -> BaseModel:
+            result = memories.remember(
+                self.workspace,
+                self.principal(),
+                content,
+                memory_store=memory_store_id,
+                tags=tags,
+                source=source,
+            )
+            return models.RememberOutput.model_validate(result)
+
+        return self._run(run)
+
+    def forget(self, memory_id: MemoryId = None) -> Annotated[CallToolResult, models.ForgetOutput]:
+        def run() -> BaseModel:
+            result = memories.forget(self.workspace, self.principal(), memory_id)
+            return models.ForgetOutput.model_validate(result)
+
+        return self._run(run)
+
     # -------------------------------------------------------------- search_knowledge modes
 
     def _search_knowledge(self, args: dict[str, Any]) -> BaseModel:
@@ -289,6 +365,7 @@ class KbTools:
             limit=_default(args["limit"], DEFAULT_LIMIT),
             filters=_filters(args),
             candidates=self.options.search_candidates,
+            recency_half_life_days=args["recency_half_life_days"],
         )
         response = search(self.workspace, self.principal(), request)
         return models.QueryOutput.model_validate(response)
@@ -383,6 +460,9 @@ def _filters(args: dict[str, Any]) -> SearchFilters:
         document_paths=args["document_paths"],
         tags=args["tags"],
         metadata=args["metadata"],
+        memory_store_ids=args["memory_store_ids"],
+        include_documents=args["include_documents"],
+        include_memories=args["include_memories"],
     )
 
 

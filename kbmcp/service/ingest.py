@@ -189,11 +189,12 @@ def archive_document(workspace: Workspace, principal: Principal, document_id: st
             f"document {public_id} does not exist, is not readable or is not published",
             details={"argument": "document_id", "document_id": public_id},
         )
-    _archive(conn, row[0])
+    archive_row(conn, row[0])
 
 
-def _archive(conn: apsw.Connection, document_id: int) -> None:
-    """Archive the document with this row id, in one transaction."""
+def archive_row(conn: apsw.Connection, document_id: int) -> None:
+    """Archive the document (or memory) with this row id, in one transaction: out of the
+    indexes, status 'archived', updated now."""
     with write_transaction(conn):
         revision_id = conn.execute(
             SELECT_CURRENT_REVISION, {"document_id": document_id}
@@ -407,6 +408,6 @@ def _prune(
             continue
         if not any(source.startswith(root + os.sep) for root in roots):
             continue
-        _archive(conn, document_id)
+        archive_row(conn, document_id)
         archived += 1
     return archived

@@ -101,8 +101,12 @@ class IngestBatch:
         kb: KnowledgeBaseRef,
         counts: Counter[str],
         on_ready: Callable[[], None] | None = None,
+        *,
+        id_kind: str = "document",
     ) -> None:
         self.workspace = workspace
+        # New documents get public ids of this kind (kbmcp/ids.py); a memory's path is its id.
+        self.id_kind = id_kind
         self.conn = workspace.conn
         self.kb = kb
         self.counts = counts  # added, updated, unchanged, chunks, embedded: after each commit
@@ -249,7 +253,11 @@ class IngestBatch:
         return reindex
 
     def _insert_document(self, document: PendingDocument, now: str) -> tuple[int, str]:
-        public_id = make_id("document", self.kb.public_id, document.path)
+        public_id = (
+            document.path
+            if self.id_kind == "memory"
+            else make_id(self.id_kind, self.kb.public_id, document.path)
+        )
         self.conn.execute(
             sql.INSERT_DOCUMENT,
             {

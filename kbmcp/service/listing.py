@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated
 
-from kbmcp.access import READ, Principal, readable_kb_ids
+from kbmcp.access import READ, Principal, Readable, readable_kb_ids
 from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.search.models import SearchFilters
@@ -130,7 +130,8 @@ def list_documents(
         document_paths=[path_prefix] if path_prefix else None,
         tags=dict(tags) if tags else None,
     )
-    scope = resolve_scope(conn, readable_kb_ids(conn, principal), filters)
+    # Documents only: memories are listed by kbmcp.service.memories.
+    scope = resolve_scope(conn, Readable(readable_kb_ids(conn, principal), None), filters)
     rows = conn.execute(
         SELECT_DOCUMENTS.format(documents=scope.documents_sql(include_archived=include_archived)),
         {

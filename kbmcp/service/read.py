@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Literal
 
-from kbmcp.access import READ, Principal, readable_kb_ids
+from kbmcp.access import READ, Principal, readable, readable_kb_ids
 from kbmcp.described import Described
 from kbmcp.errors import ResourceUnavailable
 from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
 from kbmcp.neutralise import neutralise
 from kbmcp.search.models import Citation, page_of
+from kbmcp.store.catalog import MEMORIES
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
 
@@ -38,13 +39,16 @@ WHERE d.public_id = :document_id
 SELECT_CHUNKS = """
 SELECT c.public_id, d.public_id, kb.public_id, r.public_id, d.path, d.title, c.heading_path,
        c.char_start, c.char_end, c.line_start, c.line_end, c.text,
-       r.id = d.current_revision_id AS is_current, d.kind, r.content_hash
+       r.id = d.current_revision_id AS is_current, d.kind, r.content_hash, kb.kind
 FROM chunk AS c
 JOIN revision AS r ON r.id = c.revision_id
 JOIN document AS d ON d.id = r.document_id
 JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 WHERE c.public_id IN (SELECT value FROM json_each(:chunk_ids))
-  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
+  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_ids))
+  -- A forgotten memory is not served again (its rows stay for audit); an archived document's
+  -- chunks stay readable by id, so old citations resolve.
+  AND (kb.kind = 'documents' OR d.status = 'published')
 """
 
 
@@ -102,9 +106,12 @@ class DocumentOutline:
 
 @dataclass(frozen=True)
 class FetchedChunk:
+    kind: Annotated[Literal["document", "memory"], Described("Of a document or of a memory.")]
     chunk_id: str
-    document_id: str
-    knowledge_base_id: str
+    document_id: Annotated[str, Described("The document's id, or the memory's (mem_...).")]
+    knowledge_base_id: Annotated[
+        str, Described("The knowledge base's id, or the memory store's (mst_...).")
+    ]
     revision_id: str
     is_current_revision: bool
     title: str
@@ -185,22 +192,21 @@ def document_outline(
 def fetch_chunks(
     workspace: Workspace, principal: Principal, chunk_ids: Sequence[str]
 ) -> FetchedChunks:
-    """The stored text of chunks by id, in the order asked; unknown or unreadable ids are listed
-    in `missing` while the rest are returned."""
-    principal.require(READ)
+    """The stored text of chunks by id (of documents and memories), in the order asked; unknown
+    or unreadable ids, and chunks of forgotten memories, are listed in `missing` while the rest
+    are returned."""
+    can_read = readable(workspace.conn, principal)
     wanted = check_id_list("chunk", chunk_ids, argument="chunk_ids", limit=MAX_CHUNK_IDS)
     rows = workspace.conn.execute(
         SELECT_CHUNKS,
-        {
-            "chunk_ids": json.dumps(wanted),
-            "readable_kb_ids": json.dumps(readable_kb_ids(workspace.conn, principal)),
-        },
+        {"chunk_ids": json.dumps(wanted), "readable_ids": json.dumps(can_read.all_ids)},
     ).fetchall()
     found = {}
     for (chunk_id, doc_id, kb_id, rev_id, path, title, heading, char_start, char_end,
-         line_start, line_end, text, is_current, kind, sha256) in rows:  # fmt: skip
+         line_start, line_end, text, is_current, kind, sha256, store_kind) in rows:  # fmt: skip
         headings = json.loads(heading)
         found[chunk_id] = FetchedChunk(
+            kind="memory" if store_kind == MEMORIES else "document",
             chunk_id=chunk_id,
             document_id=doc_id,
             knowledge_base_id=kb_id,

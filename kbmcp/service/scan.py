@@ -1,9 +1,10 @@
-"""Scan: the most recently updated documents, newest first, without a query.
+"""Scan: the most recently updated documents and memories, newest first, without a query.
 
 What an agent calls to see what changed ("what is new since Monday?") or to get its bearings in
 an unfamiliar knowledge base. The same scope filters as search apply (knowledge bases, documents,
 path prefixes, tags, metadata), plus a time window on the update time: `since` inclusive,
-`until` exclusive. Results carry `kind` so that memories can join the stream later.
+`until` exclusive. Memories are in the stream too (`kind` says which), under the same rules as
+in search: include_documents / include_memories, memory_store_ids, tags over both kinds.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import json
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from kbmcp.access import READ, Principal, readable_kb_ids
+from kbmcp.access import Principal, readable
 from kbmcp.clock import format_timestamp, parse_timestamp
 from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest
 from kbmcp.neutralise import neutralise
 from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
+from kbmcp.store.catalog import MEMORIES
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
 
@@ -28,7 +30,7 @@ EXCERPT_CHARS = 240
 # scan and search validate and apply every filter the same way.
 SELECT_RECENT = """
 WITH scope_document AS MATERIALIZED ({documents})
-SELECT d.public_id, kb.public_id, r.public_id, r.number, d.path, d.title, d.updated_at,
+SELECT kb.kind, d.public_id, kb.public_id, r.public_id, r.number, d.path, d.title, d.updated_at,
        r.char_count,
        (SELECT json_group_array(json_array(t.key, t.value))
         FROM (SELECT key, value FROM document_tag
@@ -81,8 +83,9 @@ def scan_recent(
     limit: int = DEFAULT_LIMIT,
     filters: SearchFilters | None = None,
 ) -> ScanResponse:
-    """The `limit` most recently updated published documents in scope, newest first."""
-    principal.require(READ)
+    """The `limit` most recently updated published documents and memories in scope, newest
+    first."""
+    can_read = readable(workspace.conn, principal)
     filters = filters or SearchFilters()
     since_ts = _timestamp(since, "since")
     until_ts = _timestamp(until, "until")
@@ -92,7 +95,7 @@ def scan_recent(
         )
     limit = integer(limit, "limit", 1)
     effective_limit = min(limit, MAX_LIMIT)
-    scope = resolve_scope(workspace.conn, readable_kb_ids(workspace.conn, principal), filters)
+    scope = resolve_scope(workspace.conn, can_read, filters)
     rows = workspace.conn.execute(
         SELECT_RECENT.format(documents=scope.documents_sql()),
         {
@@ -129,13 +132,13 @@ def _timestamp(value: str | None, argument: str) -> str | None:
 
 
 def _item(row: tuple) -> ScanItem:
-    (doc_id, kb_id, rev_id, number, path, title, updated, size, tag_json,
+    (store_kind, doc_id, kb_id, rev_id, number, path, title, updated, size, tag_json,
      first_text) = row  # fmt: skip
     text = (first_text or "").strip()
     excerpt = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…"
     excerpt = neutralise(excerpt)
     return ScanItem(
-        kind="document",
+        kind="memory" if store_kind == MEMORIES else "document",
         knowledge_base_id=kb_id,
         document_id=doc_id,
         revision_id=rev_id,

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 import apsw
 import numpy as np
 
-from kbmcp.access import READ, Principal, readable_kb_ids
+from kbmcp.access import Principal, readable
 from kbmcp.errors import InvalidRequest
 from kbmcp.search.engine import run_search
 from kbmcp.search.lexical.fts import ensure_vocabulary
@@ -37,11 +37,12 @@ def search(
     embedding it with the workspace's model (benchmarks, tools with their own embeddings); it
     must have the dimension of the file's model."""
     started = time.perf_counter()
-    principal.require(READ)
     conn = workspace.conn
-    args = check_arguments(request, workspace.settings.rrf_k)
+    can_read = readable(conn, principal)
+    settings = workspace.settings
+    args = check_arguments(request, settings.rrf_k, settings.recency_half_life_days)
     given = None if query_vector is None else _given_vector(query_vector)
-    scope = resolve_scope(conn, readable_kb_ids(conn, principal), request.filters)
+    scope = resolve_scope(conn, can_read, request.filters)
     if args.uses_semantic:
         workspace.ensure_model()
     vector = None

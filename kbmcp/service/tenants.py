@@ -26,7 +26,8 @@ MAX_KB_NAME = 200
 
 SELECT_TENANTS = """
 SELECT t.public_id, t.name, t.created_at,
-       (SELECT count(*) FROM knowledge_base AS kb WHERE kb.tenant_id = t.id),
+       (SELECT count(*) FROM knowledge_base AS kb
+        WHERE kb.tenant_id = t.id AND kb.kind = 'documents'),
        (SELECT count(*) FROM token AS k
         WHERE k.tenant_id = t.id AND k.revoked_at IS NULL
           AND (k.expires_at IS NULL OR k.expires_at > :now))
@@ -43,10 +44,11 @@ SELECT kb.public_id, kb.name, kb.description, owner.public_id, owner.name, kb.cr
             WHERE s.knowledge_base_id = kb.id AND s.revoked_at IS NULL
             ORDER BY grantee.name) AS g)
 FROM knowledge_base AS kb JOIN tenant AS owner ON owner.id = kb.tenant_id
-WHERE :tenant_id IS NULL
-   OR kb.tenant_id = :tenant_id
-   OR kb.id IN (SELECT knowledge_base_id FROM share
-                WHERE tenant_id = :tenant_id AND revoked_at IS NULL)
+WHERE kb.kind = 'documents'
+  AND (:tenant_id IS NULL
+       OR kb.tenant_id = :tenant_id
+       OR kb.id IN (SELECT knowledge_base_id FROM share
+                    WHERE tenant_id = :tenant_id AND revoked_at IS NULL))
 ORDER BY owner.name, kb.name
 """
 
@@ -167,7 +169,8 @@ def create_knowledge_base(
     with write_transaction(conn):
         if catalog.find_knowledge_base(conn, owner.ref, clean) is not None:
             raise InvalidRequest(
-                f"tenant {owner.name!r} already has a knowledge base named {clean!r}",
+                f"tenant {owner.name!r} already has a knowledge base or memory store named "
+                f"{clean!r}",
                 details={"argument": "name", "value": clean},
             )
         catalog.ensure_knowledge_base(conn, owner.ref, clean, description)

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 import apsw
 
 from kbmcp.clock import now_iso
+from kbmcp.errors import InvalidRequest
 from kbmcp.ids import make_id
 
 LOCAL_TENANT = "local"
 DEFAULT_KB = "default"
+DEFAULT_MEMORY_STORE = "memories"  # the store `remember` uses when none is named
 
 INSERT_TENANT = """
 INSERT INTO tenant (public_id, name, created_at) VALUES (:public_id, :name, :now)
@@ -24,18 +26,21 @@ SELECT id, public_id, name FROM tenant WHERE name = :ref OR public_id = :ref
 """
 
 INSERT_KB = """
-INSERT INTO knowledge_base (public_id, tenant_id, name, description, created_at, updated_at)
-VALUES (:public_id, :tenant_id, :name, :description, :now, :now)
+INSERT INTO knowledge_base (public_id, tenant_id, name, description, kind, tags, created_at,
+                            updated_at)
+VALUES (:public_id, :tenant_id, :name, :description, :kind, :tags, :now, :now)
 ON CONFLICT (tenant_id, name) DO NOTHING
 """
+# Either kind: knowledge bases and memory stores of a tenant share names (migration 6).
 SELECT_KB_BY_NAME = """
-SELECT id, public_id FROM knowledge_base WHERE tenant_id = :tenant_id AND name = :name
+SELECT id, public_id, kind FROM knowledge_base WHERE tenant_id = :tenant_id AND name = :name
 """
-# Knowledge bases named by public id (kb_...) or by name, with their owner, across tenants.
+# Knowledge bases (not memory stores) named by public id (kb_...) or by name, with their owner,
+# across tenants.
 SELECT_KBS_BY_REF = """
 SELECT kb.id, kb.public_id, kb.name, t.id, t.public_id, t.name
 FROM knowledge_base AS kb JOIN tenant AS t ON t.id = kb.tenant_id
-WHERE kb.public_id = :ref OR kb.name = :ref
+WHERE (kb.public_id = :ref OR kb.name = :ref) AND kb.kind = 'documents'
 ORDER BY t.name, kb.public_id
 """
 
@@ -105,11 +110,19 @@ class TenantRef:
     public_id: str
 
 
+DOCUMENTS = "documents"  # knowledge_base.kind of a knowledge base
+MEMORIES = "memories"  # knowledge_base.kind of a memory store
+# The public id kind (kbmcp/ids.py) of each knowledge_base kind, and what the CLI calls it.
+ID_KIND = {DOCUMENTS: "knowledge_base", MEMORIES: "memory_store"}
+KIND_NAME = {DOCUMENTS: "knowledge base", MEMORIES: "memory store"}
+
+
 @dataclass(frozen=True)
 class KnowledgeBaseRef:
     id: int
     public_id: str
     name: str
+    kind: str = DOCUMENTS
 
 
 @dataclass(frozen=True)
@@ -163,29 +176,57 @@ def ensure_tenant(conn: apsw.Connection, name: str = LOCAL_TENANT) -> TenantRef:
 def find_knowledge_base(
     conn: apsw.Connection, tenant: TenantRef, name: str
 ) -> KnowledgeBaseRef | None:
+    """The tenant's knowledge base or memory store named `name` (see `.kind`)."""
     row = conn.execute(SELECT_KB_BY_NAME, {"tenant_id": tenant.id, "name": name}).fetchone()
-    return None if row is None else KnowledgeBaseRef(row[0], row[1], name)
+    return None if row is None else KnowledgeBaseRef(row[0], row[1], name, row[2])
 
 
 def ensure_knowledge_base(
-    conn: apsw.Connection, tenant: TenantRef, name: str = DEFAULT_KB, description: str = ""
+    conn: apsw.Connection,
+    tenant: TenantRef,
+    name: str = DEFAULT_KB,
+    description: str = "",
+    *,
+    kind: str = DOCUMENTS,
+    tags: dict[str, str] | None = None,
 ) -> KnowledgeBaseRef:
+    """The tenant's knowledge base (or, with kind=MEMORIES, memory store) named `name`, created
+    if new. The name taken by the other kind is an `InvalidRequest` naming it."""
     found = find_knowledge_base(conn, tenant, name)
-    if found is not None:
-        return found
-    conn.execute(
-        INSERT_KB,
-        {
-            "public_id": make_id("knowledge_base", tenant.public_id, name),
-            "tenant_id": tenant.id,
-            "name": name,
-            "description": description,
-            "now": now_iso(),
-        },
-    )
-    found = find_knowledge_base(conn, tenant, name)
-    assert found is not None
+    if found is None:
+        # Each kind's default name is kept for it, so neither default can be taken by the other.
+        reserved = {DOCUMENTS: DEFAULT_MEMORY_STORE, MEMORIES: DEFAULT_KB}[kind]
+        if name == reserved:
+            raise InvalidRequest(
+                f"{name!r} is reserved for the default {KIND_NAME[_other(kind)]}; pick another "
+                f"name for the {KIND_NAME[kind]}",
+                details={"argument": "name", "value": name},
+            )
+        conn.execute(
+            INSERT_KB,
+            {
+                "public_id": make_id(ID_KIND[kind], tenant.public_id, name),
+                "tenant_id": tenant.id,
+                "name": name,
+                "description": description,
+                "kind": kind,
+                "tags": dump_json(tags or {}),
+                "now": now_iso(),
+            },
+        )
+        found = find_knowledge_base(conn, tenant, name)
+        assert found is not None
+    if found.kind != kind:
+        raise InvalidRequest(
+            f"{name!r} is the name of a {KIND_NAME[found.kind]} ({found.public_id}); a "
+            f"tenant's knowledge bases and memory stores share names, so pick another",
+            details={"argument": "name", "value": name, "taken_by": found.public_id},
+        )
     return found
+
+
+def _other(kind: str) -> str:
+    return MEMORIES if kind == DOCUMENTS else DOCUMENTS
 
 
 def dump_json(value: object) -> str:

@@ -1,0 +1,450 @@
+"""Memories: facts agents write (`remember`), find next to documents, and retract (`forget`).
+
+A memory store is a tenant's named, tagged container of memories; a memory is a short text with
+tags and a source. Both live in the document tables (migration 6): a store is a knowledge_base
+row of kind 'memories', a memory a document in it whose path is its own id. So a memory is
+chunked, embedded and indexed by the same write path as a document (`IngestBatch`), has
+immutable revisions, and is ranked with documents by the same statement (kbmcp/search/).
+
+- `remember` never duplicates: the same content in the same store is the same memory (its id
+  is returned again, with any new tags added; a forgotten one comes back).
+- `forget` is a soft delete: the memory leaves the indexes at once (no search or chunk fetch
+  returns it) while its rows stay for audit (`kbmcp memory list --all`).
+- Memory stores are private to their tenant: never shared, and not limited by a token's
+  knowledge-base allow-list; the memory:read and memory:write scopes govern them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import apsw
+
+from kbmcp.access import MEMORY_READ, MEMORY_WRITE, Principal
+from kbmcp.described import Described
+from kbmcp.errors import InvalidRequest, ResourceUnavailable
+from kbmcp.ids import check_id, make_id
+from kbmcp.ingest.chunker import ChunkingOptions, chunk_document
+from kbmcp.ingest.parsing import ParsedDocument
+from kbmcp.service.ingest import archive_row, pending_document
+from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, sha256
+from kbmcp.store.catalog import (
+    DEFAULT_MEMORY_STORE,
+    MEMORIES,
+    KnowledgeBaseRef,
+    TenantRef,
+    ensure_knowledge_base,
+)
+from kbmcp.store.connection import write_transaction
+from kbmcp.validate import integer, shown
+from kbmcp.workspace import Workspace, holding_lock
+
+DEFAULT_STORE = DEFAULT_MEMORY_STORE
+MAX_MEMORY_CHARS = 20_000  # a memory is a fact, not a document: add long text with `kbmcp add`
+MAX_SOURCE_CHARS = 500
+MAX_TAGS = 50
+MAX_STORE_NAME = 200
+DEFAULT_LIST = 50
+MAX_LIST = 1000
+CHUNKING = ChunkingOptions()
+# Memories are chunked as plain text: a memory that starts with '---' is not front matter.
+MEMORY_FORMAT = "text"
+
+SELECT_STORES = """
+SELECT s.id, s.public_id, s.name, s.tags, s.created_at,
+       (SELECT count(*) FROM document AS m
+        WHERE m.knowledge_base_id = s.id AND m.status = 'published')
+FROM knowledge_base AS s
+WHERE s.tenant_id = :tenant_id AND s.kind = 'memories'
+ORDER BY s.name
+"""
+
+# A memory of the store with this content as its current text, forgotten or not.
+SELECT_SAME_CONTENT = """
+SELECT m.id, m.public_id, m.status, m.source, m.attributes_hash, r.id, r.content_hash,
+       (SELECT json_group_array(json_array(t.key, t.value))
+        FROM document_tag AS t WHERE t.document_id = m.id)
+FROM revision AS r
+JOIN document AS m ON m.current_revision_id = r.id
+WHERE r.content_hash = :content_hash AND m.knowledge_base_id = :store_id
+"""
+SELECT_ID_TAKEN = "SELECT 1 FROM document WHERE public_id = :public_id"
+
+# A memory of one of the tenant's stores, by public id.
+SELECT_OWN_MEMORY = """
+SELECT m.id, m.public_id, m.status, s.public_id, m.updated_at, r.public_id
+FROM document AS m
+JOIN knowledge_base AS s ON s.id = m.knowledge_base_id
+LEFT JOIN revision AS r ON r.id = m.current_revision_id
+WHERE m.public_id = :memory_id AND s.tenant_id = :tenant_id AND s.kind = 'memories'
+"""
+
+SELECT_MEMORIES = """
+SELECT m.public_id, s.public_id, s.name, m.status, r.content, m.source, m.created_at,
+       m.updated_at, r.public_id, r.number,
+       (SELECT json_group_array(json_array(t.key, t.value))
+        FROM (SELECT key, value FROM document_tag
+              WHERE document_id = m.id ORDER BY key, value) AS t)
+FROM document AS m
+JOIN knowledge_base AS s ON s.id = m.knowledge_base_id
+JOIN revision AS r ON r.id = m.current_revision_id
+WHERE s.tenant_id = :tenant_id AND s.kind = 'memories'
+  AND (:store_id IS NULL OR s.id = :store_id)
+  AND (:include_forgotten OR m.status = 'published')
+ORDER BY m.updated_at DESC, m.public_id
+LIMIT :limit
+"""
+
+
+@dataclass(frozen=True)
+class MemoryStoreInfo:
+    memory_store_id: str
+    name: str
+    tags: Annotated[dict[str, str], Described("Tags every memory of the store matches by.")]
+    memory_count: Annotated[int, Described("Memories in the store (not forgotten).")]
+    created_at: str
+
+
+@dataclass(frozen=True)
+class RememberResult:
+    memory_id: Annotated[str, Described("The memory's id (mem_...): pass it to forget.")]
+    memory_store_id: str
+    memory_store: Annotated[str, Described("The store's name.")]
+    revision_id: str
+    outcome: Annotated[
+        Literal["created", "existing", "restored"],
+        Described(
+            "created: a new memory; existing: the store already held this exact content (its "
+            "id is returned, new tags added); restored: it had been forgotten and is back."
+        ),
+    ]
+    tags: Annotated[list[tuple[str, str]], Described("The memory's own [key, value] tags.")]
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    memory_id: str
+    memory_store_id: str
+    outcome: Annotated[
+        Literal["forgotten", "already_forgotten"],
+        Described("forgotten: gone from search from now on (kept for audit)."),
+    ]
+    forgotten_at: Annotated[str, Described("When it was forgotten (ISO 8601 UTC).")]
+
+
+@dataclass(frozen=True)
+class MemoryInfo:
+    memory_id: str
+    memory_store_id: str
+    memory_store: str
+    status: Literal["published", "forgotten"]
+    content: str
+    source: str | None
+    tags: list[tuple[str, str]]
+    created_at: str
+    updated_at: str
+    revision_id: str
+    revision_number: int
+
+
+# ------------------------------------------------------------------ stores
+
+
+@holding_lock
+def create_memory_store(
+    workspace: Workspace,
+    principal: Principal,
+    name: str,
+    *,
+    tags: Mapping[str, str] | None = None,
+) -> MemoryStoreInfo:
+    """A new memory store of the principal's tenant. A name the tenant already uses (for a
+    store or a knowledge base) is an `InvalidRequest`."""
+    principal.require(MEMORY_WRITE)
+    clean = _store_name(name)
+    store_tags = check_tags(tags, "tags") if tags else {}
+    conn = workspace.conn
+    with write_transaction(conn):
+        if _find_store_by_name(conn, principal, clean) is not None:
+            raise InvalidRequest(
+                f"a memory store named {clean!r} already exists",
+                details={"argument": "name", "value": clean},
+            )
+        ensure_knowledge_base(conn, _tenant(principal), clean, kind=MEMORIES, tags=store_tags)
+    return next(store for store in _stores(conn, principal) if store.name == clean)
+
+
+def list_memory_stores(workspace: Workspace, principal: Principal) -> list[MemoryStoreInfo]:
+    principal.require(MEMORY_READ)
+    return _stores(workspace.conn, principal)
+
+
+# ------------------------------------------------------------------ remember / forget
+
+
+def remember(
+    workspace: Workspace,
+    principal: Principal,
+    content: Any,
+    *,
+    memory_store: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    source: str | None = None,
+) -> RememberResult:
+    """Store `content` as a memory in `memory_store` (a store id, or for the CLI a store name;
+    default: the tenant's 'memories' store, created on first use). The same content in the same
+    store is the same memory: its id is returned (outcome 'existing', or 'restored' when it had
+    been forgotten), the given tags are added to its own, and nothing is duplicated."""
+    principal.require(MEMORY_WRITE)
+    text = _content(content)
+    given_tags = check_tags(tags, "tags") if tags is not None else {}
+    given_source = _source(source)
+    spans = chunk_document(text, MEMORY_FORMAT, CHUNKING)
+    workspace.ensure_model()
+    content_hash = sha256(text)
+    with workspace.lock:
+        conn = workspace.conn
+        store = _store_for_write(conn, principal, memory_store)
+        same = conn.execute(
+            SELECT_SAME_CONTENT, {"content_hash": content_hash, "store_id": store.id}
+        ).fetchone()
+        path = same[1] if same else _new_memory_id(conn, store, content_hash)
+    previous = None
+    merged = sorted(given_tags.items())
+    if same is not None:
+        _row, _public, status, old_source, attributes_hash, revision_id, old_hash, tag_json = same
+        previous = KnownDocument("", status, old_source, attributes_hash, revision_id, old_hash)
+        merged = sorted({*map(tuple, json.loads(tag_json)), *given_tags.items()})
+        given_source = given_source if given_source is not None else old_source
+    parsed = ParsedDocument(kind=MEMORY_FORMAT, title="", tags=merged)
+    pending = pending_document(
+        path, given_source, text, parsed, merged, {}, previous, CHUNKING, None, spans
+    )
+    if pending is not None:
+        batch = IngestBatch(workspace, store, Counter(), id_kind="memory")
+        batch.queue(pending)
+        batch.flush()
+    outcome = "created" if same is None else "restored" if same[2] != "published" else "existing"
+    with workspace.lock:
+        row = workspace.conn.execute(
+            SELECT_OWN_MEMORY, {"memory_id": path, "tenant_id": principal.tenant_id}
+        ).fetchone()
+    return RememberResult(path, store.public_id, store.name, row[5], outcome, merged)
+
+
+@holding_lock
+def forget(workspace: Workspace, principal: Principal, memory_id: Any) -> ForgetResult:
+    """Take a memory out of search at once; its rows stay (status 'archived') for audit.
+    Forgetting a forgotten memory changes nothing (outcome 'already_forgotten')."""
+    principal.require(MEMORY_WRITE)
+    public_id = check_id("memory", memory_id, argument="memory_id")
+    conn = workspace.conn
+    row = _own_memory(conn, principal, public_id)
+    row_id, _, status, store_id, updated_at, _ = row
+    if status != "published":
+        return ForgetResult(public_id, store_id, "already_forgotten", updated_at)
+    archive_row(conn, row_id)
+    forgotten_at = _own_memory(conn, principal, public_id)[4]
+    return ForgetResult(public_id, store_id, "forgotten", forgotten_at)
+
+
+def list_memories(
+    workspace: Workspace,
+    principal: Principal,
+    *,
+    memory_store: str | None = None,
+    include_forgotten: bool = False,
+    limit: int = DEFAULT_LIST,
+) -> list[MemoryInfo]:
+    """The tenant's memories, most recently updated first; with `include_forgotten`, forgotten
+    ones too (status 'forgotten')."""
+    principal.require(MEMORY_READ)
+    limit = integer(limit, "limit", 1, MAX_LIST)
+    conn = workspace.conn
+    store_id = None
+    if memory_store is not None:
+        store_id = _existing_store(conn, principal, memory_store).id
+    rows = conn.execute(
+        SELECT_MEMORIES,
+        {
+            "tenant_id": principal.tenant_id,
+            "store_id": store_id,
+            "include_forgotten": bool(include_forgotten),
+            "limit": limit,
+        },
+    ).fetchall()
+    return [_memory_info(row) for row in rows]
+
+
+def _memory_info(row: tuple) -> MemoryInfo:
+    (memory_id, store_id, store_name, status, content, source, created, updated, revision_id,
+     number, tag_json) = row  # fmt: skip
+    return MemoryInfo(
+        memory_id=memory_id,
+        memory_store_id=store_id,
+        memory_store=store_name,
+        status="published" if status == "published" else "forgotten",
+        content=content,
+        source=source,
+        tags=[(key, value) for key, value in json.loads(tag_json)],
+        created_at=created,
+        updated_at=updated,
+        revision_id=revision_id,
+        revision_number=number,
+    )
+
+
+def resolve_memory_stores(
+    workspace: Workspace, principal: Principal, names_or_ids: Sequence[str]
+) -> list[str]:
+    """Public ids of the tenant's memory stores given by name or id (CLI convenience); an
+    unknown one is `resource_unavailable`."""
+    principal.require(MEMORY_READ)
+    conn = workspace.conn
+    found = [_existing_store(conn, principal, ref, "--store").public_id for ref in names_or_ids]
+    return list(dict.fromkeys(found))
+
+
+# ------------------------------------------------------------------ checks and lookups
+
+
+def check_tags(values: Any, argument: str) -> dict[str, str]:
+    """Tags as given to a memory or a store: an object of non-empty string keys and string
+    values, at most MAX_TAGS pairs."""
+    if not isinstance(values, Mapping):
+        raise InvalidRequest(
+            f"{argument} must be an object of key/value pairs", details={"argument": argument}
+        )
+    if len(values) > MAX_TAGS:
+        raise InvalidRequest(
+            f"{argument} accepts at most {MAX_TAGS} pairs", details={"argument": argument}
+        )
+    tags = {}
+    for key, value in values.items():
+        if not isinstance(key, str) or not key.strip() or not isinstance(value, str):
+            raise InvalidRequest(
+                f"{argument}: keys must be non-empty strings and values strings "
+                f"(got {shown(key)}: {shown(value)})",
+                details={"argument": argument, "key": key},
+            )
+        tags[key.strip()] = value.strip()
+    return tags
+
+
+def _content(content: Any) -> str:
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidRequest(
+            "content must be non-empty text (the fact to remember)",
+            details={"argument": "content"},
+        )
+    text = content.strip()
+    if len(text) > MAX_MEMORY_CHARS:
+        raise InvalidRequest(
+            f"content is {len(text)} characters; a memory holds at most {MAX_MEMORY_CHARS} "
+            "(add long text as a document with `kbmcp add`)",
+            details={"argument": "content", "limit": MAX_MEMORY_CHARS},
+        )
+    return text
+
+
+def _source(source: Any) -> str | None:
+    if source is None:
+        return None
+    if not isinstance(source, str) or len(source) > MAX_SOURCE_CHARS:
+        raise InvalidRequest(
+            f"source must be text of at most {MAX_SOURCE_CHARS} characters (got {shown(source)})",
+            details={"argument": "source"},
+        )
+    return source.strip() or None
+
+
+def _store_name(name: Any) -> str:
+    clean = name.strip() if isinstance(name, str) else ""
+    if not clean or len(clean) > MAX_STORE_NAME or any(ch < " " for ch in clean):
+        raise InvalidRequest(
+            f"memory store name {shown(name)} is not valid: 1-{MAX_STORE_NAME} printable "
+            "characters",
+            details={"argument": "name", "value": name},
+        )
+    return clean
+
+
+def _tenant(principal: Principal) -> TenantRef:
+    return TenantRef(principal.tenant_id, principal.tenant_public_id)
+
+
+def _stores(conn: apsw.Connection, principal: Principal) -> list[MemoryStoreInfo]:
+    return [
+        MemoryStoreInfo(public_id, name, json.loads(tags), count, created)
+        for _id, public_id, name, tags, created, count in conn.execute(
+            SELECT_STORES, {"tenant_id": principal.tenant_id}
+        )
+    ]
+
+
+def _find_store_by_name(
+    conn: apsw.Connection, principal: Principal, name: str
+) -> KnowledgeBaseRef | None:
+    for row_id, public_id, store_name, *_ in conn.execute(
+        SELECT_STORES, {"tenant_id": principal.tenant_id}
+    ):
+        if store_name == name:
+            return KnowledgeBaseRef(row_id, public_id, store_name, MEMORIES)
+    return None
+
+
+def _existing_store(
+    conn: apsw.Connection, principal: Principal, ref: str, argument: str = "memory_store_id"
+) -> KnowledgeBaseRef:
+    """The tenant's memory store with this id (mst_...) or name; else `ResourceUnavailable`."""
+    if not isinstance(ref, str) or not ref.strip():
+        raise InvalidRequest(f"{argument} must be a store id", details={"argument": argument})
+    key = ref.strip()
+    for row_id, public_id, name, *_ in conn.execute(
+        SELECT_STORES, {"tenant_id": principal.tenant_id}
+    ):
+        if key in (public_id, name):
+            return KnowledgeBaseRef(row_id, public_id, name, MEMORIES)
+    raise ResourceUnavailable(
+        f"{argument}: no memory store of this tenant is named or has the id {key!r}",
+        details={"argument": argument, "value": key},
+    )
+
+
+def _store_for_write(
+    conn: apsw.Connection, principal: Principal, ref: str | None
+) -> KnowledgeBaseRef:
+    """The store a memory goes to: the one named, or the default store (created if new)."""
+    if ref is not None:
+        if isinstance(ref, str) and ref.strip().startswith("mst_"):
+            check_id("memory_store", ref, argument="memory_store_id")
+        return _existing_store(conn, principal, ref)
+    with write_transaction(conn):
+        return ensure_knowledge_base(conn, _tenant(principal), DEFAULT_STORE, kind=MEMORIES)
+
+
+def _new_memory_id(conn: apsw.Connection, store: KnowledgeBaseRef, content_hash: str) -> str:
+    """A deterministic id from the store and the content. The next candidate is taken only when
+    a memory that was first written with this content has been revised since."""
+    attempt = 0
+    while True:
+        public_id = make_id("memory", store.public_id, content_hash, attempt)
+        if conn.execute(SELECT_ID_TAKEN, {"public_id": public_id}).fetchone() is None:
+            return public_id
+        attempt += 1
+
+
+def _own_memory(conn: apsw.Connection, principal: Principal, public_id: str) -> tuple:
+    row = conn.execute(
+        SELECT_OWN_MEMORY, {"memory_id": public_id, "tenant_id": principal.tenant_id}
+    ).fetchone()
+    if row is None:
+        raise ResourceUnavailable(
+            f"memory {public_id} does not exist or is not this tenant's",
+            details={"argument": "memory_id", "memory_id": public_id},
+        )
+    return row
