@@ -3,8 +3,11 @@
 Hypothesis draws a state of shares among three tenants, a principal (a tenant, its scopes' read
 part, an optional knowledge-base allow-list that may name anything, readable or not) and a
 request against one entry point with random filters. The expected readable set is computed here
-independently of kbmcp/access.py: own knowledge bases + shares in force, intersected with the
-allow-list. Both search paths run (a long-lived workspace with its caches, a one-shot one).
+independently of kbmcp/access.py: with knowledge:read, own knowledge bases + shares in force,
+intersected with the allow-list; with memory:read, the tenant's own memory store (every tenant
+has one, holding a memory that matches the query; memory stores are never shared and the
+allow-list does not limit them). Both search paths run (a long-lived workspace with its caches,
+a one-shot one).
 """
 
 from __future__ import annotations
@@ -16,12 +19,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kbmcp.access import KNOWLEDGE_READ, Principal
+from kbmcp.access import KNOWLEDGE_READ, MEMORY_READ, Principal
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import KbError
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest
-from kbmcp.service import listing, read, scan
+from kbmcp.service import listing, memories, read, scan
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.search import search
 from kbmcp.service.tenants import (
@@ -70,8 +73,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             },
         )
         add_paths(ws, act_as_tenant(ws, admin, owner), [folder], IngestOptions(knowledge_base=kb))
+    for tenant in TENANTS:
+        memories.remember(
+            ws, act_as_tenant(ws, admin, tenant), f"The shared harbour lantern kept by {tenant}."
+        )
+    # Memory stores are named "mem-<tenant>" here (each tenant's is called "memories").
     rows = ws.conn.execute(
-        """SELECT kb.name, kb.public_id, d.public_id, c.public_id FROM knowledge_base AS kb
+        """SELECT CASE kb.kind WHEN 'memories' THEN 'mem-' || t.name ELSE kb.name END,
+                  kb.public_id, d.public_id, c.public_id
+           FROM knowledge_base AS kb
+           JOIN tenant AS t ON t.id = kb.tenant_id
            JOIN document AS d ON d.knowledge_base_id = kb.id
            JOIN chunk AS c ON c.revision_id = d.current_revision_id"""
     ).fetchall()
@@ -104,7 +115,18 @@ def scenarios(draw: st.DrawFn) -> dict:
         "shares": draw(st.sets(st.sampled_from(GRANTS))),
         "tenant": draw(st.sampled_from(TENANTS)),
         "allow": draw(st.none() | st.sets(st.sampled_from(KBS))),
-        "can_read": draw(st.sampled_from([True, True, True, False])),  # mostly readers
+        # Mostly document readers; some memory readers, some both, some neither.
+        "scopes": draw(
+            st.sampled_from(
+                [
+                    {KNOWLEDGE_READ},
+                    {KNOWLEDGE_READ},
+                    {KNOWLEDGE_READ, MEMORY_READ},
+                    {MEMORY_READ},
+                    set(),
+                ]
+            )
+        ),
         "entry": draw(
             st.sampled_from(
                 ["query", "scan", "read", "outline", "fetch", "list_kbs", "list_documents"]
@@ -118,6 +140,9 @@ def scenarios(draw: st.DrawFn) -> dict:
 
 
 def expected_readable(scenario: dict) -> set[str]:
+    """Knowledge bases the principal can read (with knowledge:read)."""
+    if KNOWLEDGE_READ not in scenario["scopes"]:
+        return set()
     tenant = scenario["tenant"]
     readable = {kb for kb, owner in OWNERS.items() if owner == tenant}
     readable |= {kb for kb, grantee in scenario["shares"] if grantee == tenant}
@@ -143,7 +168,7 @@ def test_no_result_comes_from_outside_the_readable_set(world: World, scenario: d
     apply_shares(world, scenario["shares"])
     row_id, public_id = world.tenant_ids[scenario["tenant"]]
     allow = scenario["allow"]
-    scopes = frozenset({KNOWLEDGE_READ}) if scenario["can_read"] else frozenset()
+    scopes = frozenset(scenario["scopes"])
     principal = Principal(
         row_id,
         public_id,
@@ -153,8 +178,9 @@ def test_no_result_comes_from_outside_the_readable_set(world: World, scenario: d
         else frozenset(world.kb_ids[k] for k in allow),
     )
     readable = expected_readable(scenario)
+    own_memories = {f"mem-{scenario['tenant']}"} if MEMORY_READ in scopes else set()
     ws = world.one_shot if scenario["one_shot"] else world.long_lived
-    documents = sorted(world.kb_of_document)
+    documents = sorted(d for d in world.kb_of_document if d.startswith("doc_"))
     picked_docs = [documents[i] for i in scenario["doc_pick"]]
     kb_filter = scenario["kb_filter"]
     filters = SearchFilters(
@@ -193,7 +219,7 @@ def test_no_result_comes_from_outside_the_readable_set(world: World, scenario: d
             chunks = sorted(world.kb_of_chunk)
             fetched = read.fetch_chunks(ws, principal, chunks)
             reached = world.kb_names({c.knowledge_base_id for c in fetched.chunks})
-            assert {world.kb_of_chunk[c] for c in fetched.missing} <= set(KBS) - reached
+            assert {world.kb_of_chunk[c] for c in fetched.missing} <= set(world.kb_ids) - reached
         elif entry == "list_kbs":
             reached = world.kb_names(
                 {kb.knowledge_base_id for kb in listing.list_knowledge_bases(ws, principal)}
@@ -204,20 +230,27 @@ def test_no_result_comes_from_outside_the_readable_set(world: World, scenario: d
             )
             reached = world.kb_names({d.knowledge_base_id for d in page.documents})
     except KbError as error:
-        # Refusals are allowed only for a reason: no read scope, or a filter naming a knowledge
-        # base outside the readable set.
+        # Refusals are allowed only for a reason: no read scope for what was asked (document
+        # entry points and knowledge-base filters need knowledge:read), or a filter naming a
+        # knowledge base outside the readable set.
+        documents_only = entry in ("read", "outline", "list_kbs", "list_documents")
         if error.code == "forbidden":
-            assert not scopes
+            assert KNOWLEDGE_READ not in scopes and (
+                documents_only or kb_filter is not None or not scopes
+            ), error
         else:
             assert error.code == "resource_unavailable", error
             assert kb_filter is not None and not set(kb_filter) <= readable
         return
 
-    assert scopes, "a principal without knowledge:read got an answer"
-    assert reached <= readable, f"{entry} leaked {sorted(reached - readable)}"
-    within = readable if kb_filter is None else readable & set(kb_filter)
+    assert scopes, "a principal without a read scope got an answer"
+    visible = readable | (own_memories if entry in ("query", "scan", "fetch") else set())
+    assert reached <= visible, f"{entry} leaked {sorted(reached - visible)}"
+    # A knowledge-base filter narrows documents only; memories are searched as before.
+    within = (readable if kb_filter is None else readable & set(kb_filter)) | own_memories
     if entry in ("query", "scan", "fetch", "list_kbs") or (
         entry == "list_documents" and kb_filter is None
     ):
-        # Complete, too: every readable knowledge base (inside the filter) is reached.
-        assert reached == (readable if entry in ("fetch", "list_kbs") else within)
+        # Complete, too: every readable knowledge base and memory store (inside the filter) is
+        # reached.
+        assert reached == (visible if entry in ("fetch", "list_kbs") else within)
