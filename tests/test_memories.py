@@ -1,0 +1,464 @@
+"""Memories through MCP: remember, forget, one ranked list with documents, filters, decay.
+
+Every test talks to a real server through the SDK client (in-process for most; stdio and HTTP
+with tokens for the transport and tenant tests). KBMCP_NOW pins the clock where ages matter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from syrupy.assertion import SnapshotAssertion
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.server.app import build_server
+from kbmcp.service import memories
+from kbmcp.service.ingest import IngestOptions, add_paths
+from kbmcp.service.tenants import create_tenant
+from kbmcp.workspace import Workspace
+from tests.access_support import connect_with_token, make_token
+from tests.cli_support import Run
+from tests.mcp_support import T0, T1, T2, HttpServer, connect, payload, pinned_clock, write
+from tests.ranked_output import stable
+
+pytestmark = pytest.mark.anyio
+
+DEPLOY_DOC = """\
+---
+tags: [runbook]
+---
+# Deploy runbook
+
+Deploys run from the release pipeline. The deploy key is stored in the vault and every deploy
+is announced in the release channel first.
+"""
+GARDEN_DOC = """\
+# Garden notes
+
+The quokka enclosure is watered every morning; quokka feeding happens at noon.
+"""
+FACT = "The deploy key rotates on the first Monday of each month."
+QUOKKA = "Quokka feeding moved to two in the afternoon."
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    db_path = tmp_path / "kb.db"
+    folder = write(tmp_path / "docs", {"ops/deploy.md": DEPLOY_DOC, "garden/notes.md": GARDEN_DOC})
+    with workspace(db_path) as ws, pinned_clock(T0):
+        add_paths(ws, ws.local_principal(), [folder], IngestOptions(knowledge_base="handbook"))
+    return db_path
+
+
+def workspace(db_path: Path, half_life: float = 0.0) -> Workspace:
+    settings = Settings(db_path=db_path, embedder="hash", recency_half_life_days=half_life)
+    return Workspace(settings, embedder=HashingEmbedder())
+
+
+@pytest.fixture
+async def client(db: Path) -> AsyncIterator[Client]:
+    with workspace(db) as ws:
+        async with Client(build_server(ws)) as connected:
+            yield connected
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    return payload(await client.call_tool(tool, arguments))
+
+
+async def ok(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    body = payload(result)
+    assert not result.is_error, body
+    return body
+
+
+async def search(client: Client, **arguments: Any) -> list[dict[str, Any]]:
+    return (await ok(client, "search_knowledge", **arguments))["results"]
+
+
+def kinds(results: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(hit["kind"], hit["document_id"]) for hit in results]
+
+
+def make_store(db: Path, name: str, **tags: str) -> str:
+    with workspace(db) as ws:
+        store = memories.create_memory_store(ws, ws.local_principal(), name, tags=tags)
+    return store.memory_store_id
+
+
+# ------------------------------------------------------------------ remember and find
+
+
+@pytest.mark.parametrize("mode", ["lexical", "semantic", "hybrid", "rrf"])
+async def test_a_remembered_fact_is_found_in_every_mode(client: Client, mode: str) -> None:
+    remembered = await ok(client, "remember", content=FACT, tags={"topic": "deploy"})
+    assert remembered["outcome"] == "created" and remembered["memory_id"].startswith("mem_")
+    hits = await search(client, query="when does the deploy key rotate", mode=mode)
+    memory_hits = [hit for hit in hits if hit["kind"] == "memory"]
+    assert [hit["document_id"] for hit in memory_hits] == [remembered["memory_id"]]
+    hit = memory_hits[0]
+    assert hit["knowledge_base_id"] == remembered["memory_store_id"]
+    assert hit["path"] == remembered["memory_id"] == hit["citation"]["path"]
+    assert hit["excerpt"] == FACT
+    # Documents are in the same list, ranked by the same fusion.
+    assert any(hit["kind"] == "document" for hit in hits)
+
+
+async def test_remember_output_and_dedup(client: Client, snapshot_json: SnapshotAssertion) -> None:
+    first = await ok(client, "remember", content=FACT, tags={"topic": "deploy"}, source="chat 7")
+    again = await ok(client, "remember", content=f"  {FACT}\n", tags={"team": "ops"})
+    assert again["memory_id"] == first["memory_id"]
+    assert again["outcome"] == "existing"
+    assert again["tags"] == [["team", "ops"], ["topic", "deploy"]]  # new tags are added
+    hits = await search(client, query="deploy key rotates", include_documents=False)
+    assert len(hits) == 1  # one memory, not two
+    assert {"first": first, "again": again} == snapshot_json
+
+
+async def test_memories_are_chunked_like_documents_and_fetched_by_chunk_id(client: Client) -> None:
+    long_fact = "\n\n".join(f"Paragraph {i}: the quokka count was {i * 7}. " * 20 for i in range(8))
+    remembered = await ok(client, "remember", content=long_fact)
+    hits = await search(client, query="quokka count", include_documents=False, limit=50)
+    chunk_ids = [hit["chunk_id"] for hit in hits]
+    assert len(chunk_ids) > 1  # a long memory is indexed whole, in several chunks
+    fetched = await ok(client, "search_knowledge", chunk_ids=chunk_ids)
+    assert {chunk["kind"] for chunk in fetched["chunks"]} == {"memory"}
+    assert {chunk["document_id"] for chunk in fetched["chunks"]} == {remembered["memory_id"]}
+    text = "".join(chunk["text"] for chunk in sorted(fetched["chunks"], key=_start))
+    assert all(chunk["text"] in long_fact for chunk in fetched["chunks"])
+    assert len(text) <= len(long_fact)
+
+
+def _start(chunk: dict[str, Any]) -> int:
+    return chunk["citation"]["char_start"]
+
+
+# ------------------------------------------------------------------ forget
+
+
+async def test_forget_takes_a_memory_out_of_search_at_once(client: Client) -> None:
+    remembered = await ok(client, "remember", content=QUOKKA)
+    memory_id = remembered["memory_id"]
+    hits = await search(client, query="quokka feeding afternoon", include_documents=False)
+    assert kinds(hits) == [("memory", memory_id)]
+    chunk_id = hits[0]["chunk_id"]
+
+    forgotten = await ok(client, "forget", memory_id=memory_id)
+    assert forgotten["outcome"] == "forgotten"
+    for mode in ("lexical", "semantic", "hybrid", "rrf"):
+        hits = await search(client, query="quokka feeding afternoon", mode=mode)
+        assert all(hit["kind"] == "document" for hit in hits), mode
+    fetched = await ok(client, "search_knowledge", chunk_ids=[chunk_id])
+    assert fetched["chunks"] == [] and fetched["missing"] == [chunk_id]
+    scanned = await ok(client, "search_knowledge", include_documents=False)
+    assert scanned["results"] == []
+
+    assert (await ok(client, "forget", memory_id=memory_id))["outcome"] == "already_forgotten"
+    restored = await ok(client, "remember", content=QUOKKA)
+    assert (restored["memory_id"], restored["outcome"]) == (memory_id, "restored")
+    hits = await search(client, query="quokka feeding afternoon", include_documents=False)
+    assert kinds(hits) == [("memory", memory_id)]
+
+
+async def test_forgotten_memories_are_kept_for_audit(db: Path, client: Client) -> None:
+    remembered = await ok(client, "remember", content=QUOKKA)
+    await ok(client, "forget", memory_id=remembered["memory_id"])
+    with workspace(db) as ws:
+        listed = memories.list_memories(ws, ws.local_principal(), include_forgotten=True)
+        current = memories.list_memories(ws, ws.local_principal())
+    assert [(m.memory_id, m.status, m.content) for m in listed] == [
+        (remembered["memory_id"], "forgotten", QUOKKA)
+    ]
+    assert current == []
+
+
+# ------------------------------------------------------------------ one list, filters
+
+
+async def test_include_flags(client: Client) -> None:
+    memory_id = (await ok(client, "remember", content=FACT))["memory_id"]
+    query = "deploy key"
+    # Lexical scores are not normalised over the candidates, so documents score the same
+    # with and without memories beside them.
+    both = await search(client, query=query, mode="lexical")
+    assert {kind for kind, _ in kinds(both)} == {"document", "memory"}
+    only_documents = await search(client, query=query, mode="lexical", include_memories=False)
+    assert only_documents == [hit for hit in both if hit["kind"] == "document"]
+    only_memories = await search(client, query=query, include_documents=False)
+    assert kinds(only_memories) == [("memory", memory_id)]
+    scanned = await ok(client, "search_knowledge", include_documents=False)
+    assert [(item["kind"], item["document_id"]) for item in scanned["results"]] == [
+        ("memory", memory_id)
+    ]
+
+
+async def test_memory_store_and_tag_filters(db: Path, client: Client) -> None:
+    ops = make_store(db, "ops", team="ops")
+    default = await ok(client, "remember", content=FACT, tags={"topic": "deploy"})
+    in_ops = await ok(
+        client, "remember", content="The deploy window closes at five.", memory_store_id=ops
+    )
+    query = "deploy"
+
+    by_store = await search(client, query=query, memory_store_ids=[ops])
+    assert [hit["document_id"] for hit in by_store if hit["kind"] == "memory"] == [
+        in_ops["memory_id"]
+    ]
+    assert any(hit["kind"] == "document" for hit in by_store)  # documents are not affected
+
+    # A memory matches a tag by its own tags or its store's, and a pair may come from either.
+    own = await search(client, query=query, tags={"topic": "deploy"})
+    assert kinds(own) == [("memory", default["memory_id"])]
+    from_store = await search(client, query=query, tags={"team": "ops"})
+    assert kinds(from_store) == [("memory", in_ops["memory_id"])]
+    await ok(client, "remember", content="The deploy window closes at five.", memory_store_id=ops,
+             tags={"topic": "deploy"})  # fmt: skip
+    mixed = await search(client, query=query, tags={"team": "ops", "topic": "deploy"})
+    assert kinds(mixed) == [("memory", in_ops["memory_id"])]
+    # The document tag filter still selects documents.
+    runbooks = await search(client, query=query, tags={"tag": "runbook"})
+    assert {kind for kind, _ in kinds(runbooks)} == {"document"}
+
+
+async def test_document_filters_narrow_documents_only(client: Client) -> None:
+    memory_id = (await ok(client, "remember", content=FACT))["memory_id"]
+    query = "deploy key"
+    for filters in (
+        {"document_paths": ["garden/"]},
+        {"metadata": {"owner": "nobody"}},
+        {"knowledge_base_ids": [(await search(client, query=query))[-1]["knowledge_base_id"]]},
+    ):
+        hits = await search(client, query=query, **filters)
+        assert ("memory", memory_id) in kinds(hits), filters
+        assert all(hit["kind"] == "memory" or "deploy" not in hit["path"] for hit in hits) or (
+            "knowledge_base_ids" in filters
+        )
+    scoped = await search(client, query="quokka", document_paths=["garden/"])
+    assert {hit["path"] for hit in scoped if hit["kind"] == "document"} == {"garden/notes.md"}
+
+
+# ------------------------------------------------------------------ recency decay
+
+
+async def test_decay_swaps_two_equal_memories_only_when_on(db: Path) -> None:
+    """The same fact in two stores scores exactly the same; the tie goes by chunk id. Making
+    the tie's winner the older one, decay (and only decay) puts the newer one first, with the
+    exact weights 2^(-age/half_life); documents keep their scores and order."""
+    stores = [make_store(db, "north"), make_store(db, "south")]
+    with workspace(db) as ws:
+        async with Client(build_server(ws)) as client:
+            with pinned_clock(T0):
+                ids = [
+                    (await ok(client, "remember", content=QUOKKA, memory_store_id=store))[
+                        "memory_id"
+                    ]
+                    for store in stores
+                ]
+            query = {"query": "quokka feeding", "limit": 10}
+            with pinned_clock(T1):
+                plain = await search(client, **query)
+            winner, loser = [hit["document_id"] for hit in plain if hit["kind"] == "memory"]
+            assert sorted([winner, loser]) == sorted(ids)
+            # The tie's loser is refreshed: forgotten and remembered again at T2 (one day
+            # later); the winner stays at T0.
+            with pinned_clock(T2):
+                await ok(client, "forget", memory_id=loser)
+                await ok(
+                    client, "remember", content=QUOKKA,
+                    memory_store_id=stores[ids.index(loser)],
+                )  # fmt: skip
+                off = await search(client, **query)
+                zero = await search(client, **query, recency_half_life_days=0)
+                on = await search(client, **query, recency_half_life_days=1)
+                fraction = await search(client, **query, recency_half_life_days=0.5)
+
+    def memory_order(hits: list[dict[str, Any]]) -> list[str]:
+        return [hit["document_id"] for hit in hits if hit["kind"] == "memory"]
+
+    def documents(hits: list[dict[str, Any]]) -> list[tuple[str, float]]:
+        return [(hit["chunk_id"], hit["score"]) for hit in hits if hit["kind"] == "document"]
+
+    assert memory_order(off) == memory_order(zero) == [winner, loser]
+    assert memory_order(on) == memory_order(fraction) == [loser, winner]
+    weights = {hit["document_id"]: hit["recency_weight"] for hit in on if hit["kind"] == "memory"}
+    assert weights == {loser: 1.0, winner: 0.5**2}  # ages 0 and 2 days, half-life 1 day
+    halves = {h["document_id"]: h["recency_weight"] for h in fraction if h["kind"] == "memory"}
+    assert halves[winner] == pytest.approx(0.5**4)
+    scores = {hit["document_id"]: hit["score"] for hit in off if hit["kind"] == "memory"}
+    decayed = {hit["document_id"]: hit["score"] for hit in on if hit["kind"] == "memory"}
+    assert decayed[winner] == pytest.approx(scores[winner] * 0.25)
+    assert all(hit["recency_weight"] is None for hit in off + zero)
+    assert documents(on) == documents(off) == documents(zero) == documents(fraction)
+    assert documents(off), "the query must reach documents too"
+
+
+async def test_decay_default_comes_from_the_setting(db: Path) -> None:
+    with pinned_clock(T0), workspace(db) as ws:
+        memories.remember(ws, ws.local_principal(), QUOKKA)
+    with pinned_clock(T2), workspace(db, half_life=2.0) as ws:
+        async with Client(build_server(ws)) as client:
+            hits = await search(client, query="quokka feeding", include_documents=False)
+            overridden = await search(
+                client, query="quokka feeding", include_documents=False, recency_half_life_days=0
+            )
+    assert hits[0]["recency_weight"] == pytest.approx(0.5)  # two days, half-life two days
+    assert overridden[0]["recency_weight"] is None
+
+
+# ------------------------------------------------------------------ errors
+
+
+ERRORS = {
+    "empty_content": ("remember", {"content": "  "}),
+    "content_not_text": ("remember", {"content": 42}),
+    "unknown_store": ("remember", {"content": FACT, "memory_store_id": "mst_0000000000000000"}),
+    "bad_tags": ("remember", {"content": FACT, "tags": {"topic": 3}}),
+    "forget_unknown": ("forget", {"memory_id": "mem_0000000000000000"}),
+    "forget_malformed": ("forget", {"memory_id": "doc_0000000000000000"}),
+    "forget_nothing": ("forget", {}),
+    "both_kinds_off": (
+        "search_knowledge",
+        {"query": "deploy", "include_documents": False, "include_memories": False},
+    ),
+    "filter_of_excluded_kind": (
+        "search_knowledge",
+        {
+            "query": "deploy",
+            "include_memories": False,
+            "memory_store_ids": ["mst_0000000000000000"],
+        },
+    ),
+    "unknown_store_filter": (
+        "search_knowledge",
+        {"query": "deploy", "memory_store_ids": ["mst_0000000000000000"]},
+    ),
+    "negative_half_life": ("search_knowledge", {"query": "deploy", "recency_half_life_days": -1}),
+    "half_life_in_scan": ("search_knowledge", {"recency_half_life_days": 1}),
+    "include_not_bool": ("search_knowledge", {"query": "deploy", "include_memories": "yes"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ERRORS))
+async def test_errors(client: Client, case: str, snapshot_json: SnapshotAssertion) -> None:
+    tool, arguments = ERRORS[case]
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    body = payload(result)
+    assert body["error"]["details"].get("argument") or body["error"]["code"] != "invalid_request"
+    assert body == snapshot_json
+
+
+async def test_a_failed_remember_writes_nothing(db: Path, client: Client) -> None:
+    for tool, arguments in ERRORS.values():
+        if tool == "remember":
+            await client.call_tool(tool, arguments)
+    with workspace(db) as ws:
+        assert memories.list_memories(ws, ws.local_principal(), include_forgotten=True) == []
+        assert memories.list_memory_stores(ws, ws.local_principal()) == []
+
+
+# ------------------------------------------------------------------ output snapshot
+
+
+async def test_query_output_with_memories(client: Client, snapshot_json: SnapshotAssertion) -> None:
+    with pinned_clock(T0):
+        await ok(client, "remember", content=FACT, tags={"topic": "deploy"})
+    with pinned_clock(T1):
+        result = await ok(
+            client, "search_knowledge", query="deploy key", limit=3, recency_half_life_days=1
+        )
+    assert [hit["kind"] for hit in result["results"]].count("memory") == 1
+    assert stable(result) == snapshot_json
+
+
+# ------------------------------------------------------------------ transports and tenants
+
+
+async def test_remember_and_forget_over_stdio(db: Path) -> None:
+    async with connect("stdio", db) as client:
+        memory_id = (await ok(client, "remember", content=FACT))["memory_id"]
+        hits = await search(client, query="deploy key rotates", include_documents=False)
+        assert kinds(hits) == [("memory", memory_id)]
+        await ok(client, "forget", memory_id=memory_id)
+        assert await search(client, query="deploy key rotates", include_documents=False) == []
+
+
+@pytest.fixture
+def tenants_server(db: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    with workspace(db) as ws:
+        for name in ("acme", "beta"):
+            create_tenant(ws, ws.local_principal(), name)
+    scopes = ["knowledge:read", "memory:read", "memory:write"]
+    secrets = {name: make_token(db, name, scopes)[1] for name in ("acme", "beta")}
+    server = HttpServer(db)
+    try:
+        yield server.url, secrets
+    finally:
+        server.stop()
+
+
+async def test_memories_are_private_to_their_tenant(
+    tenants_server: tuple[str, dict[str, str]],
+) -> None:
+    url, secrets = tenants_server
+    async with connect_with_token(url, secrets["acme"]) as acme:
+        mine = await ok(acme, "remember", content=FACT)
+        hits = await search(acme, query="deploy key rotates", include_documents=False)
+        chunk_id = hits[0]["chunk_id"]
+        assert kinds(hits) == [("memory", mine["memory_id"])]
+    async with connect_with_token(url, secrets["beta"]) as beta:
+        assert await search(beta, query="deploy key rotates") == []
+        scanned = await ok(beta, "search_knowledge")
+        assert scanned["results"] == []
+        fetched = await ok(beta, "search_knowledge", chunk_ids=[chunk_id])
+        assert fetched["missing"] == [chunk_id]
+        for tool, arguments in (
+            ("forget", {"memory_id": mine["memory_id"]}),
+            ("remember", {"content": "x", "memory_store_id": mine["memory_store_id"]}),
+            (
+                "search_knowledge",
+                {"query": "deploy", "memory_store_ids": [mine["memory_store_id"]]},
+            ),
+        ):
+            body = await call(beta, tool, **arguments)
+            assert body["error"]["code"] == "resource_unavailable", (tool, body)
+        # Beta's own memory of the same text is a different memory in beta's own store.
+        theirs = await ok(beta, "remember", content=FACT)
+        assert theirs["memory_id"] != mine["memory_id"]
+        assert theirs["memory_store_id"] != mine["memory_store_id"]
+    async with connect_with_token(url, secrets["acme"]) as acme:
+        hits = await search(acme, query="deploy key rotates", include_documents=False)
+        assert kinds(hits) == [("memory", mine["memory_id"])]
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def test_cli_memory_commands(kbmcp: Any, tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    created: Run = kbmcp("--db", db, "memory", "store", "create", "ops", "--tag", "team=ops")
+    assert created.code == 0 and "created memory store ops (mst_" in created.out
+    added = kbmcp("--db", db, "remember", FACT, "--store", "ops", "--tag", "topic=deploy", "--json")
+    memory_id = __import__("json").loads(added.out)["memory_id"]
+    again = kbmcp("--db", db, "remember", FACT, "--store", "ops")
+    assert again.out.startswith(f"existing {memory_id} in ops")
+    listed = kbmcp("--db", db, "memory", "list")
+    assert memory_id in listed.out and "[topic=deploy]" in listed.out
+    found = kbmcp("--db", db, "search", "deploy key rotates", "--only", "memories")
+    assert found.code == 0 and memory_id in found.out and "memory" in found.out
+    stores = kbmcp("--db", db, "memory", "store", "list")
+    assert "ops  1 memories  tags team=ops" in stores.out
+    gone = kbmcp("--db", db, "forget", memory_id)
+    assert gone.out.startswith(f"forgotten {memory_id}")
+    assert memory_id not in kbmcp("--db", db, "memory", "list").out
+    assert "[forgotten]" in kbmcp("--db", db, "memory", "list", "--all").out
+    taken = kbmcp("--db", db, "kb", "create", "ops")
+    assert taken.code == 1 and "memory store" in taken.err
+    reserved = kbmcp("--db", db, "memory", "store", "create", "default")
+    assert reserved.code == 1 and "reserved" in reserved.err
