@@ -12,7 +12,7 @@ from typing import TypeVar
 import click
 
 from kbmcp.access import TOKEN_SCOPES, Principal
-from kbmcp.cli.common import echo_json, open_workspace
+from kbmcp.cli.common import echo_json, open_workspace, print_result
 from kbmcp.service import tenants, tokens
 from kbmcp.service.tenants import KnowledgeBaseRecord
 from kbmcp.service.tokens import MAX_EXPIRY_DAYS, TokenInfo
@@ -237,12 +237,7 @@ def _admin(
     """Run one administrative service call as the local operator; print JSON or lines."""
     with open_workspace(ctx, create=True) as workspace:
         result = call(workspace, workspace.local_principal())
-    if as_json:
-        echo_json(result)
-        return
-    lines = render(result)
-    for line in [lines] if isinstance(lines, str) else lines:
-        click.echo(line)
+    print_result(result, as_json, render)
 
 
 def _token_line(info: TokenInfo) -> str:

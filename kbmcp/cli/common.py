@@ -6,7 +6,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -14,6 +14,8 @@ from kbmcp.config import load_settings
 from kbmcp.errors import InvalidRequest
 from kbmcp.ingest.parsing import parse_pairs
 from kbmcp.workspace import Workspace
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -66,6 +68,16 @@ def echo_json(value: Any) -> None:
     from pydantic_core import to_jsonable_python
 
     click.echo(json.dumps(to_jsonable_python(value), ensure_ascii=False, indent=2))
+
+
+def print_result(result: T, as_json: bool, render: Callable[[T], str | list[str]]) -> None:
+    """A service result as JSON (`--json`), or as the line(s) `render` makes of it."""
+    if as_json:
+        echo_json(result)
+        return
+    lines = render(result)
+    for line in [lines] if isinstance(lines, str) else lines:
+        click.echo(line)
 
 
 def pairs_option(values: tuple[str, ...], option: str) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ from typing import TypeVar
 import click
 
 from kbmcp.access import Principal
-from kbmcp.cli.common import UTF8_TEXT, echo_json, open_workspace, pairs_option
+from kbmcp.cli.common import UTF8_TEXT, open_workspace, pairs_option, print_result
 from kbmcp.errors import InvalidRequest
 from kbmcp.service import memories
 from kbmcp.service.memories import MemoryInfo
@@ -197,12 +197,7 @@ def _run(
         if tenant_ref is not None:
             principal = act_as_tenant(workspace, principal, tenant_ref)
         result = call(workspace, principal)
-    if as_json:
-        echo_json(result)
-        return
-    lines = render(result)
-    for line in [lines] if isinstance(lines, str) else lines:
-        click.echo(line)
+    print_result(result, as_json, render)
 
 
 def _tag_map(tags: tuple[str, ...]) -> dict[str, str]:
