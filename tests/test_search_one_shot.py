@@ -16,6 +16,8 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search import plan
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
+from kbmcp.search.scope import Scope, scope_chunk_ids
+from kbmcp.service import memories
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
 from tests.search_corpus import (
@@ -34,7 +36,16 @@ SCOPES = {
     "tag": SearchFilters(tags={"team": "search"}),
     "metadata": SearchFilters(metadata={"owner": "engine"}),
     "empty": SearchFilters(tags={"team": "nobody"}),
+    # Whole stores, found in the accelerator's memory (not SQL) by the long-lived workspace.
+    "documents_only": SearchFilters(include_memories=False),
+    "memories_only": SearchFilters(include_documents=False),
+    "memory_tag": SearchFilters(tags={"team": "search"}, include_documents=False),
 }
+MEMORIES = [
+    "Remember: rotate keys before the vector index backups run.",
+    "The search team keeps sqlite-vec pinned; C++ builds break otherwise.",
+    "Keyword scope filters apply before ranking, then the limit.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +55,11 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workspace, 
     with Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as server:
         ingest(server, write_adversarial_corpus(root))
         ingest(server, write_small_corpus(root), kb="handbook")
+        owner = server.local_principal()
+        memories.create_memory_store(server, owner, "team", tags={"team": "search"})
+        for index, text in enumerate(MEMORIES):
+            store = "team" if index % 2 else None
+            memories.remember(server, owner, text, memory_store=store)
         with Workspace(settings, embedder=HashingEmbedder()) as one_shot:
             yield server, one_shot
 
@@ -115,3 +131,27 @@ def test_one_shot_min_similarity(pair: tuple[Workspace, Workspace]) -> None:
             QUERY, mode="semantic", min_similarity=0.3, filters=SCOPES[scope], limit=50
         )
         _assert_same(_search(server, request), _search(one_shot, request))
+
+
+def test_stores_in_memory_equal_the_scope_sql(pair: tuple[Workspace, Workspace]) -> None:
+    """The accelerator's rows of whole stores are exactly the scope SQL's chunks, for every
+    subset of the stores, before and after memories are forgotten and added in place."""
+    server, _ = pair
+    conn = server.conn
+    stores = [row[0] for row in conn.execute("SELECT id FROM knowledge_base ORDER BY id")]
+    owner = server.local_principal()
+    for round_ in range(2):
+        assert server.accelerator is not None
+        with server.accelerator.lock:
+            assert server.accelerator.refresh(conn)
+            vectors = server.accelerator.vectors(conn)
+            for mask in range(1, 2 ** len(stores)):
+                subset = [store for bit, store in enumerate(stores) if mask >> bit & 1]
+                scope = Scope(readable_kb_ids=subset)
+                expected = scope_chunk_ids(conn, scope)
+                assert expected is not None
+                assert vectors.ids_of_stores(subset).tolist() == expected.tolist(), subset
+        if round_ == 0:
+            forgotten = memories.list_memories(server, owner)[0].memory_id
+            memories.forget(server, owner, forgotten)
+            memories.remember(server, owner, "A memory written after the copy was built.")

@@ -48,8 +48,10 @@ def run_search(
     accelerator: Accelerator | None,
     started: float,
 ) -> SearchResponse:
-    allowed = scope_chunk_ids(conn, scope)
-    scope_rows = None if allowed is None else len(allowed)
+    # A scope of whole stores is found in the accelerator's memory (~2 ms) instead of SQL
+    # (~50 ms for 100k chunks), once it is current.
+    in_memory = accelerator is not None and scope.store_ids is not None
+    allowed = None if in_memory else scope_chunk_ids(conn, scope)
     terms = query_terms(args.query)
     # A user-selected set of documents is never emptied by a similarity floor.
     min_similarity = None if "document_ids" in scope.filters else args.min_similarity
@@ -58,10 +60,18 @@ def run_search(
     else:
         with accelerator.lock:
             current = accelerator.refresh(conn)
+            if in_memory:
+                assert scope.store_ids is not None
+                allowed = (
+                    accelerator.vectors(conn).ids_of_stores(scope.store_ids)
+                    if current
+                    else scope_chunk_ids(conn, scope)
+                )
             lexical, semantic = _sources(
                 conn, args, terms, allowed, query_vector, min_similarity,
                 accelerator if current else None,
             )  # fmt: skip
+    scope_rows = None if allowed is None else len(allowed)
     ranking = rank(
         conn,
         scope_ids=allowed,

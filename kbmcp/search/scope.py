@@ -181,6 +181,15 @@ class Scope:
     def filtered(self) -> bool:
         return bool(self.filters)
 
+    @property
+    def store_ids(self) -> list[int] | None:
+        """When the scope is every indexed chunk of some whole stores (no filters, but not
+        every store: a token's readable set, one kind left out), those knowledge base and
+        memory store ids; else None. An accelerator finds such a scope in memory."""
+        if self.everything or self.filters:
+            return None
+        return [*(self.readable_kb_ids or ()), *(self.memory_store_ids or ())]
+
     def documents_sql(self, only: str | None = None, *, include_archived: bool = False) -> str:
         """The scope's documents and memories (id, current_revision_id); `only`: with one filter
         alone, over the kinds it applies to."""
@@ -237,12 +246,8 @@ def resolve_scope(conn: apsw.Connection, readable: Readable, filters: SearchFilt
         active["tags"] = _tags(filters.tags)
     if filters.metadata is not None:
         active["metadata"] = _metadata(filters.metadata)
-    everything = (
-        not active
-        and kb_ids is not None
-        and store_ids is not None
-        and _reads_every_store(conn, len(kb_ids) + len(store_ids))
-    )
+    # Every store of the file is searched (a kind left out is fine when it has no stores).
+    everything = not active and _reads_every_store(conn, len(kb_ids or ()) + len(store_ids or ()))
     return Scope(kb_ids, store_ids, active, everything)
 
 

@@ -7,7 +7,9 @@ view that have a vector):
 
 - `ids`: chunk ids, ascending (chunk ids only grow, so new chunks are appended);
 - `matrix`: float32 vectors, L2-normalised (cosine = dot product);
-- `documents`: the document of each row, and `alive`: whether the row is still indexed.
+- `documents` / `stores`: the document and the knowledge base (or memory store) of each row, and
+  `alive`: whether the row is still indexed. `stores` lets a scope that is a set of whole stores
+  (a token's readable set, documents without memories) be found without SQL (`rows_of_stores`).
 
 Arrays have spare capacity, so appending a document's chunks copies only the new rows, and a
 document that leaves the index only clears its rows' `alive` flags (rows are compacted when a
@@ -26,7 +28,7 @@ import numpy as np
 from kbmcp.search.sorted_ids import positions_of, present_positions
 
 SELECT_INDEXED_VECTORS = """
-SELECT i.chunk_id, i.document_id, v.embedding
+SELECT i.chunk_id, i.document_id, i.knowledge_base_id, v.embedding
 FROM indexed_chunk AS i
 JOIN chunk_vector AS v ON v.chunk_id = i.chunk_id
 {where}
@@ -45,6 +47,7 @@ class VectorRows:
 
     ids: np.ndarray  # (n,) int64
     documents: np.ndarray  # (n,) int64
+    stores: np.ndarray  # (n,) int64: knowledge_base ids
     matrix: np.ndarray  # (n, d) float32
 
 
@@ -55,6 +58,7 @@ class VectorMatrix:
         self._size = len(rows.ids)
         self._ids = rows.ids
         self._documents = rows.documents
+        self._stores = rows.stores
         self._matrix = rows.matrix
         self._alive = np.ones(self._size, dtype=bool)
         self._live_rows: np.ndarray | None = None
@@ -80,6 +84,14 @@ class VectorMatrix:
         if self._live_rows is None:
             self._live_rows = np.flatnonzero(self._alive[: self._size])
         return self._live_rows
+
+    def ids_of_stores(self, store_ids: Sequence[int]) -> np.ndarray:
+        """The ids (ascending) of the indexed chunks of these knowledge bases / memory stores:
+        the same rows as the scope SQL over `indexed_chunk` (every indexed chunk has a vector;
+        tests/test_search_one_shot.py compares the two)."""
+        rows = self.live_rows()
+        wanted = np.asarray(sorted(set(store_ids)), dtype=np.int64)
+        return self.ids[rows[np.isin(self._stores[rows], wanted)]]
 
     def rows_of(self, chunk_ids: np.ndarray) -> np.ndarray:
         """Positions of the live rows among `chunk_ids` (ascending ids; others are skipped: a
@@ -109,6 +121,7 @@ class VectorMatrix:
         rows = known[existing]
         self._matrix[rows] = fresh.matrix[existing]
         self._documents[rows] = fresh.documents[existing]
+        self._stores[rows] = fresh.stores[existing]
         self._alive[rows] = True
         new = ~existing
         if new.any():
@@ -129,11 +142,13 @@ class VectorMatrix:
             capacity = max(needed, int(len(self._ids) * GROWTH) + 16)
             self._ids = _grown(self._ids, capacity)
             self._documents = _grown(self._documents, capacity)
+            self._stores = _grown(self._stores, capacity)
             self._matrix = _grown(self._matrix, capacity)
             self._alive = _grown(self._alive, capacity)
         end = self._size + count
         self._ids[self._size : end] = fresh.ids[new]
         self._documents[self._size : end] = fresh.documents[new]
+        self._stores[self._size : end] = fresh.stores[new]
         self._matrix[self._size : end] = fresh.matrix[new]
         self._alive[self._size : end] = True
         self._size = end
@@ -142,6 +157,7 @@ class VectorMatrix:
         keep = np.flatnonzero(self._alive[: self._size])
         self._ids = self._ids[keep]
         self._documents = self._documents[keep]
+        self._stores = self._stores[keep]
         self._matrix = self._matrix[keep]
         self._alive = np.ones(len(keep), dtype=bool)
         self._size = len(keep)
@@ -154,9 +170,9 @@ def _grown(array: np.ndarray, capacity: int) -> np.ndarray:
 
 
 def read_vectors(
-    rows: Iterable[tuple[int, int, bytes]], dimension: int | None = None
+    rows: Iterable[tuple[int, int, int, bytes]], dimension: int | None = None
 ) -> VectorRows:
-    """Unit-normalised vectors from (chunk id, document id, blob) rows in
+    """Unit-normalised vectors from (chunk id, document id, knowledge base id, blob) rows in
     ascending chunk id order.
 
     Rows are consumed in blocks so that the only large allocations are the blocks and the final
@@ -165,19 +181,21 @@ def read_vectors(
     """
     id_blocks: list[np.ndarray] = []
     document_blocks: list[np.ndarray] = []
+    store_blocks: list[np.ndarray] = []
     matrix_blocks: list[np.ndarray] = []
     iterator = iter(rows)
     while block := list(itertools.islice(iterator, BUILD_BLOCK)):
-        dimension = len(block[0][2]) // 4
-        id_blocks.append(np.fromiter((row[0] for row in block), dtype=np.int64, count=len(block)))
-        document_blocks.append(
-            np.fromiter((row[1] for row in block), dtype=np.int64, count=len(block))
-        )
-        joined = b"".join(row[2] for row in block)
+        dimension = len(block[0][3]) // 4
+        for column, blocks in enumerate((id_blocks, document_blocks, store_blocks)):
+            blocks.append(
+                np.fromiter((row[column] for row in block), dtype=np.int64, count=len(block))
+            )
+        joined = b"".join(row[3] for row in block)
         matrix_blocks.append(np.frombuffer(joined, dtype=np.float32).reshape(len(block), dimension))
     empty = np.empty(0, dtype=np.int64)
     ids = np.concatenate(id_blocks) if id_blocks else empty
     documents = np.concatenate(document_blocks) if document_blocks else empty
+    stores = np.concatenate(store_blocks) if store_blocks else empty
     if matrix_blocks:
         matrix = np.concatenate(matrix_blocks)  # a fresh, writable array
     else:
@@ -185,7 +203,7 @@ def read_vectors(
     del matrix_blocks
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
-    return VectorRows(ids=ids, documents=documents, matrix=matrix)
+    return VectorRows(ids=ids, documents=documents, stores=stores, matrix=matrix)
 
 
 def similarities(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
