@@ -69,7 +69,7 @@ FROM document AS d
 WHERE d.knowledge_base_id IN (SELECT value FROM json_each(:readable_store_ids)){published}
 """
 PUBLISHED = "\n  AND d.status = 'published'"
-NOTHING = "SELECT NULL, NULL WHERE 0"
+NOTHING = "SELECT NULL AS id, NULL AS current_revision_id WHERE 0"
 
 # One clause per filter, ANDed onto BASE_DOCUMENTS. Each reads only its own parameter, so the same
 # clause can be tested alone to say which filter selected nothing.
@@ -128,7 +128,10 @@ MEMORY_FILTER_CLAUSES = {
         d.knowledge_base_id IN (SELECT value FROM json_each(:memory_store_ids))""",
     # A memory matches when every pair is among its own tags or its store's tags (a pair may
     # come from either): (memory, key) hits from the tag index, UNION those from the tags of the
-    # memory stores (few rows: one JSON object per store), then memories that hit every key.
+    # readable memory stores, then memories that hit every key. CROSS JOIN fixes the order of the
+    # second part: stores first (few; one JSON object each), then their memories by the
+    # (knowledge_base_id, path) index. Left to itself the planner scanned every document and
+    # parsed its store's tags per row (5 ms for 10k memories; 0.3 ms this way).
     "tags": """d.id IN (
         SELECT hit.document_id
         FROM (SELECT t.document_id, t.key
@@ -136,11 +139,14 @@ MEMORY_FILTER_CLAUSES = {
               JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
               UNION
               SELECT memory.id, want.key
-              FROM json_each(:tags) AS want
-              JOIN knowledge_base AS store ON store.kind = 'memories'
-              JOIN json_each(store.tags) AS have
-                ON have.key = want.key AND have.value = want.value
-              JOIN document AS memory ON memory.knowledge_base_id = store.id) AS hit
+              FROM json_each(:readable_store_ids) AS readable
+              CROSS JOIN knowledge_base AS store
+              CROSS JOIN json_each(store.tags) AS have
+              CROSS JOIN json_each(:tags) AS want
+              CROSS JOIN document AS memory
+              WHERE store.id = readable.value
+                AND have.key = want.key AND have.value = want.value
+                AND memory.knowledge_base_id = store.id) AS hit
         GROUP BY hit.document_id
         HAVING count(*) = (SELECT count(*) FROM json_each(:tags)))""",
 }
@@ -200,7 +206,8 @@ class Scope:
             (BASE_DOCUMENTS, self.readable_kb_ids, FILTER_CLAUSES),
             (BASE_MEMORIES, self.memory_store_ids, MEMORY_FILTER_CLAUSES),
         ):
-            if stores is None or (only is not None and only not in clauses):
+            # A kind that is off, or has no readable store, adds nothing (and costs nothing).
+            if not stores or (only is not None and only not in clauses):
                 continue
             applied = "".join(f"  AND {clauses[n]}\n" for n in names if n in clauses)
             parts.append(base.format(published=published) + applied)
