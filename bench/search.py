@@ -8,12 +8,21 @@ Builds a synthetic corpus in a temp file (realistic shape, not real prose):
   vectors, which is what the hashing embedder sums), 384-d;
 - scopes: path prefixes holding 0.1%, 1% and 10% of the chunks;
 - queries: 8-15 words, mostly drawn from one chunk inside the scope, mixed with function words,
-  like a natural-language question.
+  like a natural-language question;
+- memories (`--memories N`, default none): N short memories of 10-40 words drawn like the chunks'
+  words (one chunk each, the same exact hashing-embedder vectors) in one memory store of the same
+  tenant, added after the documents, also to a reused `--db` file (only the ones it lacks: the
+  file keeps them, and N smaller than the file's count is an error rather than a mislabelled
+  run). The queries and scopes stay the documents' ones; searches cover both kinds, as by
+  default (a memory matches no path, tag or metadata scope of the bench, but path and metadata
+  filters are document-only, so those scopes keep every memory). `--documents-only-row` adds
+  the unscoped cell with include_memories=False.
 
 For every mode and scope it prints p50/p95 latency of `search()` (query embeddings are
 precomputed: embedding time is excluded) and recall@10 against exact brute force: the same
 request with every approximation switched off (exact vector scan over the whole scope, no
-stop-word pruning).
+stop-word pruning), over the same kinds (documents and memories) as the measured request. With
+memories in the file a column gives the share of returned results that are memories.
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import apsw
 import numpy as np
 
 from kbmcp.clock import now_iso
@@ -34,8 +44,15 @@ from kbmcp.embed.hashing import HashingEmbedder, _hash_feature, text_features
 from kbmcp.ids import make_id
 from kbmcp.search.lexical import fts
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest
+from kbmcp.service.ingest_batch import sha256
 from kbmcp.service.search import search
-from kbmcp.store.catalog import ensure_knowledge_base, ensure_tenant
+from kbmcp.store.catalog import (
+    MEMORIES,
+    dump_json,
+    ensure_knowledge_base,
+    ensure_tenant,
+    find_knowledge_base,
+)
 from kbmcp.store.index import IndexRow, add_to_index
 from kbmcp.store.vectors import record_model, store_vectors
 from kbmcp.workspace import Workspace
@@ -43,6 +60,8 @@ from kbmcp.workspace import Workspace
 DIM = 384
 CHUNKS_PER_DOC = 10
 WORDS_PER_CHUNK = (60, 120)
+WORDS_PER_MEMORY = (10, 41)  # numpy's high end is exclusive: 10-40 words
+MEMORY_STORE = "bench-memories"
 SCOPES = {"0.1%": 0.001, "1%": 0.01, "10%": 0.10}
 FUNCTION_WORDS = (  # noqa: SIM905 - a word list reads better as text
     "the of and to a in is that for it as with was on be by this are or from at an which have "
@@ -89,12 +108,20 @@ class Corpus:
         self.topics = [rng.integers(200, len(self.words), 40) for _ in range(300)]
         self.vectors_of_words = word_vectors(self.words)
 
-    def chunk_words(self, doc: int) -> np.ndarray:
-        n = int(self.rng.integers(*WORDS_PER_CHUNK))
-        background = self.rng.choice(len(self.words), n, p=self.p)
+    def chunk_words(
+        self,
+        doc: int,
+        rng: np.random.Generator | None = None,
+        length: tuple[int, int] = WORDS_PER_CHUNK,
+    ) -> np.ndarray:
+        """Word ids of one chunk of document `doc` (its topic's words mixed into Zipfian
+        background words); `rng` defaults to the corpus's own sequence."""
+        rng = rng or self.rng
+        n = int(rng.integers(*length))
+        background = rng.choice(len(self.words), n, p=self.p)
         topic = self.topics[doc % len(self.topics)]
-        mask = self.rng.random(n) < 0.25
-        background[mask] = self.rng.choice(topic, int(mask.sum()))
+        mask = rng.random(n) < 0.25
+        background[mask] = rng.choice(topic, int(mask.sum()))
         return background
 
     def embed_many(self, word_ids: Sequence[np.ndarray]) -> np.ndarray:
@@ -151,47 +178,98 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[n
     for doc in range(corpus.docs):
         path = path_of(doc, corpus.docs)
         chunk_ids = [corpus.chunk_words(doc) for _ in range(CHUNKS_PER_DOC)]
-        texts = [corpus.text(ids) for ids in chunk_ids]
-        content = "\n\n".join(texts)
-        doc_public = make_id("document", kb.public_id, path)
         scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "rest")
         # The same scopes as tags and metadata: {"bucket": "s01"} / tag bucket=s01.
         bucket = scope_prefix(scope).rstrip("/") if scope != "rest" else "rest"
-        conn.execute(
-            """INSERT INTO document (public_id, knowledge_base_id, path, title, kind, metadata,
-               created_at, updated_at) VALUES (?, ?, ?, ?, 'text', json_object('bucket', ?),
-               ?, ?)""",
-            (doc_public, kb.id, path, f"Document {doc}", bucket, now, now),
-        )
-        document_id = conn.last_insert_rowid()
-        conn.execute("INSERT INTO document_tag (document_id, key, value) VALUES (?, 'bucket', ?)",
-                     (document_id, bucket))  # fmt: skip
-        rev_public = make_id("revision", doc_public, 1)
-        conn.execute(
-            """INSERT INTO revision (public_id, document_id, number, content, content_hash,
-               char_count, line_count, created_at) VALUES (?, ?, 1, ?, '', ?, ?, ?)""",
-            (rev_public, document_id, content, len(content), 2 * CHUNKS_PER_DOC - 1, now),
-        )
-        revision_id = conn.last_insert_rowid()
-        conn.execute("UPDATE document SET current_revision_id = ? WHERE id = ?",
-                     (revision_id, document_id))  # fmt: skip
-        vectors = corpus.embed_many(chunk_ids)
-        rows, offset = [], 0
-        for ordinal, text in enumerate(texts):
-            conn.execute(
-                """INSERT INTO chunk (public_id, revision_id, ordinal, heading_path, char_start,
-                   char_end, line_start, line_end, text) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?)""",
-                (make_id("chunk", rev_public, ordinal), revision_id, ordinal, offset,
-                 offset + len(text), 2 * ordinal + 1, 2 * ordinal + 1, text),
-            )  # fmt: skip
-            offset += len(text) + 2
-            rows.append(IndexRow(conn.last_insert_rowid(), (), text, vectors[ordinal].tobytes()))
-        store_vectors(conn, [(r.chunk_id, r.embedding) for r in rows])
-        add_to_index(conn, f"Document {doc}", rows)
+        doc_public = make_id("document", kb.public_id, path)
+        insert_document(conn, corpus, kb.id, doc_public, path, f"Document {doc}", chunk_ids, now,
+                        bucket=bucket)  # fmt: skip
         scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "unscoped")
         samples[scope].append(chunk_ids[int(corpus.rng.integers(CHUNKS_PER_DOC))])
     conn.execute("COMMIT")
     return samples
+
+
+def insert_document(
+    conn: apsw.Connection,
+    corpus: Corpus,
+    kb_id: int,
+    public_id: str,
+    path: str,
+    title: str,
+    chunk_words: Sequence[np.ndarray],
+    now: str,
+    *,
+    bucket: str | None = None,
+) -> None:
+    """One published document (or memory: a document of a memory store) with one revision whose
+    chunks are `chunk_words` joined by blank lines, indexed with the hashing embedder's exact
+    vectors: the rows ingest writes. `bucket`: also tag bucket=... and metadata {"bucket": ...}."""
+    texts = [corpus.text(ids) for ids in chunk_words]
+    content = "\n\n".join(texts)
+    conn.execute(
+        """INSERT INTO document (public_id, knowledge_base_id, path, title, kind, metadata,
+           created_at, updated_at) VALUES (?, ?, ?, ?, 'text', ?, ?, ?)""",
+        (public_id, kb_id, path, title, dump_json({"bucket": bucket} if bucket else {}), now,
+         now),
+    )  # fmt: skip
+    document_id = conn.last_insert_rowid()
+    if bucket:
+        conn.execute("INSERT INTO document_tag (document_id, key, value) VALUES (?, 'bucket', ?)",
+                     (document_id, bucket))  # fmt: skip
+    rev_public = make_id("revision", public_id, 1)
+    conn.execute(
+        """INSERT INTO revision (public_id, document_id, number, content, content_hash,
+           char_count, line_count, created_at) VALUES (?, ?, 1, ?, ?, ?, ?, ?)""",
+        (rev_public, document_id, content, sha256(content), len(content), 2 * len(texts) - 1,
+         now),
+    )  # fmt: skip
+    revision_id = conn.last_insert_rowid()
+    conn.execute("UPDATE document SET current_revision_id = ? WHERE id = ?",
+                 (revision_id, document_id))  # fmt: skip
+    vectors = corpus.embed_many(chunk_words)
+    rows, offset = [], 0
+    for ordinal, text in enumerate(texts):
+        conn.execute(
+            """INSERT INTO chunk (public_id, revision_id, ordinal, heading_path, char_start,
+               char_end, line_start, line_end, text) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?)""",
+            (make_id("chunk", rev_public, ordinal), revision_id, ordinal, offset,
+             offset + len(text), 2 * ordinal + 1, 2 * ordinal + 1, text),
+        )  # fmt: skip
+        offset += len(text) + 2
+        rows.append(IndexRow(conn.last_insert_rowid(), (), text, vectors[ordinal].tobytes()))
+    store_vectors(conn, [(r.chunk_id, r.embedding) for r in rows])
+    add_to_index(conn, title, rows)
+
+
+def add_memories(ws: Workspace, corpus: Corpus, count: int, seed: int = 13) -> tuple[int, int]:
+    """Make the bench's memory store hold `count` memories (written like `build`'s documents,
+    one chunk each): adds the ones the file lacks. Memory i is the same text in every file (its
+    own generator), so a file extended later matches one built at once. Returns (held, added)."""
+    conn = ws.conn
+    tenant = ensure_tenant(conn)
+    store = find_knowledge_base(conn, tenant, MEMORY_STORE)
+    held = 0
+    if store is not None:
+        held = conn.execute(
+            "SELECT count(*) FROM document WHERE knowledge_base_id = ?", (store.id,)
+        ).fetchone()[0]
+    if held > count:
+        raise SystemExit(
+            f"{ws.settings.db_path} already holds {held} memories, more than --memories {count}: "
+            "use a copy of the file without them"
+        )
+    if held == count:
+        return held, 0
+    conn.execute("BEGIN IMMEDIATE")
+    store = ensure_knowledge_base(conn, tenant, MEMORY_STORE, kind=MEMORIES)
+    now = now_iso()
+    for i in range(held, count):
+        words = corpus.chunk_words(i, np.random.default_rng([seed, i]), WORDS_PER_MEMORY)
+        memory = make_id("memory", store.public_id, i)
+        insert_document(conn, corpus, store.id, memory, memory, "", [words], now)
+    conn.execute("COMMIT")
+    return count, count - held
 
 
 def make_queries(
@@ -240,20 +318,25 @@ def exact_everything() -> Iterator[None]:
 
 def run_cell(
     ws: Workspace, reference: Workspace, queries: list[str], mode: str, filters: SearchFilters
-) -> tuple[list[float], float]:
+) -> tuple[list[float], float, float]:
+    """Latencies (ms), mean recall@10, and the share of returned results that are memories."""
     principal = ws.local_principal()
     timings, recalls = [], []
+    returned = memories = 0
     for query in queries:
         request = SearchRequest(query, mode=mode, limit=10, filters=filters)
         started = time.perf_counter()
         got = search(ws, principal, request)
         timings.append((time.perf_counter() - started) * 1000)
+        returned += len(got.results)
+        memories += sum(r.kind == "memory" for r in got.results)
         with exact_everything():
             want = search(reference, principal, request)
         truth = {r.chunk_id for r in want.results}
         if truth:
             recalls.append(len(truth & {r.chunk_id for r in got.results}) / len(truth))
-    return timings, (statistics.mean(recalls) if recalls else float("nan"))
+    recall = statistics.mean(recalls) if recalls else float("nan")
+    return timings, recall, (memories / returned if returned else 0.0)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -277,6 +360,18 @@ def main() -> None:
     )
     parser.add_argument("--db", type=Path, help="Keep the corpus here (reused if it exists).")
     parser.add_argument(
+        "--memories",
+        type=int,
+        default=0,
+        help="Memories the file should hold besides the documents (10-40 words each, one memory "
+        "store); the ones a reused --db lacks are added. Searches cover both kinds.",
+    )
+    parser.add_argument(
+        "--documents-only-row",
+        action="store_true",
+        help="Also run the unscoped cell with include_memories=False.",
+    )
+    parser.add_argument(
         "--warmup",
         type=int,
         default=40,
@@ -294,6 +389,10 @@ def main() -> None:
         )
         samples = build(ws, corpus, write=not reuse)
         print(f"built {args.chunks} chunks in {time.perf_counter() - started:.0f}s")
+        started = time.perf_counter()
+        held, added = add_memories(ws, corpus, args.memories)
+        if held:
+            print(f"memories: {held} ({added} added in {time.perf_counter() - started:.0f}s)")
         queries = {name: make_queries(corpus, s, args.queries) for name, s in samples.items()}
         warmup = {
             name: make_queries(corpus, s, args.warmup, seed=12) for name, s in samples.items()
@@ -304,6 +403,8 @@ def main() -> None:
         reference = Workspace(ws.settings, embedder=ws._embedder)  # one-shot: SQL only
         buckets = {name: scope_prefix(name).rstrip("/") for name in SCOPES}
         cells = [("unscoped", "unscoped", SearchFilters())]
+        if args.documents_only_row:
+            cells.append(("unsc. docs", "unscoped", SearchFilters(include_memories=False)))
         for kind in args.filters.split(","):
             for name in SCOPES:
                 filters = {
@@ -319,13 +420,15 @@ def main() -> None:
             for query in warmup[sample]:
                 search(ws, ws.local_principal(), SearchRequest(query, filters=filters))
         print(f"warm-up: {args.warmup} queries per scope in {time.perf_counter() - started:.1f}s")
-        print(f"{'mode':<9}{'scope':<12}{'p50 ms':>9}{'p95 ms':>9}{'recall@10':>11}")
+        header = f"{'mode':<9}{'scope':<12}{'p50 ms':>9}{'p95 ms':>9}{'recall@10':>11}"
+        print(header + (f"{'memories':>10}" if held else ""))
         for mode in args.modes.split(","):
             for label, sample, filters in cells:
-                timings, recall = run_cell(ws, reference, queries[sample], mode, filters)
+                timings, recall, share = run_cell(ws, reference, queries[sample], mode, filters)
                 print(
                     f"{mode:<9}{label:<12}{percentile(timings, 50):>9.1f}"
-                    f"{percentile(timings, 95):>9.1f}{recall:>11.3f}",
+                    f"{percentile(timings, 95):>9.1f}{recall:>11.3f}"
+                    + (f"{share:>10.1%}" if held else ""),
                     flush=True,
                 )
         reference.close()
