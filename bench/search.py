@@ -15,8 +15,9 @@ Builds a synthetic corpus in a temp file (realistic shape, not real prose):
   file keeps them, and N smaller than the file's count is an error rather than a mislabelled
   run). The queries and scopes stay the documents' ones; searches cover both kinds, as by
   default (a memory matches no path, tag or metadata scope of the bench, but path and metadata
-  filters are document-only, so those scopes keep every memory). `--documents-only-row` adds
-  the unscoped cell with include_memories=False.
+  filters are document-only, so those scopes keep every memory). `--documents-only` runs every
+  cell with include_memories=False: the documents' numbers, to compare with a file without
+  memories.
 
 For every mode and scope it prints p50/p95 latency of `search()` (query embeddings are
 precomputed: embedding time is excluded) and recall@10 against exact brute force: the same
@@ -367,9 +368,9 @@ def main() -> None:
         "store); the ones a reused --db lacks are added. Searches cover both kinds.",
     )
     parser.add_argument(
-        "--documents-only-row",
+        "--documents-only",
         action="store_true",
-        help="Also run the unscoped cell with include_memories=False.",
+        help="Search documents only in every cell (include_memories=False).",
     )
     parser.add_argument(
         "--warmup",
@@ -402,15 +403,14 @@ def main() -> None:
         )
         reference = Workspace(ws.settings, embedder=ws._embedder)  # one-shot: SQL only
         buckets = {name: scope_prefix(name).rstrip("/") for name in SCOPES}
-        cells = [("unscoped", "unscoped", SearchFilters())]
-        if args.documents_only_row:
-            cells.append(("unsc. docs", "unscoped", SearchFilters(include_memories=False)))
+        kinds = {"include_memories": False} if args.documents_only else {}
+        cells = [("unscoped", "unscoped", SearchFilters(**kinds))]
         for kind in args.filters.split(","):
             for name in SCOPES:
                 filters = {
-                    "path": SearchFilters(document_paths=[scope_prefix(name)]),
-                    "tag": SearchFilters(tags={"bucket": buckets[name]}),
-                    "meta": SearchFilters(metadata={"bucket": buckets[name]}),
+                    "path": SearchFilters(document_paths=[scope_prefix(name)], **kinds),
+                    "tag": SearchFilters(tags={"bucket": buckets[name]}, **kinds),
+                    "meta": SearchFilters(metadata={"bucket": buckets[name]}, **kinds),
                 }[kind]
                 cells.append((f"{kind} {name}", name, filters))
         for mode in args.modes.split(","):  # warm caches once per mode
