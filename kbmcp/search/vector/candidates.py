@@ -22,6 +22,10 @@ from kbmcp.search.vector.matrix import VectorMatrix, similarities
 # numpy and sqlite-vec round float32 dot products differently by a few ulps (~1e-7): a pool that
 # keeps every row this close to its cut holds sqlite-vec's best `count` rows too.
 ROUNDING_SLACK = 1e-5
+# A scope holding more than this share of the rows is scored by the one whole-matrix product and
+# then picked: gathering costs ~0.16 us a row against ~0.065 for the whole product (100k-chunk
+# bench, documents only beside 10k memories: 16 -> 7 ms).
+FULL_PASS_FRACTION = 0.4
 
 
 def matrix_pool(
@@ -40,7 +44,10 @@ def matrix_pool(
         scores = (vectors.matrix @ query)[rows]
     else:
         rows = vectors.rows_of(allowed)
-        scores = similarities(vectors.matrix, rows, query)
+        if len(rows) > FULL_PASS_FRACTION * len(vectors.ids):
+            scores = (vectors.matrix @ query)[rows]  # the same slack and re-scoring apply
+        else:
+            scores = similarities(vectors.matrix, rows, query)
     ids = vectors.ids[rows]
     if min_similarity is not None:
         keep = scores >= min_similarity - ROUNDING_SLACK
