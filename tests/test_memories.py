@@ -139,6 +139,35 @@ def _start(chunk: dict[str, Any]) -> int:
     return chunk["citation"]["char_start"]
 
 
+async def test_a_memory_is_revised_under_the_same_id(db: Path, client: Client) -> None:
+    first = await ok(client, "remember", content="The staging database lives in eu-west-1.")
+    old_hits = await search(client, query="staging database region", include_documents=False)
+    old_chunk = old_hits[0]["chunk_id"]
+    revised = await ok(
+        client, "remember", content="The staging database moved to eu-central-1.",
+        memory_id=first["memory_id"], tags={"topic": "staging"},
+    )  # fmt: skip
+    assert (revised["memory_id"], revised["outcome"]) == (first["memory_id"], "revised")
+    assert revised["revision_id"] != first["revision_id"]
+    hits = await search(client, query="staging database", include_documents=False)
+    assert [(hit["document_id"], hit["excerpt"]) for hit in hits] == [
+        (first["memory_id"], "The staging database moved to eu-central-1.")
+    ]
+    assert hits[0]["revision_id"] == revised["revision_id"]
+    # The old revision stays readable by chunk id (an old citation resolves), marked not current.
+    fetched = await ok(client, "search_knowledge", chunk_ids=[old_chunk])
+    assert fetched["chunks"][0]["is_current_revision"] is False
+    assert "eu-west-1" in fetched["chunks"][0]["text"]
+    with workspace(db) as ws:
+        (listed,) = memories.list_memories(ws, ws.local_principal())
+    assert (listed.revision_number, listed.tags) == (2, [("topic", "staging")])
+    # Revising to another memory's text would make a second copy: refused, naming it.
+    other = await ok(client, "remember", content=QUOKKA)
+    clash = await call(client, "remember", content=QUOKKA, memory_id=first["memory_id"])
+    assert clash["error"]["code"] == "invalid_request"
+    assert clash["error"]["details"]["memory_id"] == other["memory_id"]
+
+
 # ------------------------------------------------------------------ forget
 
 
@@ -322,6 +351,15 @@ ERRORS = {
     "forget_unknown": ("forget", {"memory_id": "mem_0000000000000000"}),
     "forget_malformed": ("forget", {"memory_id": "doc_0000000000000000"}),
     "forget_nothing": ("forget", {}),
+    "revise_unknown": ("remember", {"content": FACT, "memory_id": "mem_0000000000000000"}),
+    "revise_with_store": (
+        "remember",
+        {
+            "content": FACT,
+            "memory_id": "mem_0000000000000000",
+            "memory_store_id": "mst_0000000000000000",
+        },
+    ),
     "both_kinds_off": (
         "search_knowledge",
         {"query": "deploy", "include_documents": False, "include_memories": False},
@@ -443,6 +481,7 @@ async def test_memories_are_private_to_their_tenant(
 def test_cli_memory_commands(kbmcp: Any, tmp_path: Path) -> None:
     db = tmp_path / "cli.db"
     created: Run = kbmcp("--db", db, "memory", "store", "create", "ops", "--tag", "team=ops")
+    assert created.code == 0, created.err
     assert created.code == 0 and "created memory store ops (mst_" in created.out
     added = kbmcp("--db", db, "remember", FACT, "--store", "ops", "--tag", "topic=deploy", "--json")
     memory_id = __import__("json").loads(added.out)["memory_id"]
@@ -454,6 +493,9 @@ def test_cli_memory_commands(kbmcp: Any, tmp_path: Path) -> None:
     assert found.code == 0 and memory_id in found.out and "memory" in found.out
     stores = kbmcp("--db", db, "memory", "store", "list")
     assert "ops  1 memories  tags team=ops" in stores.out
+    fixed = kbmcp("--db", db, "remember", "The deploy key rotates weekly.", "--replace", memory_id)
+    assert fixed.out.startswith(f"revised {memory_id} in ops")
+    assert "rotates weekly" in kbmcp("--db", db, "memory", "list").out
     gone = kbmcp("--db", db, "forget", memory_id)
     assert gone.out.startswith(f"forgotten {memory_id}")
     assert memory_id not in kbmcp("--db", db, "memory", "list").out

@@ -48,6 +48,13 @@ PREVIEW_CHARS = 100
 )
 @TAG_OPTION
 @click.option("--source", default=None, type=UTF8_TEXT, help="Where the fact comes from.")
+@click.option(
+    "--replace",
+    "memory_id",
+    default=None,
+    metavar="MEMORY_ID",
+    help="Replace this memory's text instead (a new revision under the same id).",
+)
 @TENANT_OPTION
 @JSON_OPTION
 @click.pass_context
@@ -57,6 +64,7 @@ def remember(
     store: str | None,
     tags: tuple[str, ...],
     source: str | None,
+    memory_id: str | None,
     tenant_ref: str | None,
     as_json: bool,
 ) -> None:
@@ -66,6 +74,7 @@ def remember(
     Example:
       kbmcp remember "The deploy key rotates monthly" --tag topic=deploy
     The same text in the same store is one memory: its id is printed again.
+    Correct a fact with --replace MEMORY_ID (same id, a new revision).
     """
     content = sys.stdin.read() if text == "-" else text
     tag_map = _tag_map(tags)
@@ -74,7 +83,7 @@ def remember(
         as_json,
         tenant_ref,
         lambda ws, who: memories.remember(
-            ws, who, content, memory_store=store, tags=tag_map, source=source
+            ws, who, content, memory_store=store, tags=tag_map, source=source, memory_id=memory_id
         ),
         lambda r: f"{r.outcome} {r.memory_id} in {r.memory_store} ({r.memory_store_id})",
         create=True,

@@ -175,6 +175,11 @@ MemoryId = param(
     {"type": "string", "pattern": ID_PATTERN.format("mem")},
     "The memory to forget (mem_... from remember or from a search result's document_id).",
 )
+ReviseMemoryId = param(
+    {"type": "string", "pattern": ID_PATTERN.format("mem")},
+    "Replace this memory's content instead of adding a memory (a new revision under the same "
+    "id; use it to correct a fact). Not with memory_store_id.",
+)
 DocumentId = param(
     {"type": "string", "pattern": ID_PATTERN.format("doc")},
     "Targeted read: the document to read (current revision unless revision_id).",
@@ -315,6 +320,7 @@ class KbTools:
         memory_store_id: RememberStoreId = None,
         tags: MemoryTags = None,
         source: MemorySource = None,
+        memory_id: ReviseMemoryId = None,
     ) -> Annotated[CallToolResult, models.RememberOutput]:
         def run() -> BaseModel:
             result = memories.remember(
@@ -324,6 +330,7 @@ class KbTools:
                 memory_store=memory_store_id,
                 tags=tags,
                 source=source,
+                memory_id=memory_id,
             )
             return models.RememberOutput.model_validate(result)
 

@@ -63,14 +63,26 @@ WHERE s.tenant_id = :tenant_id AND s.kind = 'memories'
 ORDER BY s.name
 """
 
-# A memory of the store with this content as its current text, forgotten or not.
+# A memory of the store with this content as its current text, forgotten or not. The columns
+# are a `MemoryState`, as are SELECT_MEMORY_STATE's.
 SELECT_SAME_CONTENT = """
-SELECT m.id, m.public_id, m.status, m.source, m.attributes_hash, r.id, r.content_hash,
+SELECT m.public_id, m.status, m.source, m.attributes_hash, r.id, r.content_hash,
        (SELECT json_group_array(json_array(t.key, t.value))
         FROM document_tag AS t WHERE t.document_id = m.id)
 FROM revision AS r
 JOIN document AS m ON m.current_revision_id = r.id
 WHERE r.content_hash = :content_hash AND m.knowledge_base_id = :store_id
+"""
+# A memory of the tenant's stores by public id (to revise it), with its store.
+SELECT_MEMORY_STATE = """
+SELECT m.public_id, m.status, m.source, m.attributes_hash, r.id, r.content_hash,
+       (SELECT json_group_array(json_array(t.key, t.value))
+        FROM document_tag AS t WHERE t.document_id = m.id),
+       s.id, s.public_id, s.name
+FROM document AS m
+JOIN knowledge_base AS s ON s.id = m.knowledge_base_id
+LEFT JOIN revision AS r ON r.id = m.current_revision_id
+WHERE m.public_id = :memory_id AND s.tenant_id = :tenant_id AND s.kind = 'memories'
 """
 SELECT_ID_TAKEN = "SELECT 1 FROM document WHERE public_id = :public_id"
 
@@ -116,10 +128,11 @@ class RememberResult:
     memory_store: Annotated[str, Described("The store's name.")]
     revision_id: str
     outcome: Annotated[
-        Literal["created", "existing", "restored"],
+        Literal["created", "existing", "restored", "revised"],
         Described(
             "created: a new memory; existing: the store already held this exact content (its "
-            "id is returned, new tags added); restored: it had been forgotten and is back."
+            "id is returned, new tags added); restored: it had been forgotten and is back; "
+            "revised: memory_id's content was replaced (a new revision, the same id)."
         ),
     ]
     tags: Annotated[list[tuple[str, str]], Described("The memory's own [key, value] tags.")]
@@ -194,32 +207,56 @@ def remember(
     memory_store: str | None = None,
     tags: Mapping[str, str] | None = None,
     source: str | None = None,
+    memory_id: Any = None,
 ) -> RememberResult:
     """Store `content` as a memory in `memory_store` (a store id, or for the CLI a store name;
     default: the tenant's 'memories' store, created on first use). The same content in the same
     store is the same memory: its id is returned (outcome 'existing', or 'restored' when it had
-    been forgotten), the given tags are added to its own, and nothing is duplicated."""
+    been forgotten), the given tags are added to its own, and nothing is duplicated.
+
+    With `memory_id`, that memory's content is replaced instead (outcome 'revised'): a new
+    immutable revision under the same id, in its own store; older revisions stay readable."""
     principal.require(MEMORY_WRITE)
     text = _content(content)
     given_tags = check_tags(tags, "tags") if tags is not None else {}
     given_source = _source(source)
+    revised = None if memory_id is None else check_id("memory", memory_id, argument="memory_id")
+    if revised is not None and memory_store is not None:
+        raise InvalidRequest(
+            "memory_store_id: a revised memory stays in its store; pass memory_id alone",
+            details={"argument": "memory_store_id"},
+        )
     spans = chunk_document(text, MEMORY_FORMAT, CHUNKING)
     workspace.ensure_model()
     content_hash = sha256(text)
     with workspace.lock:
         conn = workspace.conn
-        store = _store_for_write(conn, principal, memory_store)
-        same = conn.execute(
+        if revised is None:
+            store = _store_for_write(conn, principal, memory_store)
+            target = None
+        else:
+            store, target = _memory_to_revise(conn, principal, revised)
+        row = conn.execute(
             SELECT_SAME_CONTENT, {"content_hash": content_hash, "store_id": store.id}
         ).fetchone()
-        path = same[1] if same else _new_memory_id(conn, store, content_hash)
-    previous = None
+        same = None if row is None else MemoryState(*row)
+        if target is not None and same is not None and same.public_id != target.public_id:
+            raise InvalidRequest(
+                f"memory {same.public_id} of this store already holds this content; forget "
+                f"{target.public_id} instead of making a second copy",
+                details={"argument": "content", "memory_id": same.public_id},
+            )
+        known = target or same
+        path = known.public_id if known else _new_memory_id(conn, store, content_hash)
     merged = sorted(given_tags.items())
-    if same is not None:
-        _row, _public, status, old_source, attributes_hash, revision_id, old_hash, tag_json = same
-        previous = KnownDocument("", status, old_source, attributes_hash, revision_id, old_hash)
-        merged = sorted({*map(tuple, json.loads(tag_json)), *given_tags.items()})
-        given_source = given_source if given_source is not None else old_source
+    previous = None
+    if known is not None:
+        previous = KnownDocument(
+            "", known.status, known.source, known.attributes_hash, known.revision_id,
+            known.content_hash,
+        )  # fmt: skip
+        merged = sorted({*map(tuple, json.loads(known.tags)), *given_tags.items()})
+        given_source = given_source if given_source is not None else known.source
     parsed = ParsedDocument(kind=MEMORY_FORMAT, title="", tags=merged)
     pending = pending_document(
         path, given_source, text, parsed, merged, {}, previous, CHUNKING, None, spans
@@ -228,12 +265,49 @@ def remember(
         batch = IngestBatch(workspace, store, Counter(), id_kind="memory")
         batch.queue(pending)
         batch.flush()
-    outcome = "created" if same is None else "restored" if same[2] != "published" else "existing"
     with workspace.lock:
         row = workspace.conn.execute(
             SELECT_OWN_MEMORY, {"memory_id": path, "tenant_id": principal.tenant_id}
         ).fetchone()
-    return RememberResult(path, store.public_id, store.name, row[5], outcome, merged)
+    return RememberResult(path, store.public_id, store.name, row[5], _outcome(known, same), merged)
+
+
+@dataclass(frozen=True)
+class MemoryState:
+    """What `remember` needs to know of an existing memory (SELECT_SAME_CONTENT's columns)."""
+
+    public_id: str
+    status: str
+    source: str | None
+    attributes_hash: str
+    revision_id: int | None
+    content_hash: str | None
+    tags: str  # JSON [[key, value], ...]
+
+
+def _outcome(
+    known: MemoryState | None, same: MemoryState | None
+) -> Literal["created", "existing", "restored", "revised"]:
+    if known is None:
+        return "created"
+    if same is None:
+        return "revised"  # a memory_id whose content changed
+    return "existing" if known.status == "published" else "restored"
+
+
+def _memory_to_revise(
+    conn: apsw.Connection, principal: Principal, memory_id: str
+) -> tuple[KnowledgeBaseRef, MemoryState]:
+    row = conn.execute(
+        SELECT_MEMORY_STATE, {"memory_id": memory_id, "tenant_id": principal.tenant_id}
+    ).fetchone()
+    if row is None:
+        raise ResourceUnavailable(
+            f"memory {memory_id} does not exist or is not this tenant's",
+            details={"argument": "memory_id", "memory_id": memory_id},
+        )
+    store_row, store_public, store_name = row[7:]
+    return KnowledgeBaseRef(store_row, store_public, store_name, MEMORIES), MemoryState(*row[:7])
 
 
 @holding_lock
@@ -241,6 +315,11 @@ def forget(workspace: Workspace, principal: Principal, memory_id: Any) -> Forget
     """Take a memory out of search at once; its rows stay (status 'archived') for audit.
     Forgetting a forgotten memory changes nothing (outcome 'already_forgotten')."""
     principal.require(MEMORY_WRITE)
+    if memory_id is None:
+        raise InvalidRequest(
+            "memory_id is required: the id (mem_...) of the memory to forget",
+            details={"argument": "memory_id"},
+        )
     public_id = check_id("memory", memory_id, argument="memory_id")
     conn = workspace.conn
     row = _own_memory(conn, principal, public_id)
