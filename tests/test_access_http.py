@@ -230,7 +230,7 @@ async def test_unreadable_ids_are_errors_not_content(corpus: Corpus) -> None:
 async def test_scopes_hide_and_refuse_tools(corpus: Corpus) -> None:
     async with connect_with_token(corpus.url, corpus.secrets["beta-memory"]) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
-        assert names == {"search_knowledge", "remember", "forget"}
+        assert names == {"search_knowledge", "list_memory_stores", "remember", "forget"}
         for tool, args in (("list_knowledge_bases", {}), ("list_documents", {})):
             body = await call(client, tool, args)
             assert body["error"]["code"] == "forbidden"

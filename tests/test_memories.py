@@ -18,6 +18,7 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.server.app import build_server
 from kbmcp.service import memories
+from kbmcp.service.admin import doctor
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.tenants import create_tenant
 from kbmcp.workspace import Workspace
@@ -205,6 +206,28 @@ async def test_forgotten_memories_are_kept_for_audit(db: Path, client: Client) -
         (remembered["memory_id"], "forgotten", QUOKKA)
     ]
     assert current == []
+
+
+async def test_list_memory_stores(
+    db: Path, client: Client, snapshot_json: SnapshotAssertion
+) -> None:
+    assert await ok(client, "list_memory_stores") == {"memory_stores": []}
+    ops = make_store(db, "ops", team="ops")
+    with pinned_clock(T0):
+        await ok(client, "remember", content=FACT)
+        await ok(client, "remember", content=QUOKKA, memory_store_id=ops)
+        forgotten = await ok(client, "remember", content="Forget me.", memory_store_id=ops)
+        await ok(client, "forget", memory_id=forgotten["memory_id"])
+    listed = await ok(client, "list_memory_stores")
+    counts = {store["name"]: store["memory_count"] for store in listed["memory_stores"]}
+    assert counts == {"memories": 1, "ops": 1}  # forgotten memories are not counted
+    assert [s["memory_store_id"] for s in listed["memory_stores"] if s["name"] == "ops"] == [ops]
+    listed["memory_stores"] = [{**s, "created_at": "…"} for s in listed["memory_stores"]]
+    assert listed == snapshot_json
+    with workspace(db) as ws:
+        counts = doctor(ws, ws.local_principal())["counts"]
+    assert (counts["memory_stores"], counts["memories"], counts["forgotten_memories"]) == (2, 2, 1)
+    assert (counts["knowledge_bases"], counts["documents"]) == (1, 2)  # memories apart
 
 
 # ------------------------------------------------------------------ one list, filters

@@ -86,6 +86,12 @@ recently updated first, filtered by knowledge base, path prefix and tags, with c
 holds. Not for finding content: use search_knowledge with a query.\
 """
 
+LIST_MEMORY_STORES_DESCRIPTION = """\
+List your memory stores: id (mst_...), name, tags and how many memories each holds. Use it to \
+pick memory_store_ids for search_knowledge or a store for remember; memories themselves are \
+found with search_knowledge (a query, or no query for the most recent). Needs memory:read.\
+"""
+
 REMEMBER_DESCRIPTION = """\
 Remember a fact for later: it becomes a memory (id mem_...) that search_knowledge finds next to \
 documents, in the same ranking (results with kind="memory"). Write one self-contained fact per \
@@ -148,6 +154,7 @@ def build_server(
         "search_knowledge": tools.search_knowledge,
         "list_knowledge_bases": tools.list_knowledge_bases,
         "list_documents": tools.list_documents,
+        "list_memory_stores": tools.list_memory_stores,
         "remember": tools.remember,
         "forget": tools.forget,
     }
@@ -173,6 +180,7 @@ def build_server(
         "search_knowledge": SEARCH_DESCRIPTION,
         "list_knowledge_bases": LIST_KBS_DESCRIPTION,
         "list_documents": LIST_DOCUMENTS_DESCRIPTION,
+        "list_memory_stores": LIST_MEMORY_STORES_DESCRIPTION,
         "remember": REMEMBER_DESCRIPTION,
         "forget": FORGET_DESCRIPTION,
     }

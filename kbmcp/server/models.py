@@ -75,3 +75,8 @@ DocumentPageOutput = output_model("DocumentPage", listing.DocumentPage)
 
 RememberOutput = output_model("RememberOutput", memories.RememberResult)
 ForgetOutput = output_model("ForgetOutput", memories.ForgetResult)
+MemoryStore = output_model("MemoryStore", memories.MemoryStoreInfo)
+
+
+class MemoryStoreList(BaseModel):
+    memory_stores: list[MemoryStore]

@@ -24,6 +24,7 @@ TOOL_SCOPES: dict[str, tuple[str, ...]] = {
     "search_knowledge": (KNOWLEDGE_READ, MEMORY_READ),
     "list_knowledge_bases": (KNOWLEDGE_READ,),
     "list_documents": (KNOWLEDGE_READ,),
+    "list_memory_stores": (MEMORY_READ,),
     "remember": (MEMORY_WRITE,),
     "forget": (MEMORY_WRITE,),
 }

@@ -336,6 +336,13 @@ class KbTools:
 
         return self._run(run)
 
+    def list_memory_stores(self) -> Annotated[CallToolResult, models.MemoryStoreList]:
+        def run() -> BaseModel:
+            stores = memories.list_memory_stores(self.workspace, self.principal())
+            return models.MemoryStoreList(memory_stores=stores)
+
+        return self._run(run)
+
     def forget(self, memory_id: MemoryId = None) -> Annotated[CallToolResult, models.ForgetOutput]:
         def run() -> BaseModel:
             result = memories.forget(self.workspace, self.principal(), memory_id)

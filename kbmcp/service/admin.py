@@ -28,10 +28,18 @@ from kbmcp.store.vectors import (
 )
 from kbmcp.workspace import Workspace
 
+# Documents and memories share tables (migration 6): each count names its kind.
+OF_KIND = """
+SELECT count(*) FROM document AS d JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+WHERE kb.kind = '{kind}' AND d.status = '{status}'
+"""
 COUNTS = {
-    "knowledge_bases": "SELECT count(*) FROM knowledge_base",
-    "documents": "SELECT count(*) FROM document WHERE status = 'published'",
-    "archived_documents": "SELECT count(*) FROM document WHERE status = 'archived'",
+    "knowledge_bases": "SELECT count(*) FROM knowledge_base WHERE kind = 'documents'",
+    "documents": OF_KIND.format(kind="documents", status="published"),
+    "archived_documents": OF_KIND.format(kind="documents", status="archived"),
+    "memory_stores": "SELECT count(*) FROM knowledge_base WHERE kind = 'memories'",
+    "memories": OF_KIND.format(kind="memories", status="published"),
+    "forgotten_memories": OF_KIND.format(kind="memories", status="archived"),
     "revisions": "SELECT count(*) FROM revision",
     "indexed_chunks": "SELECT count(*) FROM indexed_chunk",
 }

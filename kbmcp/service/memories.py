@@ -298,14 +298,7 @@ def _outcome(
 def _memory_to_revise(
     conn: apsw.Connection, principal: Principal, memory_id: str
 ) -> tuple[KnowledgeBaseRef, MemoryState]:
-    row = conn.execute(
-        SELECT_MEMORY_STATE, {"memory_id": memory_id, "tenant_id": principal.tenant_id}
-    ).fetchone()
-    if row is None:
-        raise ResourceUnavailable(
-            f"memory {memory_id} does not exist or is not this tenant's",
-            details={"argument": "memory_id", "memory_id": memory_id},
-        )
+    row = _own_memory(conn, principal, memory_id, SELECT_MEMORY_STATE)
     store_row, store_public, store_name = row[7:]
     return KnowledgeBaseRef(store_row, store_public, store_name, MEMORIES), MemoryState(*row[:7])
 
@@ -517,10 +510,12 @@ def _new_memory_id(conn: apsw.Connection, store: KnowledgeBaseRef, content_hash:
         attempt += 1
 
 
-def _own_memory(conn: apsw.Connection, principal: Principal, public_id: str) -> tuple:
-    row = conn.execute(
-        SELECT_OWN_MEMORY, {"memory_id": public_id, "tenant_id": principal.tenant_id}
-    ).fetchone()
+def _own_memory(
+    conn: apsw.Connection, principal: Principal, public_id: str, query: str = SELECT_OWN_MEMORY
+) -> tuple:
+    """The row `query` selects for the tenant's memory `public_id`; else `ResourceUnavailable`
+    (another tenant's memory is indistinguishable from a missing one)."""
+    row = conn.execute(query, {"memory_id": public_id, "tenant_id": principal.tenant_id}).fetchone()
     if row is None:
         raise ResourceUnavailable(
             f"memory {public_id} does not exist or is not this tenant's",
