@@ -527,3 +527,22 @@ def test_cli_memory_commands(kbmcp: Any, tmp_path: Path) -> None:
     assert taken.code == 1 and "memory store" in taken.err
     reserved = kbmcp("--db", db, "memory", "store", "create", "default")
     assert reserved.code == 1 and "reserved" in reserved.err
+
+
+# ------------------------------------------------------------------ the default model
+
+
+async def test_the_default_model_finds_a_paraphrased_memory(tmp_path: Path) -> None:
+    """With the real default model (MiniLM), a memory is found by meaning: the query shares no
+    content word with it, and two unrelated memories are beside it."""
+    settings = Settings(db_path=tmp_path / "minilm.db", embedder="minilm")
+    with Workspace(settings) as ws:
+        async with Client(build_server(ws)) as client:
+            fact = await ok(client, "remember", content=FACT)
+            for other in (QUOKKA, "The office coffee machine is descaled on Fridays."):
+                await ok(client, "remember", content=other)
+            hits = await search(
+                client, query="how often is the release credential changed", mode="semantic"
+            )
+    assert hits[0]["document_id"] == fact["memory_id"]
+    assert hits[0]["semantic_similarity"] > hits[1]["semantic_similarity"]
