@@ -169,6 +169,19 @@ async def test_a_memory_is_revised_under_the_same_id(db: Path, client: Client) -
     assert clash["error"]["details"]["memory_id"] == other["memory_id"]
 
 
+async def test_a_memory_is_read_by_id_like_a_document(client: Client) -> None:
+    long_fact = "\n\n".join(f"Step {i}: check the quokka gate, then log it." for i in range(400))
+    memory_id = (await ok(client, "remember", content=long_fact))["memory_id"]
+    window = await ok(client, "search_knowledge", document_id=memory_id, limit_chars=5000)
+    assert window["request_mode"] == "read" and window["document_id"] == memory_id
+    assert window["content"] == long_fact[:5000] and window["next_offset"] == 5000
+    rest = await ok(client, "search_knowledge", document_id=memory_id, offset=5000)
+    assert window["content"] + rest["content"] == long_fact[:9000]  # 5000 + the default 4000
+    await ok(client, "forget", memory_id=memory_id)
+    gone = await call(client, "search_knowledge", document_id=memory_id)
+    assert gone["error"]["code"] == "resource_unavailable"
+
+
 # ------------------------------------------------------------------ forget
 
 
@@ -481,6 +494,7 @@ async def test_memories_are_private_to_their_tenant(
         assert fetched["missing"] == [chunk_id]
         for tool, arguments in (
             ("forget", {"memory_id": mine["memory_id"]}),
+            ("search_knowledge", {"document_id": mine["memory_id"]}),
             ("remember", {"content": "x", "memory_store_id": mine["memory_store_id"]}),
             (
                 "search_knowledge",

@@ -181,8 +181,9 @@ ReviseMemoryId = param(
     "id; use it to correct a fact). Not with memory_store_id.",
 )
 DocumentId = param(
-    {"type": "string", "pattern": ID_PATTERN.format("doc")},
-    "Targeted read: the document to read (current revision unless revision_id).",
+    {"type": "string", "pattern": ID_PATTERN.format("(doc|mem)")},
+    "Targeted read: the document (or memory, mem_...) to read (current revision unless "
+    "revision_id).",
 )
 RevisionId = param(
     {"type": "string", "pattern": ID_PATTERN.format("rev")},

@@ -7,7 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from kbmcp.access import READ, Principal, readable, readable_kb_ids
+from kbmcp.access import (
+    MEMORY_READ,
+    READ,
+    Principal,
+    readable,
+    readable_kb_ids,
+    readable_memory_store_ids,
+)
 from kbmcp.described import Described
 from kbmcp.errors import ResourceUnavailable
 from kbmcp.ids import check_id, check_id_list
@@ -34,6 +41,8 @@ WHERE d.public_id = :document_id
   AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
   AND (CASE WHEN :revision_id IS NULL THEN r.id = d.current_revision_id
             ELSE r.public_id = :revision_id END)
+  -- A forgotten memory is not served again (as in SELECT_CHUNKS).
+  AND (kb.kind = 'documents' OR d.status = 'published')
 """
 
 SELECT_CHUNKS = """
@@ -236,21 +245,28 @@ def fetch_chunks(
 def _document_revision(
     workspace: Workspace, principal: Principal, document_id: str, revision_id: str | None
 ) -> tuple:
-    principal.require(READ)
-    doc_id = check_id("document", document_id, argument="document_id")
+    # A memory (mem_...) is read like a document: by its id, from its stores.
+    is_memory = isinstance(document_id, str) and document_id.strip().startswith("mem_")
+    principal.require(MEMORY_READ if is_memory else READ)
+    doc_id = check_id("memory" if is_memory else "document", document_id, argument="document_id")
     rev_id = (
         None if revision_id is None else check_id("revision", revision_id, argument="revision_id")
     )
-    row = workspace.conn.execute(
+    conn = workspace.conn
+    stores = readable_memory_store_ids(conn, principal) if is_memory else None
+    row = conn.execute(
         SELECT_DOCUMENT_REVISION,
         {
             "document_id": doc_id,
             "revision_id": rev_id,
-            "readable_kb_ids": json.dumps(readable_kb_ids(workspace.conn, principal)),
+            "readable_kb_ids": json.dumps(
+                stores if stores is not None else readable_kb_ids(conn, principal)
+            ),
         },
     ).fetchone()
     if row is None:
-        what = f"revision {rev_id} of document {doc_id}" if rev_id else f"document {doc_id}"
+        noun = f"{'memory' if is_memory else 'document'} {doc_id}"
+        what = f"revision {rev_id} of {noun}" if rev_id else noun
         raise ResourceUnavailable(
             f"{what} does not exist or is not readable",
             details={"document_id": doc_id, "revision_id": rev_id},
