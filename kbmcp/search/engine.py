@@ -37,7 +37,7 @@ from kbmcp.search.scope import Scope, scope_chunk_ids, unmatched_filters
 from kbmcp.search.top_k import top_k
 from kbmcp.search.vector.candidates import matrix_pool, unit
 from kbmcp.search.vector.sql import has_vector_index, pool_source, sql_source
-from kbmcp.store.catalog import MEMORIES
+from kbmcp.store.catalog import RESULT_KIND
 
 
 def run_search(
@@ -50,8 +50,8 @@ def run_search(
 ) -> SearchResponse:
     # A scope of whole stores is found in the accelerator's memory (~2 ms) instead of SQL
     # (~50 ms for 100k chunks), once it is current.
-    in_memory = accelerator is not None and scope.store_ids is not None
-    allowed = None if in_memory else scope_chunk_ids(conn, scope)
+    store_ids = scope.store_ids if accelerator is not None else None
+    allowed = None if store_ids is not None else scope_chunk_ids(conn, scope)
     terms = query_terms(args.query)
     # A user-selected set of documents is never emptied by a similarity floor.
     min_similarity = None if "document_ids" in scope.filters else args.min_similarity
@@ -60,10 +60,9 @@ def run_search(
     else:
         with accelerator.lock:
             current = accelerator.refresh(conn)
-            if in_memory:
-                assert scope.store_ids is not None
+            if store_ids is not None:
                 allowed = (
-                    accelerator.vectors(conn).ids_of_stores(scope.store_ids)
+                    accelerator.vectors(conn).ids_of_stores(store_ids)
                     if current
                     else scope_chunk_ids(conn, scope)
                 )
@@ -199,7 +198,7 @@ def _results(conn: apsw.Connection, ranking: Ranking, query_tokens: set[str]) ->
         heading_path = json.loads(row.heading_path)
         results.append(
             SearchResult(
-                kind="memory" if row.store_kind == MEMORIES else "document",
+                kind=RESULT_KIND[row.store_kind],
                 chunk_id=row.chunk_id,
                 document_id=row.document_id,
                 revision_id=row.revision_id,

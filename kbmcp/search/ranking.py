@@ -87,9 +87,13 @@ fused AS (
 ),
 -- 6. Recency decay, memories only, after fusion: score * 2^(-age_days / :half_life), the age
 --    from the memory's updated_at (never negative); :half_life = 0 turns it off. Documents keep
---    their fused score. Then order, break ties by public id, limit, and join what results cite.
+--    their fused score. Each fused chunk is joined once here to what its result cites.
 decayed AS (
-    SELECT f.*, d.id AS document_row_id, kb.kind AS store_kind,
+    SELECT f.chunk_id, c.public_id AS chunk_public_id, d.public_id AS document_public_id,
+           r.public_id AS revision_public_id, kb.public_id AS store_public_id, d.title, d.path,
+           c.heading_path, c.char_start, c.char_end, c.line_start, c.line_end, c.text,
+           f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_score, f.score,
+           d.kind AS format, r.content_hash, kb.kind AS store_kind,
            CASE WHEN kb.kind = 'memories' AND :half_life > 0
                 THEN pow(2.0, -max(julianday(:now) - julianday(d.updated_at), 0.0) / :half_life)
            END AS recency_weight
@@ -99,20 +103,17 @@ decayed AS (
     JOIN document AS d ON d.id = r.document_id
     JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 )
-SELECT f.chunk_id, c.public_id, d.public_id, r.public_id, kb.public_id, d.title, d.path,
-       c.heading_path, c.char_start, c.char_end, c.line_start, c.line_end, c.text,
-       f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_score,
-       f.score * coalesce(f.recency_weight, 1.0) AS final_score, d.kind, r.content_hash,
-       f.store_kind, f.recency_weight,
+-- 7. Order by the decayed score, break ties by public id, limit.
+SELECT chunk_id, chunk_public_id, document_public_id, revision_public_id, store_public_id,
+       title, path, heading_path, char_start, char_end, line_start, line_end, text,
+       lexical_rank, lexical_score, semantic_rank, semantic_score,
+       score * coalesce(recency_weight, 1.0) AS final_score, format, content_hash,
+       store_kind, recency_weight,
        count(*) OVER () AS fused_count,
        (SELECT count(*) FROM lexical_hit) AS lexical_found,
        (SELECT count(*) FROM semantic_hit) AS semantic_found
-FROM decayed AS f
-JOIN chunk AS c ON c.id = f.chunk_id
-JOIN revision AS r ON r.id = c.revision_id
-JOIN document AS d ON d.id = f.document_row_id
-JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-ORDER BY final_score DESC, c.public_id
+FROM decayed
+ORDER BY final_score DESC, chunk_public_id
 LIMIT :limit
 """
 

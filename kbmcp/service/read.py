@@ -21,7 +21,7 @@ from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
 from kbmcp.neutralise import neutralise
 from kbmcp.search.models import Citation, page_of
-from kbmcp.store.catalog import MEMORIES
+from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
 
@@ -215,7 +215,7 @@ def fetch_chunks(
          line_start, line_end, text, is_current, kind, sha256, store_kind) in rows:  # fmt: skip
         headings = json.loads(heading)
         found[chunk_id] = FetchedChunk(
-            kind="memory" if store_kind == MEMORIES else "document",
+            kind=RESULT_KIND[store_kind],
             chunk_id=chunk_id,
             document_id=doc_id,
             knowledge_base_id=kb_id,
@@ -253,16 +253,10 @@ def _document_revision(
         None if revision_id is None else check_id("revision", revision_id, argument="revision_id")
     )
     conn = workspace.conn
-    stores = readable_memory_store_ids(conn, principal) if is_memory else None
+    readable_ids = (readable_memory_store_ids if is_memory else readable_kb_ids)(conn, principal)
     row = conn.execute(
         SELECT_DOCUMENT_REVISION,
-        {
-            "document_id": doc_id,
-            "revision_id": rev_id,
-            "readable_kb_ids": json.dumps(
-                stores if stores is not None else readable_kb_ids(conn, principal)
-            ),
-        },
+        {"document_id": doc_id, "revision_id": rev_id, "readable_kb_ids": json.dumps(readable_ids)},
     ).fetchone()
     if row is None:
         noun = f"{'memory' if is_memory else 'document'} {doc_id}"

@@ -20,7 +20,7 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.neutralise import neutralise
 from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
-from kbmcp.store.catalog import MEMORIES
+from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
 
@@ -138,7 +138,7 @@ def _item(row: tuple) -> ScanItem:
     excerpt = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…"
     excerpt = neutralise(excerpt)
     return ScanItem(
-        kind="memory" if store_kind == MEMORIES else "document",
+        kind=RESULT_KIND[store_kind],
         knowledge_base_id=kb_id,
         document_id=doc_id,
         revision_id=rev_id,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Literal
 
 import apsw
 
@@ -115,6 +116,8 @@ MEMORIES = "memories"  # knowledge_base.kind of a memory store
 # The public id kind (kbmcp/ids.py) of each knowledge_base kind, and what the CLI calls it.
 ID_KIND = {DOCUMENTS: "knowledge_base", MEMORIES: "memory_store"}
 KIND_NAME = {DOCUMENTS: "knowledge base", MEMORIES: "memory store"}
+# The `kind` a result, fetched chunk or scan item reports for a row of each knowledge_base kind.
+RESULT_KIND: dict[str, Literal["document", "memory"]] = {DOCUMENTS: "document", MEMORIES: "memory"}
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ view that have a vector):
 - `matrix`: float32 vectors, L2-normalised (cosine = dot product);
 - `documents` / `stores`: the document and the knowledge base (or memory store) of each row, and
   `alive`: whether the row is still indexed. `stores` lets a scope that is a set of whole stores
-  (a token's readable set, documents without memories) be found without SQL (`rows_of_stores`).
+  (a token's readable set, documents without memories) be found without SQL (`ids_of_stores`).
 
 Arrays have spare capacity, so appending a document's chunks copies only the new rows, and a
 document that leaves the index only clears its rows' `alive` flags (rows are compacted when a
