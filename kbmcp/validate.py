@@ -47,6 +47,21 @@ def number(value: Any, argument: str, low: float, high: float) -> float:
     return float(value)
 
 
+MAX_NAME = 200  # characters in a knowledge base's or memory store's name
+
+
+def collection_name(value: Any, what: str) -> str:
+    """The name of a knowledge base or memory store (`what`): 1-MAX_NAME printable characters,
+    outer whitespace stripped."""
+    clean = value.strip() if isinstance(value, str) else ""
+    if not clean or len(clean) > MAX_NAME or any(ch < " " for ch in clean):
+        raise InvalidRequest(
+            f"{what} name {shown(value)} is not valid: 1-{MAX_NAME} printable characters",
+            details={"argument": "name", "value": value},
+        )
+    return clean
+
+
 def shown(value: Any) -> str:
     """The offending value for an error message, cut short: a caller's megabyte of text is not
     echoed back."""

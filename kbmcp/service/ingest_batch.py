@@ -102,11 +102,12 @@ class IngestBatch:
         counts: Counter[str],
         on_ready: Callable[[], None] | None = None,
         *,
-        id_kind: str = "document",
+        public_id_of: Callable[[str], str] | None = None,
     ) -> None:
         self.workspace = workspace
-        # New documents get public ids of this kind (kbmcp/ids.py); a memory's path is its id.
-        self.id_kind = id_kind
+        # The public id a new document gets from its path: doc_... from the knowledge base and
+        # the path by default (kbmcp/ids.py); memories pass their own rule.
+        self.public_id_of = public_id_of or (lambda path: make_id("document", kb.public_id, path))
         self.conn = workspace.conn
         self.kb = kb
         self.counts = counts  # added, updated, unchanged, chunks, embedded: after each commit
@@ -253,11 +254,7 @@ class IngestBatch:
         return reindex
 
     def _insert_document(self, document: PendingDocument, now: str) -> tuple[int, str]:
-        public_id = (
-            document.path
-            if self.id_kind == "memory"
-            else make_id(self.id_kind, self.kb.public_id, document.path)
-        )
+        public_id = self.public_id_of(document.path)
         self.conn.execute(
             sql.INSERT_DOCUMENT,
             {

@@ -40,14 +40,13 @@ from kbmcp.store.catalog import (
     ensure_knowledge_base,
 )
 from kbmcp.store.connection import write_transaction
-from kbmcp.validate import integer, shown
+from kbmcp.validate import collection_name, integer, shown
 from kbmcp.workspace import Workspace, holding_lock
 
 DEFAULT_STORE = DEFAULT_MEMORY_STORE
 MAX_MEMORY_CHARS = 20_000  # a memory is a fact, not a document: add long text with `kbmcp add`
 MAX_SOURCE_CHARS = 500
 MAX_TAGS = 50
-MAX_STORE_NAME = 200
 DEFAULT_LIST = 50
 MAX_LIST = 1000
 CHUNKING = ChunkingOptions()
@@ -178,7 +177,7 @@ def create_memory_store(
     """A new memory store of the principal's tenant. A name the tenant already uses (for a
     store or a knowledge base) is an `InvalidRequest`."""
     principal.require(MEMORY_WRITE)
-    clean = _store_name(name)
+    clean = collection_name(name, "memory store")
     store_tags = check_tags(tags, "tags") if tags else {}
     conn = workspace.conn
     with write_transaction(conn):
@@ -262,7 +261,8 @@ def remember(
         path, given_source, text, parsed, merged, {}, previous, CHUNKING, None, spans
     )
     if pending is not None:
-        batch = IngestBatch(workspace, store, Counter(), id_kind="memory")
+        # A memory's path is its id (made by _new_memory_id).
+        batch = IngestBatch(workspace, store, Counter(), public_id_of=lambda path: path)
         batch.queue(pending)
         batch.flush()
     with workspace.lock:
@@ -434,17 +434,6 @@ def _source(source: Any) -> str | None:
     return source.strip() or None
 
 
-def _store_name(name: Any) -> str:
-    clean = name.strip() if isinstance(name, str) else ""
-    if not clean or len(clean) > MAX_STORE_NAME or any(ch < " " for ch in clean):
-        raise InvalidRequest(
-            f"memory store name {shown(name)} is not valid: 1-{MAX_STORE_NAME} printable "
-            "characters",
-            details={"argument": "name", "value": name},
-        )
-    return clean
-
-
 def _tenant(principal: Principal) -> TenantRef:
     return TenantRef(principal.tenant_id, principal.tenant_public_id)
 
@@ -458,15 +447,19 @@ def _stores(conn: apsw.Connection, principal: Principal) -> list[MemoryStoreInfo
     ]
 
 
+def _store_refs(conn: apsw.Connection, principal: Principal) -> list[KnowledgeBaseRef]:
+    return [
+        KnowledgeBaseRef(row_id, public_id, name, MEMORIES)
+        for row_id, public_id, name, *_ in conn.execute(
+            SELECT_STORES, {"tenant_id": principal.tenant_id}
+        )
+    ]
+
+
 def _find_store_by_name(
     conn: apsw.Connection, principal: Principal, name: str
 ) -> KnowledgeBaseRef | None:
-    for row_id, public_id, store_name, *_ in conn.execute(
-        SELECT_STORES, {"tenant_id": principal.tenant_id}
-    ):
-        if store_name == name:
-            return KnowledgeBaseRef(row_id, public_id, store_name, MEMORIES)
-    return None
+    return next((store for store in _store_refs(conn, principal) if store.name == name), None)
 
 
 def _existing_store(
@@ -476,11 +469,9 @@ def _existing_store(
     if not isinstance(ref, str) or not ref.strip():
         raise InvalidRequest(f"{argument} must be a store id", details={"argument": argument})
     key = ref.strip()
-    for row_id, public_id, name, *_ in conn.execute(
-        SELECT_STORES, {"tenant_id": principal.tenant_id}
-    ):
-        if key in (public_id, name):
-            return KnowledgeBaseRef(row_id, public_id, name, MEMORIES)
+    for store in _store_refs(conn, principal):
+        if key in (store.public_id, store.name):
+            return store
     raise ResourceUnavailable(
         f"{argument}: no memory store of this tenant is named or has the id {key!r}",
         details={"argument": argument, "value": key},

@@ -19,10 +19,10 @@ from kbmcp.ids import make_id
 from kbmcp.store import catalog
 from kbmcp.store.catalog import NamedTenant, OwnedKnowledgeBase
 from kbmcp.store.connection import write_transaction
+from kbmcp.validate import collection_name
 from kbmcp.workspace import Workspace, holding_lock
 
 TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-MAX_KB_NAME = 200
 
 SELECT_TENANTS = """
 SELECT t.public_id, t.name, t.created_at,
@@ -158,12 +158,7 @@ def create_knowledge_base(
     workspace: Workspace, principal: Principal, name: str, *, tenant: str, description: str = ""
 ) -> KnowledgeBaseRecord:
     principal.require(ADMIN)
-    clean = name.strip() if isinstance(name, str) else ""
-    if not clean or len(clean) > MAX_KB_NAME or any(ch < " " for ch in clean):
-        raise InvalidRequest(
-            f"knowledge base name {name!r} is not valid: 1-{MAX_KB_NAME} printable characters",
-            details={"argument": "name", "value": name},
-        )
+    clean = collection_name(name, "knowledge base")
     conn = workspace.conn
     owner = tenant_named(workspace, tenant, "tenant")
     with write_transaction(conn):
