@@ -3,8 +3,13 @@
 Order of work (DESIGN.md, "scope first, then rank, then limit"):
 1. validate every argument and resolve the scope (ids, readability, conflicts) - no retrieval yet;
 2. embed the query (only if a vector channel runs);
-3. inside one read transaction: plan, candidates and the ranking statement
-   (kbmcp/search/engine.py).
+3. inside one read transaction: the readable set and the scope resolved again, then plan,
+   candidates and the ranking statement (kbmcp/search/engine.py).
+
+One snapshot decides what the caller may read and what is ranked. Step 1 only reports a bad
+request before the model loads and the query is embedded; what it resolved is not used, because
+another process may commit meanwhile (e.g. another tenant's first memory store: a scope decided
+before it as "every store of the file" would search that store too).
 """
 
 from __future__ import annotations
@@ -38,21 +43,22 @@ def search(
     must have the dimension of the file's model."""
     started = time.perf_counter()
     conn = workspace.conn
-    can_read = readable(conn, principal)
+    readable(conn, principal)  # a caller without any read scope is Forbidden before all else
     settings = workspace.settings
     args = check_arguments(request, settings.rrf_k, settings.recency_half_life_days)
     given = None if query_vector is None else _given_vector(query_vector)
-    scope = resolve_scope(conn, can_read, request.filters)
-    if args.uses_semantic:
-        workspace.ensure_model()
     vector = None
     if args.uses_semantic:
-        # Embedding takes milliseconds of CPU: other callers may use the connection meanwhile.
+        with _read_transaction(conn):  # a bad filter is reported before the model loads
+            resolve_scope(conn, readable(conn, principal), request.filters)
+        workspace.ensure_model()
+        # Outside any transaction: embedding takes milliseconds to seconds of CPU.
         vector = given if given is not None else _embed_query(workspace, args.query)
         _check_dimension(workspace, vector)
     if args.uses_lexical:
         ensure_vocabulary(conn)
     with _read_transaction(conn):
+        scope = resolve_scope(conn, readable(conn, principal), request.filters)
         return run_search(conn, args, scope, vector, workspace.accelerator, started)
 
 
