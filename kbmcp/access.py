@@ -18,9 +18,9 @@ import apsw
 
 from kbmcp.clock import now_iso
 from kbmcp.errors import Forbidden
-from kbmcp.ids import make_id
 from kbmcp.store.catalog import LOCAL_TENANT, TenantRef, ensure_tenant
 from kbmcp.store.connection import write_transaction
+from kbmcp.store.id_key import id_key_of
 from kbmcp.tokens import secret_matches, token_id_of
 
 NO_ROW = 0  # SQLite row ids start at 1
@@ -183,6 +183,6 @@ def _local_tenant(conn: apsw.Connection, writer_lock: AbstractContextManager[obj
     if conn.readonly("main"):
         # Nobody ever wrote to this file (or only another tenant did): the local owner owns
         # nothing in it, and a read-only file cannot record the owner. Row id 0 matches no row.
-        return TenantRef(NO_ROW, make_id("tenant", LOCAL_TENANT))
+        return TenantRef(NO_ROW, id_key_of(conn).make("tenant", LOCAL_TENANT))
     with writer_lock, write_transaction(conn):
         return ensure_tenant(conn, LOCAL_TENANT)

@@ -13,8 +13,10 @@ from syrupy.location import PyTestLocation
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.ids import TEST_KEY_ENV
 from kbmcp.workspace import Workspace
 from tests.cli_support import Run, cli_runner
+from tests.id_support import TEST_ID_KEY
 from tests.mcp_support import HttpServer, build_corpus, connect
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +34,15 @@ class TopLevelJSONSnapshot(JSONSnapshotExtension):
 @pytest.fixture
 def snapshot_json(snapshot: SnapshotAssertion) -> SnapshotAssertion:
     return snapshot.use_extension(TopLevelJSONSnapshot)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _pinned_id_key() -> Iterator[None]:
+    """Every file the tests create gets the same id key, so ids in snapshots are stable. Session
+    scope: module-scoped corpora are built before function-scoped fixtures run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TEST_KEY_ENV, TEST_ID_KEY.hex())
+        yield
 
 
 @pytest.fixture(autouse=True)

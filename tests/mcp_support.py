@@ -1,7 +1,8 @@
 """Shared by the MCP tests: a fixed corpus, and kbmcp servers in three forms (in-process, stdio
 subprocess, HTTP subprocess) driven through the SDK client.
 
-Ids are deterministic (knowledge base name + relative path + content), and KBMCP_NOW pins every
+Ids are deterministic within a file (knowledge base name + relative path + content, keyed with
+the file's id key, which KBMCP_TEST_ID_KEY pins for the test suite), and KBMCP_NOW pins every
 timestamp, so the same corpus gives the same ids and times in every test and every process.
 """
 
@@ -23,9 +24,11 @@ from mcp_types import CallToolResult, TextContent
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.ids import TEST_KEY_ENV
 from kbmcp.server.app import build_server
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.workspace import Workspace
+from tests.id_support import TEST_ID_KEY
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -151,6 +154,7 @@ def subprocess_env(db_path: Path, **extra: str) -> dict[str, str]:
             "KBMCP_DB": str(db_path),
             "KBMCP_EMBEDDER": "hash",
             "KBMCP_NOW": T2,
+            TEST_KEY_ENV: TEST_ID_KEY.hex(),
             **extra,
         }
     )

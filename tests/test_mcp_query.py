@@ -16,8 +16,8 @@ import pytest
 from mcp import Client
 from syrupy.assertion import SnapshotAssertion
 
-from kbmcp.ids import make_id
 from kbmcp.service.ingest import IngestOptions, add_paths
+from tests.id_support import test_id
 from tests.mcp_support import (
     HttpServer,
     connect,
@@ -30,8 +30,8 @@ from tests.ranked_output import stable
 
 pytestmark = pytest.mark.anyio
 
-HANDBOOK = make_id("knowledge_base", make_id("tenant", "local"), "handbook")
-RUNBOOK_DOC = make_id("document", HANDBOOK, "ops/runbook.md")
+HANDBOOK = test_id("knowledge_base", test_id("tenant", "local"), "handbook")
+RUNBOOK_DOC = test_id("document", HANDBOOK, "ops/runbook.md")
 
 
 async def query(client: Client, **arguments: Any) -> dict[str, Any]:
@@ -134,9 +134,9 @@ def candidates_one_server(regression_db: Path) -> Iterator[HttpServer]:
 
 
 async def test_scoped_search_regression_over_http(candidates_one_server: HttpServer) -> None:
-    kb = make_id("knowledge_base", make_id("tenant", "local"), "regression")
-    low_doc = make_id("document", kb, "weak/plants.md")
-    low_chunk = make_id("chunk", make_id("revision", low_doc, 1), 0)
+    kb = test_id("knowledge_base", test_id("tenant", "local"), "regression")
+    low_doc = test_id("document", kb, "weak/plants.md")
+    low_chunk = test_id("chunk", test_id("revision", low_doc, 1), 0)
     async with Client(candidates_one_server.url) as client:
         unscoped = await query(client, query="database backup restore", mode="lexical", limit=1)
         assert unscoped["results"][0]["document_id"] != low_doc  # it really ranks low

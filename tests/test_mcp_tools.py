@@ -11,13 +11,13 @@ from mcp import Client
 from syrupy.assertion import SnapshotAssertion
 
 from kbmcp import __version__
-from kbmcp.ids import make_id
 from kbmcp.server import tools as tools_module
+from tests.id_support import test_id
 from tests.mcp_support import RUNBOOK, payload
 
 pytestmark = pytest.mark.anyio
 
-HANDBOOK = make_id("knowledge_base", make_id("tenant", "local"), "handbook")
+HANDBOOK = test_id("knowledge_base", test_id("tenant", "local"), "handbook")
 
 
 async def call(
@@ -127,7 +127,7 @@ async def test_read_older_revision(client: Client) -> None:
     oncall = (await ids(client))["ops/oncall.md"]
     current = await call(client, "search_knowledge", {"document_id": oncall})
     assert current["revision_number"] == 2 and "ten minutes" in current["content"]
-    older_id = make_id("revision", oncall, 1)
+    older_id = test_id("revision", oncall, 1)
     older = await call(client, "search_knowledge", {"document_id": oncall, "revision_id": older_id})
     assert older["revision_number"] == 1 and not older["is_current_revision"]
     assert "fifteen minutes" in older["content"]
@@ -171,8 +171,8 @@ async def test_outline_of_plain_text_is_empty(client: Client) -> None:
 
 async def test_fetch_chunks_with_missing(client: Client, snapshot_json: SnapshotAssertion) -> None:
     runbook = (await ids(client))["ops/runbook.md"]
-    revision = make_id("revision", runbook, 1)
-    wanted = [make_id("chunk", revision, 1), make_id("chunk", revision, 0)]
+    revision = test_id("revision", runbook, 1)
+    wanted = [test_id("chunk", revision, 1), test_id("chunk", revision, 0)]
     unknown = "chk_0000000000000000"
     result = await call(client, "search_knowledge", {"chunk_ids": [*wanted, unknown, wanted[0]]})
     assert result["request_mode"] == "fetch"

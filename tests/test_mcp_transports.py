@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from mcp import Client
 
 from kbmcp.cli import cli
-from kbmcp.ids import make_id
+from tests.id_support import test_id
 from tests.mcp_support import (
     REPO_ROOT,
     HttpServer,
@@ -29,9 +29,9 @@ from tests.mcp_support import (
 
 pytestmark = pytest.mark.anyio
 
-HANDBOOK = make_id("knowledge_base", make_id("tenant", "local"), "handbook")
-RUNBOOK_DOC = make_id("document", HANDBOOK, "ops/runbook.md")
-RUNBOOK_REV = make_id("revision", RUNBOOK_DOC, 1)
+HANDBOOK = test_id("knowledge_base", test_id("tenant", "local"), "handbook")
+RUNBOOK_DOC = test_id("document", HANDBOOK, "ops/runbook.md")
+RUNBOOK_REV = test_id("revision", RUNBOOK_DOC, 1)
 
 # One call of every non-query tool and mode, plus errors (query mode: tests/test_mcp_query.py).
 CALLS: list[tuple[str, dict[str, Any]]] = [
@@ -40,7 +40,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("list_documents", {"path_prefix": "ops/", "tags": {"tag": "runbook"}}),
     ("search_knowledge", {"document_id": RUNBOOK_DOC, "offset": 100, "limit_chars": 200}),
     ("search_knowledge", {"document_id": RUNBOOK_DOC, "outline": True}),
-    ("search_knowledge", {"chunk_ids": [make_id("chunk", RUNBOOK_REV, 0), "chk_0000000000000000"]}),
+    ("search_knowledge", {"chunk_ids": [test_id("chunk", RUNBOOK_REV, 0), "chk_0000000000000000"]}),
     ("search_knowledge", {"since": "2026-01-02", "limit": 10}),
     ("search_knowledge", {"query": "backups", "document_id": RUNBOOK_DOC}),
     ("search_knowledge", {"revision_id": RUNBOOK_REV}),

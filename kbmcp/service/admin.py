@@ -17,7 +17,9 @@ from kbmcp.access import ADMIN, Principal
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import StoreError
+from kbmcp.ids import TEST_KEY_ENV
 from kbmcp.store.connection import write_transaction
+from kbmcp.store.id_key import id_key_info
 from kbmcp.store.migrations import current_version, latest_version
 from kbmcp.store.vectors import (
     index_vectors,
@@ -82,7 +84,28 @@ def _file_report(workspace: Workspace) -> dict[str, Any]:
         "recorded_model": None if recorded is None else recorded.__dict__,
         "configured_embedder": workspace.settings.embedder,
         "counts": {name: conn.execute(query).fetchone()[0] for name, query in COUNTS.items()},
+        "id_key": _id_key_report(conn),
     }
+
+
+def _id_key_report(conn: apsw.Connection) -> dict[str, Any] | None:
+    """How the file's ids are keyed (docs/security.md, threat model), with a note when they are
+    guessable: a key pinned for tests, or ids made before the file had a key."""
+    info = id_key_info(conn)
+    if info is None:
+        return None
+    notes = []
+    if info.origin == "pinned":
+        notes.append(
+            f"the key was pinned by {TEST_KEY_ENV} when the file was created: anyone who knows "
+            "it can compute ids; use such files for tests only"
+        )
+    if info.unkeyed_before:
+        notes.append(
+            f"ids made before {info.created_at} (when the file was upgraded) are unkeyed hashes "
+            "of names and content; rebuild the file (add the sources to a new one) to replace them"
+        )
+    return {**info.__dict__, "notes": notes}
 
 
 def _model_status(workspace: Workspace) -> dict[str, Any]:

@@ -21,12 +21,13 @@ import apsw
 
 from kbmcp.clock import now_iso
 from kbmcp.embed.inputs import chunk_embedding_input
-from kbmcp.ids import make_id
+from kbmcp.ids import IdKey
 from kbmcp.ingest.chunker import ChunkSpan
 from kbmcp.ingest.parsing import ParsedDocument
 from kbmcp.store import catalog as sql
 from kbmcp.store.catalog import KnowledgeBaseRef, dump_json
 from kbmcp.store.connection import write_transaction
+from kbmcp.store.id_key import id_key_of
 from kbmcp.store.index import IndexRow, add_to_index, chunk_ids_of_revision, remove_from_index
 from kbmcp.store.vectors import check_model, drop_stored_vectors, store_vectors, to_blob
 from kbmcp.workspace import Workspace
@@ -107,13 +108,20 @@ class IngestBatch:
         self.workspace = workspace
         # The public id a new document gets from its path: doc_... from the knowledge base and
         # the path by default (kbmcp/ids.py); memories pass their own rule.
-        self.public_id_of = public_id_of or (lambda path: make_id("document", kb.public_id, path))
+        self.public_id_of = public_id_of or (
+            lambda path: self.ids.make("document", kb.public_id, path)
+        )
         self.conn = workspace.conn
         self.kb = kb
         self.counts = counts  # added, updated, unchanged, chunks, embedded: after each commit
         self.on_ready = on_ready
         self.pending: list[PendingDocument] = []
         self.pending_chunks = 0
+
+    @functools.cached_property
+    def ids(self) -> IdKey:
+        """The file's id key (it never changes), read at the first write."""
+        return id_key_of(self.conn)
 
     @property
     def not_ready(self) -> int:
@@ -276,7 +284,7 @@ class IngestBatch:
         """A new immutable revision and its chunks; sets `document.chunk_ids`."""
         conn = self.conn
         number = conn.execute(sql.NEXT_REVISION_NUMBER, {"document_id": document_id}).fetchone()[0]
-        revision_public_id = make_id("revision", document_public_id, number)
+        revision_public_id = self.ids.make("revision", document_public_id, number)
         conn.execute(
             sql.INSERT_REVISION,
             {
@@ -296,7 +304,7 @@ class IngestBatch:
             conn.execute(
                 sql.INSERT_CHUNK,
                 {
-                    "public_id": make_id("chunk", revision_public_id, span.ordinal),
+                    "public_id": self.ids.make("chunk", revision_public_id, span.ordinal),
                     "revision_id": revision_id,
                     "ordinal": span.ordinal,
                     "heading_path": dump_json(list(span.heading_path)),

@@ -27,7 +27,7 @@ import apsw
 from kbmcp.access import MEMORY_READ, MEMORY_WRITE, Principal
 from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
-from kbmcp.ids import check_id, make_id
+from kbmcp.ids import check_id
 from kbmcp.ingest.chunker import ChunkingOptions, chunk_document
 from kbmcp.ingest.parsing import ParsedDocument
 from kbmcp.service.ingest import archive_row, pending_document
@@ -40,6 +40,7 @@ from kbmcp.store.catalog import (
     ensure_knowledge_base,
 )
 from kbmcp.store.connection import write_transaction
+from kbmcp.store.id_key import id_key_of
 from kbmcp.validate import collection_name, integer, shown
 from kbmcp.workspace import Workspace, holding_lock
 
@@ -491,11 +492,13 @@ def _store_for_write(
 
 
 def _new_memory_id(conn: apsw.Connection, store: KnowledgeBaseRef, content_hash: str) -> str:
-    """A deterministic id from the store and the content. The next candidate is taken only when
-    a memory that was first written with this content has been revised since."""
+    """A deterministic id from the store and the content, keyed with the file's id key (so it
+    reveals nothing of the content). The next candidate is taken only when a memory that was
+    first written with this content has been revised since."""
+    ids = id_key_of(conn)
     attempt = 0
     while True:
-        public_id = make_id("memory", store.public_id, content_hash, attempt)
+        public_id = ids.make("memory", store.public_id, content_hash, attempt)
         if conn.execute(SELECT_ID_TAKEN, {"public_id": public_id}).fetchone() is None:
             return public_id
         attempt += 1

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from kbmcp.access import ADMIN, Principal, tenant_principal
 from kbmcp.clock import now_iso
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
-from kbmcp.ids import make_id
 from kbmcp.store import catalog
 from kbmcp.store.catalog import NamedTenant, OwnedKnowledgeBase
 from kbmcp.store.connection import write_transaction
@@ -168,9 +167,8 @@ def create_knowledge_base(
                 f"{clean!r}",
                 details={"argument": "name", "value": clean},
             )
-        catalog.ensure_knowledge_base(conn, owner.ref, clean, description)
-    public_id = make_id("knowledge_base", owner.public_id, clean)
-    return next(kb for kb in _records(workspace, None) if kb.knowledge_base_id == public_id)
+        created = catalog.ensure_knowledge_base(conn, owner.ref, clean, description)
+    return next(kb for kb in _records(workspace, None) if kb.knowledge_base_id == created.public_id)
 
 
 def list_knowledge_base_records(

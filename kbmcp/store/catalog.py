@@ -10,7 +10,7 @@ import apsw
 
 from kbmcp.clock import now_iso
 from kbmcp.errors import InvalidRequest
-from kbmcp.ids import make_id
+from kbmcp.store.id_key import id_key_of
 
 LOCAL_TENANT = "local"
 DEFAULT_KB = "default"
@@ -170,7 +170,8 @@ def ensure_tenant(conn: apsw.Connection, name: str = LOCAL_TENANT) -> TenantRef:
     row = conn.execute(SELECT_TENANT, {"name": name}).fetchone()
     if row is None:
         conn.execute(
-            INSERT_TENANT, {"public_id": make_id("tenant", name), "name": name, "now": now_iso()}
+            INSERT_TENANT,
+            {"public_id": id_key_of(conn).make("tenant", name), "name": name, "now": now_iso()},
         )
         row = conn.execute(SELECT_TENANT, {"name": name}).fetchone()
     return TenantRef(row[0], row[1])
@@ -208,7 +209,7 @@ def ensure_knowledge_base(
         conn.execute(
             INSERT_KB,
             {
-                "public_id": make_id(ID_KIND[kind], tenant.public_id, name),
+                "public_id": id_key_of(conn).make(ID_KIND[kind], tenant.public_id, name),
                 "tenant_id": tenant.id,
                 "name": name,
                 "description": description,

@@ -23,6 +23,7 @@ import apsw
 import sqlite_vec
 
 from kbmcp.errors import ReadOnly, StoreError
+from kbmcp.store.id_key import ensure_id_key
 from kbmcp.store.migrations import current_version, latest_version, migrate
 
 BUSY_TIMEOUT_MS = 10_000
@@ -153,6 +154,8 @@ def _prepare(
         if apply_migrations:
             _check_version(conn, db_path, read_only=read_only)
             migrate(conn)
+            if not read_only:
+                ensure_id_key(conn)
     except apsw.NotADBError:
         conn.close()
         raise StoreError(f"{db_path} is not a kbmcp database (not an SQLite file)") from None
