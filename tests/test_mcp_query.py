@@ -16,6 +16,7 @@ import pytest
 from mcp import Client
 from syrupy.assertion import SnapshotAssertion
 
+from kbmcp.service import memories
 from kbmcp.service.ingest import IngestOptions, add_paths
 from tests.id_support import test_id
 from tests.mcp_support import (
@@ -121,6 +122,9 @@ def regression_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = root / "kb.db"
     with hash_workspace(db) as ws, pinned_clock("2026-01-01T00:00:00Z"):
         add_paths(ws, ws.local_principal(), [corpus], IngestOptions(knowledge_base="regression"))
+        # A memory that matches the query better than the low document: a document filter must
+        # keep it out (a memory has no document id), not let it take the one candidate slot.
+        memories.remember(ws, ws.local_principal(), STRONG_TEXT.format(n="memory"))
     return db
 
 
@@ -141,7 +145,9 @@ async def test_scoped_search_regression_over_http(candidates_one_server: HttpSer
         unscoped = await query(client, query="database backup restore", mode="lexical", limit=1)
         assert unscoped["results"][0]["document_id"] != low_doc  # it really ranks low
         for mode in ["hybrid", "lexical", "semantic", "rrf"]:
-            result = await query(
-                client, query="database backup restore", mode=mode, limit=1, document_ids=[low_doc]
-            )
-            assert [hit["chunk_id"] for hit in result["results"]] == [low_chunk], mode
+            for argument in ["document_ids", "knowledge_ids"]:
+                result = await query(
+                    client, query="database backup restore", mode=mode, limit=1,
+                    **{argument: [low_doc]},
+                )  # fmt: skip
+                assert [hit["chunk_id"] for hit in result["results"]] == [low_chunk], mode

@@ -17,6 +17,7 @@ from syrupy.assertion import SnapshotAssertion
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.server.app import build_server
+from kbmcp.server.tools import ServerOptions
 from kbmcp.service import memories
 from kbmcp.service.admin import doctor
 from kbmcp.service.ingest import IngestOptions, add_paths
@@ -272,10 +273,7 @@ async def test_memory_store_and_tag_filters(db: Path, client: Client) -> None:
     query = "deploy"
 
     by_store = await search(client, query=query, memory_store_ids=[ops])
-    assert [hit["document_id"] for hit in by_store if hit["kind"] == "memory"] == [
-        in_ops["memory_id"]
-    ]
-    assert any(hit["kind"] == "document" for hit in by_store)  # documents are not affected
+    assert kinds(by_store) == [("memory", in_ops["memory_id"])]  # a memory filter: memories only
 
     # A memory matches a tag by its own tags or its store's, and a pair may come from either.
     own = await search(client, query=query, tags={"topic": "deploy"})
@@ -291,21 +289,106 @@ async def test_memory_store_and_tag_filters(db: Path, client: Client) -> None:
     assert {kind for kind, _ in kinds(runbooks)} == {"document"}
 
 
-async def test_document_filters_narrow_documents_only(client: Client) -> None:
-    memory_id = (await ok(client, "remember", content=FACT))["memory_id"]
-    query = "deploy key"
+# ------------------------------------------------------------------ store-specific filters
+
+
+async def _documents(client: Client) -> dict[str, tuple[str, str]]:
+    """(document id, knowledge base id) by path."""
+    page = await ok(client, "list_documents")
+    return {d["path"]: (d["document_id"], d["knowledge_base_id"]) for d in page["documents"]}
+
+
+async def _results(client: Client, query: str | None, **arguments: Any) -> list[dict[str, Any]]:
+    """Query mode when `query` is given, scan mode otherwise: both follow the same rules."""
+    if query is not None:
+        arguments["query"] = query
+    return (await ok(client, "search_knowledge", **arguments))["results"]
+
+
+@pytest.mark.parametrize("query", ["deploy key", None], ids=["query", "scan"])
+async def test_a_filter_only_one_store_can_satisfy_chooses_that_store(
+    db: Path, client: Client, query: str | None
+) -> None:
+    """Document filters alone search documents only, memory_store_ids alone memories only; both
+    kinds of filter narrow each store by its own; tags fit both stores; the include_* switches
+    stay the switches."""
+    ops = make_store(db, "ops")
+    default = (await ok(client, "remember", content=FACT, tags={"tag": "runbook"}))["memory_id"]
+    in_ops = (
+        await ok(client, "remember", content="The deploy key is kept in the vault.",
+                 memory_store_id=ops)
+    )["memory_id"]  # fmt: skip
+    docs = await _documents(client)
+    deploy, handbook = docs["ops/deploy.md"]
+    garden, _ = docs["garden/notes.md"]
+
     for filters in (
-        {"document_paths": ["garden/"]},
-        {"metadata": {"owner": "nobody"}},
-        {"knowledge_base_ids": [(await search(client, query=query))[-1]["knowledge_base_id"]]},
+        {"knowledge_ids": [deploy]},
+        {"document_ids": [deploy]},
+        {"document_paths": ["ops/"]},
+        {"knowledge_base_ids": [handbook], "document_paths": ["ops/"]},
     ):
-        hits = await search(client, query=query, **filters)
-        assert ("memory", memory_id) in kinds(hits), filters
-        assert all(hit["kind"] == "memory" or "deploy" not in hit["path"] for hit in hits) or (
-            "knowledge_base_ids" in filters
-        )
-    scoped = await search(client, query="quokka", document_paths=["garden/"])
-    assert {hit["path"] for hit in scoped if hit["kind"] == "document"} == {"garden/notes.md"}
+        hits = await _results(client, query, **filters)
+        assert kinds(hits) == [("document", deploy)] * len(hits) and hits, filters
+    by_kb = await _results(client, query, knowledge_base_ids=[handbook])
+    assert {kind for kind, _ in kinds(by_kb)} == {"document"}
+    # A memory has no metadata: a metadata filter that matches no document finds nothing.
+    response = await ok(client, "search_knowledge", metadata={"owner": "nobody"},
+                        **({"query": query} if query else {}))  # fmt: skip
+    assert response["results"] == []
+    assert response.get("stats", {"filters_unmatched": ["metadata"]})["filters_unmatched"] == [
+        "metadata"
+    ]
+
+    assert set(kinds(await _results(client, query, memory_store_ids=[ops]))) == {("memory", in_ops)}
+    # Both kinds of filter: each store narrowed by its own, both searched.
+    both = await _results(client, query, document_ids=[garden], memory_store_ids=[ops])
+    assert set(kinds(both)) == {("document", garden), ("memory", in_ops)}
+    # tags fit both stores, so alone they search both.
+    tagged = await _results(client, query, tags={"tag": "runbook"})
+    assert set(kinds(tagged)) == {("document", deploy), ("memory", default)}
+    # An explicit switch wins over the choice a filter makes ...
+    switched = await _results(client, query, document_ids=[garden], include_memories=True)
+    assert set(kinds(switched)) == {("document", garden), ("memory", default), ("memory", in_ops)}
+    # ... and a switch that is off is never turned back on by a filter.
+    body = await call(client, "search_knowledge", include_memories=False,
+                      memory_store_ids=[ops], **({"query": query} if query else {}))  # fmt: skip
+    assert body["error"]["code"] == "invalid_request"
+
+
+async def test_knowledge_ids_at_candidate_depth_one_return_the_document(db: Path) -> None:
+    """The bug the document-scoping feature exists to prevent: with one candidate per channel, a
+    memory that matches the query better must not take the place of the selected document."""
+    with workspace(db) as ws:
+        async with Client(build_server(ws, ServerOptions(search_candidates=1))) as client:
+            await ok(client, "remember", content=FACT)
+            garden, _ = (await _documents(client))["garden/notes.md"]
+            for mode in ("hybrid", "lexical", "semantic", "rrf"):
+                hits = await search(
+                    client, query="when does the deploy key rotate", mode=mode, limit=1,
+                    knowledge_ids=[garden],
+                )  # fmt: skip
+                assert kinds(hits) == [("document", garden)], mode
+
+
+async def test_min_similarity_spares_the_selected_documents_not_memories(
+    db: Path, client: Client
+) -> None:
+    """The floor's exemption belongs to the selected documents: memories searched beside them
+    keep the floor."""
+    exact = (await ok(client, "remember", content=FACT))["memory_id"]
+    await ok(client, "remember", content=QUOKKA)
+    garden, _ = (await _documents(client))["garden/notes.md"]
+    floor = 0.999
+    hits = await search(
+        client, query=FACT, mode="semantic", min_similarity=floor, document_ids=[garden],
+        include_memories=True, limit=50,
+    )  # fmt: skip
+    memories_found = [hit for hit in hits if hit["kind"] == "memory"]
+    assert [hit["document_id"] for hit in memories_found] == [exact]  # QUOKKA is below the floor
+    documents_found = [hit for hit in hits if hit["kind"] == "document"]
+    assert documents_found and {hit["document_id"] for hit in documents_found} == {garden}
+    assert all(hit["semantic_similarity"] < floor for hit in documents_found)
 
 
 # ------------------------------------------------------------------ recency decay

@@ -13,6 +13,7 @@ from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import InvalidRequest
 from kbmcp.search import plan
 from kbmcp.search.excerpt import ELLIPSIS, make_excerpt
+from kbmcp.search.floor import SimilarityFloor
 from kbmcp.search.lexical import fts
 from kbmcp.search.lexical.fts import document_tokenizer, drop_stopwords
 from kbmcp.search.models import SearchFilters, SearchRequest
@@ -87,7 +88,7 @@ def test_matrix_pool_holds_the_exact_best_rows_and_their_near_ties(
             stored = np.stack([vectors.matrix[np.searchsorted(vectors.ids, i)] for i in ids])
             truth = stored @ query
             best = set(ids[np.argsort(-truth, kind="stable")[:3]].tolist())
-            pool = candidates.matrix_pool(vectors, query, allowed, 3, None)
+            pool = candidates.matrix_pool(vectors, query, allowed, 3, SimilarityFloor())
             assert best <= set(pool.tolist()) and set(pool.tolist()) <= set(ids.tolist())
             cut = np.sort(truth)[-3]
             assert len(pool) == np.count_nonzero(truth >= cut - candidates.ROUNDING_SLACK)

@@ -133,6 +133,34 @@ def test_one_shot_min_similarity(pair: tuple[Workspace, Workspace]) -> None:
         _assert_same(_search(server, request), _search(one_shot, request))
 
 
+@pytest.mark.parametrize("exact_max_rows", [plan.VECTOR_EXACT_MAX_ROWS, 1])
+def test_one_shot_floor_spares_selected_documents_only(
+    pair: tuple[Workspace, Workspace], monkeypatch: pytest.MonkeyPatch, exact_max_rows: int
+) -> None:
+    """document_ids beside memories: the floor spares the selected document's chunks, not the
+    memories', on every path (a scope big enough for vec0's KNN too, which cannot spare rows
+    beyond its k and so gives way to the exact scan)."""
+    server, one_shot = pair
+    monkeypatch.setattr(plan, "VECTOR_EXACT_MAX_ROWS", exact_max_rows)
+    target = server.conn.execute(
+        "SELECT public_id FROM document WHERE path = ?", (TARGET_PATH,)
+    ).fetchone()[0]
+    filters = SearchFilters(document_ids=[target], include_memories=True)
+    unfloored = _search(server, SearchRequest(QUERY, mode="semantic", limit=50, filters=filters))
+    similarities = sorted(r.semantic_similarity for r in unfloored.results if r.kind == "memory")
+    floor = (similarities[0] + similarities[-1]) / 2  # some memories above, some below
+    request = SearchRequest(QUERY, mode="semantic", min_similarity=floor, limit=50, filters=filters)
+    cached, sql_only = _search(server, request), _search(one_shot, request)
+    _assert_same(cached, sql_only)
+    assert sql_only.stats.vector_strategy == "sql_exact"
+    kept = [r for r in cached.results if r.kind == "memory"]
+    assert kept and all(r.semantic_similarity >= floor for r in kept)
+    assert len(kept) < len(similarities)
+    documents = [r for r in cached.results if r.kind == "document"]
+    assert documents == [r for r in unfloored.results if r.kind == "document"]
+    assert any(r.semantic_similarity < floor for r in documents)  # spared, not just above
+
+
 def test_stores_in_memory_equal_the_scope_sql(pair: tuple[Workspace, Workspace]) -> None:
     """The accelerator's rows of whole stores are exactly the scope SQL's chunks, for every
     subset of the stores, before and after memories are forgotten and added in place."""

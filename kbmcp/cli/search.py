@@ -61,7 +61,7 @@ from kbmcp.service.search import search as run_search
     multiple=True,
     type=UTF8_TEXT,
     metavar="ID_OR_NAME",
-    help="Memory store (memories are searched with documents unless excluded).",
+    help="Memory store (alone, it searches memories only).",
 )
 @click.option(
     "--only",

@@ -20,6 +20,7 @@ from kbmcp.clock import now_iso
 from kbmcp.neutralise import neutralise
 from kbmcp.search.accelerator import Accelerator
 from kbmcp.search.excerpt import make_excerpt
+from kbmcp.search.floor import SimilarityFloor, similarity_floor
 from kbmcp.search.lexical.fts import (
     TOKENIZER,
     WEIGHTS,
@@ -53,10 +54,10 @@ def run_search(
     store_ids = scope.store_ids if accelerator is not None else None
     allowed = None if store_ids is not None else scope_chunk_ids(conn, scope)
     terms = query_terms(args.query)
-    # A user-selected set of documents is never emptied by a similarity floor.
-    min_similarity = None if "document_ids" in scope.filters else args.min_similarity
+    # A user-selected set of documents is never emptied by a similarity floor (search/floor.py).
+    floor = similarity_floor(conn, scope, args.min_similarity)
     if accelerator is None:
-        lexical, semantic = _sources(conn, args, terms, allowed, query_vector, min_similarity, None)
+        lexical, semantic = _sources(conn, args, terms, allowed, query_vector, floor, None)
     else:
         with accelerator.lock:
             current = accelerator.refresh(conn)
@@ -67,7 +68,7 @@ def run_search(
                     else scope_chunk_ids(conn, scope)
                 )
             lexical, semantic = _sources(
-                conn, args, terms, allowed, query_vector, min_similarity,
+                conn, args, terms, allowed, query_vector, floor,
                 accelerator if current else None,
             )  # fmt: skip
     scope_rows = None if allowed is None else len(allowed)
@@ -118,7 +119,7 @@ def _sources(
     terms: list[str],
     allowed: np.ndarray | None,
     query_vector: np.ndarray | None,
-    min_similarity: float | None,
+    floor: SimilarityFloor,
     accelerator: Accelerator | None,
 ) -> tuple[ChannelSource, ChannelSource]:
     """The plan, then each channel's source (candidates from the accelerator when given)."""
@@ -131,9 +132,7 @@ def _sources(
         and all(quote_term(t) in accelerator.postings.phrases for t in terms),
     )
     lexical = _lexical_source(conn, plan, terms, allowed, args.depth, accelerator)
-    semantic = _semantic_source(
-        conn, plan, query_vector, allowed, args.depth, min_similarity, accelerator
-    )
+    semantic = _semantic_source(conn, plan, query_vector, allowed, args.depth, floor, accelerator)
     return lexical, semantic
 
 
@@ -175,7 +174,7 @@ def _semantic_source(
     query_vector: np.ndarray | None,
     allowed: np.ndarray | None,
     depth: int,
-    min_similarity: float | None,
+    floor: SimilarityFloor,
     accelerator: Accelerator | None,
 ) -> ChannelSource:
     if plan.vector is None or query_vector is None:
@@ -186,9 +185,9 @@ def _semantic_source(
     if accelerator is None:
         if not has_vector_index(conn):  # a read-only file that never recorded a model
             return ChannelSource(plan.vector)
-        return sql_source(plan.vector, query, allowed is not None, min_similarity, depth)
-    pool = matrix_pool(accelerator.vectors(conn), query, allowed, depth + 1, min_similarity)
-    return pool_source(plan.vector, query, pool, min_similarity)
+        return sql_source(plan.vector, query, allowed is not None, floor, depth)
+    pool = matrix_pool(accelerator.vectors(conn), query, allowed, depth + 1, floor)
+    return pool_source(plan.vector, query, pool, floor)
 
 
 def _results(conn: apsw.Connection, ranking: Ranking, query_tokens: set[str]) -> list[SearchResult]:

@@ -122,7 +122,7 @@ FILTER_CLAUSES = {
 
 # The filters that narrow memories, ANDed onto BASE_MEMORIES. Document-only filters (knowledge
 # bases, document ids, paths, metadata) never touch this part, and memory_store_ids never the
-# documents part: a filter of one kind narrows that kind and leaves the other as it is.
+# documents part: when both kinds are searched (`_kinds` decides), each is narrowed by its own.
 MEMORY_FILTER_CLAUSES = {
     "memory_store_ids": """
         d.knowledge_base_id IN (SELECT value FROM json_each(:memory_store_ids))""",
@@ -258,16 +258,23 @@ def resolve_scope(conn: apsw.Connection, readable: Readable, filters: SearchFilt
     return Scope(kb_ids, store_ids, active, everything)
 
 
-# The filters that select documents only, and memories only: given, they need their kind on.
+# The filters that select documents only, and memories only (a memory has no path, metadata or
+# knowledge base; a document no memory store): given, they choose their kind.
 DOCUMENT_ONLY = ("knowledge_base_ids", "document_ids", "document_paths", "metadata")
 MEMORY_ONLY = ("memory_store_ids",)
 
 
 def _kinds(readable: Readable, filters: SearchFilters) -> tuple[bool, bool]:
-    """Which kinds the search covers: each kind unless the request excludes it
-    (include_documents / include_memories false) or the principal cannot read it. Asking for a
-    kind the principal cannot read (include_* true, or a filter of that kind) is `Forbidden`;
-    excluding both kinds, or filtering a kind the request excludes, is `InvalidRequest`."""
+    """Which kinds the search covers.
+
+    A filter only one kind can satisfy chooses that kind: document filters alone search
+    documents only, memory_store_ids alone memories only; with filters of both kinds each kind
+    is searched, narrowed by its own; `tags` fits both and chooses nothing. include_documents /
+    include_memories stay the switches: `true` searches that kind even beside the other kind's
+    filters, `false` is never turned back on. A kind the principal cannot read is not searched.
+    Asking for a kind the principal cannot read (include_* true, or a filter of that kind) is
+    `Forbidden`; excluding both kinds, or filtering a kind the request excludes, is
+    `InvalidRequest`."""
     include_documents = _flag(filters.include_documents, "include_documents")
     include_memories = _flag(filters.include_memories, "include_memories")
     if include_documents is False and include_memories is False:
@@ -275,14 +282,15 @@ def _kinds(readable: Readable, filters: SearchFilters) -> tuple[bool, bool]:
             "include_documents and include_memories are both false: nothing would be searched",
             details={"argument": "include_documents"},
         )
+    document_filters = [name for name in DOCUMENT_ONLY if getattr(filters, name) is not None]
+    memory_filters = [name for name in MEMORY_ONLY if getattr(filters, name) is not None]
     kinds = []
-    for include, stores, only, argument, scope in (
-        (include_documents, readable.knowledge_base_ids, DOCUMENT_ONLY, "include_documents",
-         KNOWLEDGE_READ),
-        (include_memories, readable.memory_store_ids, MEMORY_ONLY, "include_memories",
-         MEMORY_READ),
+    for include, stores, given, other_given, argument, scope in (
+        (include_documents, readable.knowledge_base_ids, document_filters, memory_filters,
+         "include_documents", KNOWLEDGE_READ),
+        (include_memories, readable.memory_store_ids, memory_filters, document_filters,
+         "include_memories", MEMORY_READ),
     ):  # fmt: skip
-        given = [name for name in only if getattr(filters, name) is not None]
         if include is False and given:
             raise InvalidRequest(
                 f"{given[0]} filters what {argument}=false excludes",
@@ -294,7 +302,9 @@ def _kinds(readable: Readable, filters: SearchFilters) -> tuple[bool, bool]:
                 f"{wanted} needs the '{scope}' scope, which this caller does not have",
                 details={"argument": wanted, "required_scope": scope},
             )
-        kinds.append(include is not False and stores is not None)
+        # Only the other kind's filters were given: they chose the other kind.
+        chosen_away = include is None and other_given and not given
+        kinds.append(include is not False and stores is not None and not chosen_away)
     return kinds[0], kinds[1]
 
 

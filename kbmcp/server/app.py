@@ -54,10 +54,13 @@ the argument).
 limit and filters knowledge_base_ids, document_ids / knowledge_ids, document_paths, tags, \
 metadata, memory_store_ids, include_documents, include_memories): ranked passages of documents \
 and memories in one list (kind says which) with excerpts, ids, citations and per-channel scores; \
-stats say how many candidates each channel found in scope and whether more exist. Document \
-filters narrow documents only and memory_store_ids memories only; tags apply to both (add \
-include_memories=false to search inside documents alone). Use it to find where something is \
-written. Do not use it to read a document you already have an id for: use a targeted read.
+stats say how many candidates each channel found in scope and whether more exist. A filter \
+only one store can satisfy chooses that store: document filters (knowledge_base_ids, \
+document_ids / knowledge_ids, document_paths, metadata) search documents only, memory_store_ids \
+memories only, both kinds together narrow each store by its own; tags apply to both. \
+include_documents / include_memories switch a store on or off explicitly. Use it to find where \
+something is written. Do not use it to read a document you already have an id for: use a \
+targeted read.
 - Targeted read (document_id + optional revision_id, offset, limit_chars): the exact text of the \
 current (or given) revision in a window of at most 10000 characters; follow next_offset to read \
 on. With outline=true: the heading tree with each section's char range instead, so you can read \

@@ -106,12 +106,15 @@ Limit = param(
 )
 KnowledgeBaseIds = param(
     string_list_schema(MAX_KNOWLEDGE_BASE_IDS, pattern=ID_PATTERN.format("kb")),
-    "Query and scan modes: only these knowledge bases (ids from list_knowledge_bases).",
+    "Query and scan modes: only these knowledge bases (ids from list_knowledge_bases); a "
+    "document filter: without memory_store_ids or include_memories=true, memories are not "
+    "searched.",
 )
 DocumentIds = param(
     string_list_schema(MAX_DOCUMENT_IDS, pattern=ID_PATTERN.format("doc")),
-    "Query and scan modes: only these documents (at most 100). Scoping is exact: every filter "
-    "applies before ranking and the limit.",
+    "Query and scan modes: only these documents (at most 100); memories are not searched "
+    "unless memory_store_ids or include_memories=true. Scoping is exact: every filter applies "
+    "before ranking and the limit.",
 )
 KnowledgeIds = param(
     string_list_schema(MAX_DOCUMENT_IDS, pattern=ID_PATTERN.format("doc")),
@@ -119,7 +122,8 @@ KnowledgeIds = param(
 )
 DocumentPaths = param(
     string_list_schema(MAX_PATH_PREFIXES),
-    "Query and scan modes: only documents whose path starts with one of these prefixes.",
+    "Query and scan modes: only documents whose path starts with one of these prefixes (a "
+    "document filter: memories are not searched unless asked for).",
 )
 Tags = param(
     STRING_MAP_SCHEMA,
@@ -133,21 +137,23 @@ Metadata = param(
         "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
     },
     "Query and scan modes: only documents whose metadata has these exact values, e.g. "
-    '{"owner": "infra"}.',
+    '{"owner": "infra"} (a document filter: memories are not searched unless asked for).',
 )
 MemoryStoreIds = param(
     string_list_schema(MAX_MEMORY_STORE_IDS, pattern=ID_PATTERN.format("mst")),
     "Query and scan modes: only memories of these stores (mst_... ids from remember or from "
-    "results); documents are not affected.",
+    "results); documents are searched too only with a document filter or "
+    "include_documents=true.",
 )
 IncludeDocuments = param(
     {"type": "boolean"},
-    "Query and scan modes: search documents (default true when you may read them).",
+    "Query and scan modes: search documents (default: yes when you may read them, unless only "
+    "memory filters are given).",
 )
 IncludeMemories = param(
     {"type": "boolean"},
-    "Query and scan modes: search memories (default true when you may read them). Both "
-    "include_* false is an error.",
+    "Query and scan modes: search memories (default: yes when you may read them, unless only "
+    "document filters are given). Both include_* false is an error.",
 )
 RecencyHalfLifeDays = param(
     {"type": "number", "minimum": 0},

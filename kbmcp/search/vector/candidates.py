@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kbmcp.search.floor import SimilarityFloor
 from kbmcp.search.vector.matrix import VectorMatrix, similarities
 
 # numpy and sqlite-vec round float32 dot products differently by a few ulps (~1e-7): a pool that
@@ -33,7 +34,7 @@ def matrix_pool(
     query: np.ndarray,
     allowed: np.ndarray | None,
     count: int,
-    min_similarity: float | None,
+    floor: SimilarityFloor,
 ) -> np.ndarray:
     """Chunk ids (ascending) of a pool that holds the best `count` allowed rows."""
     if allowed is None:
@@ -49,8 +50,8 @@ def matrix_pool(
         else:
             scores = similarities(vectors.matrix, rows, query)
     ids = vectors.ids[rows]
-    if min_similarity is not None:
-        keep = scores >= min_similarity - ROUNDING_SLACK
+    if floor.value is not None:
+        keep = floor.keeps(ids, scores, ROUNDING_SLACK)
         ids, scores = ids[keep], scores[keep]
     if len(ids) > count:
         cut = np.partition(scores, len(scores) - count)[len(scores) - count]

@@ -26,12 +26,14 @@ from typing import Any
 import apsw
 import numpy as np
 
+from kbmcp.search.floor import SimilarityFloor
 from kbmcp.search.ranking import ChannelSource
 
 KNN_MAX_K = 4096  # sqlite-vec's cap on k (the depth is at most 1000)
 KNN_TIE_MARGIN = 32
 
-# {rows}: the scope's chunks, or the pool an accelerator picked.
+# {rows}: the scope's chunks, or the pool an accelerator picked. The floor spares the chunks in
+# :floor_exempt (search/floor.py; '[]' for none).
 EXACT = """
     SELECT chunk_id, score FROM (
         SELECT v.chunk_id,
@@ -39,11 +41,14 @@ EXACT = """
         FROM chunk_vector AS v
         WHERE v.chunk_id IN ({rows}))
     WHERE :min_similarity IS NULL OR score >= :min_similarity
+       OR chunk_id IN (SELECT value FROM json_each(:floor_exempt))
     ORDER BY score DESC, chunk_id
     LIMIT :depth + 1"""
 
 # The :knn_k nearest first, then the floor: the rows above a similarity floor that are nearest
-# are the nearest rows that pass it, so filtering after k loses nothing. k goes KNN_TIE_MARGIN
+# are the nearest rows that pass it, so filtering after k loses nothing. (Not so when the floor
+# spares some rows: a spared row below the floor may lie beyond k; `sql_source` then scores the
+# scope exactly.) k goes KNN_TIE_MARGIN
 # past the depth because vec0 returns an arbitrary subset of rows tied at its k-th distance
 # (repeated text has identical vectors); the ORDER BY then cuts the ties by chunk id, as the
 # other strategies do. A tie of more than KNN_TIE_MARGIN rows at the cut can still resolve
@@ -64,11 +69,13 @@ VECTOR_INDEX_EXISTS = "SELECT 1 FROM sqlite_schema WHERE name = 'chunk_vec'"
 
 
 def sql_source(
-    strategy: str, query: np.ndarray, scoped: bool, min_similarity: float | None, depth: int
+    strategy: str, query: np.ndarray, scoped: bool, floor: SimilarityFloor, depth: int
 ) -> ChannelSource:
     """The semantic channel as sqlite-vec SQL; strategy "sql_exact" (needs a scope) or
     "vec0_knn"."""
-    params = _params(query, min_similarity)
+    params = _params(query, floor)
+    if floor.exempt is not None and scoped:
+        strategy = "sql_exact"  # see KNN
     if strategy == "sql_exact":
         return ChannelSource(strategy, EXACT.format(rows=SCOPE_ROWS), params)
     params["knn_k"] = min(KNN_MAX_K, depth + 1 + KNN_TIE_MARGIN)
@@ -76,19 +83,20 @@ def sql_source(
 
 
 def pool_source(
-    strategy: str, query: np.ndarray, pool: np.ndarray, min_similarity: float | None
+    strategy: str, query: np.ndarray, pool: np.ndarray, floor: SimilarityFloor
 ) -> ChannelSource:
     """Exact sqlite-vec scores of a pool of chunk ids an accelerator picked."""
     if len(pool) == 0:
         return ChannelSource(strategy)
-    params = {**_params(query, min_similarity), "semantic_pool": apsw.carray(pool)}
+    params = {**_params(query, floor), "semantic_pool": apsw.carray(pool)}
     return ChannelSource(strategy, EXACT.format(rows=POOL_ROWS), params)
 
 
-def _params(query: np.ndarray, min_similarity: float | None) -> dict[str, Any]:
+def _params(query: np.ndarray, floor: SimilarityFloor) -> dict[str, Any]:
     return {
         "query_vector": np.ascontiguousarray(query, dtype=np.float32).tobytes(),
-        "min_similarity": min_similarity,
+        "min_similarity": floor.value,
+        "floor_exempt": floor.exempt_json(),
     }
 
 
