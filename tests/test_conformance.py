@@ -1,6 +1,7 @@
 """The official MCP conformance suite against `kbmcp serve --http` (bench/conformance.sh): every
 scenario that applies to a knowledge server passes. ~5 s once the suite is installed (~20 s the
-first time: npm installs Node 22 and the suite from the registry)."""
+first time: npm installs Node 22 and the suite from the registry into the venv, and the test says
+so in pytest's warnings summary)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,26 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
+from pathlib import Path
 
 import pytest
 
 from tests.mcp_support import REPO_ROOT
 
 
+class ConformanceInstall(UserWarning):
+    """Node 22 and the conformance suite were installed (into the test's Python environment)."""
+
+
 @pytest.mark.skipif(shutil.which("npm") is None, reason="needs npm to install the suite")
-def test_every_applicable_conformance_scenario_passes() -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KBMCP_")}
+def test_every_applicable_conformance_scenario_passes(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KBMCP_", "XDG_"))}
     env["PYTHON"] = sys.executable
+    # A home of its own: whatever the script installs or caches must not land in the user's.
+    home = tmp_path / "home"
+    home.mkdir()
+    env["HOME"] = str(home)
     run = subprocess.run(
         ["bash", str(REPO_ROOT / "bench" / "conformance.sh")],
         env=env,
@@ -26,7 +37,14 @@ def test_every_applicable_conformance_scenario_passes() -> None:
         text=True,
         timeout=300,
     )
+    installing = [line for line in run.stderr.splitlines() if line.startswith("installing ")]
+    if installing:
+        warnings.warn(ConformanceInstall(installing[0]), stacklevel=1)
     assert run.returncode == 0, run.stdout + run.stderr
+    assert not any(home.iterdir()), f"conformance.sh wrote into HOME: {list(home.iterdir())}"
+    assert not installing or installing[0].endswith(
+        f" into {Path(sys.prefix) / 'kbmcp-conformance'}"
+    ), installing
     summary = run.stdout.splitlines()[1]
     applicable, total = summary.removeprefix("applies to kbmcp: ").split(" pass")[0].split(" of ")
     assert applicable == total and int(total) >= 11, run.stdout
