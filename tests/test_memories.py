@@ -595,6 +595,55 @@ async def test_memories_are_private_to_their_tenant(
         assert kinds(hits) == [("memory", mine["memory_id"])]
 
 
+async def test_a_write_only_token_learns_nothing_of_what_is_stored(db: Path) -> None:
+    """`remember` with memory:write but not memory:read answers the same shape whether the
+    content was new, stored already (with tags of its own) or forgotten, with only the tags it
+    sent: over HTTP, through the SDK client, with real tokens."""
+    with workspace(db) as ws:
+        create_tenant(ws, ws.local_principal(), "acme")
+    full = make_token(db, "acme", ["memory:read", "memory:write"])[1]
+    writer = make_token(db, "acme", ["memory:write"])[1]
+    server = HttpServer(db)
+    try:
+        async with connect_with_token(server.url, full) as reader:
+            await ok(reader, "remember", content=FACT, tags={"private": "yes"}, source="chat 7")
+            gone = await ok(reader, "remember", content=QUOKKA)
+            await ok(reader, "forget", memory_id=gone["memory_id"])
+        async with connect_with_token(server.url, writer) as blind:
+            answers = {
+                label: await ok(blind, "remember", content=content, tags={"topic": "x"})
+                for label, content in (
+                    ("new", "The build cache is cleared every Sunday."),
+                    ("stored already", FACT),
+                    ("forgotten", QUOKKA),
+                )
+            }
+            mine = answers["new"]["memory_id"]
+            refused = await call(blind, "remember", content=FACT, memory_id=mine)
+        async with connect_with_token(server.url, full) as reader:
+            listed = await ok(reader, "search_knowledge", include_documents=False)
+            again = await ok(reader, "remember", content=FACT)
+    finally:
+        server.stop()
+    for answer in answers.values():
+        assert answer["outcome"] == "stored"
+        assert answer["tags"] == [["topic", "x"]]  # never the stored memory's own tags
+        assert answer["memory_store"] == "memories"
+    shapes = {
+        label: {
+            key: value for key, value in answer.items() if key not in ("memory_id", "revision_id")
+        }
+        for label, answer in answers.items()
+    }
+    assert shapes["new"] == shapes["stored already"] == shapes["forgotten"]
+    # The writes happened all the same: tags added, the forgotten memory back, nothing doubled.
+    assert len(listed["results"]) == 3
+    assert again["outcome"] == "existing" and again["tags"] == [["private", "yes"], ["topic", "x"]]
+    # Revising into text another memory holds is refused without naming that memory.
+    assert refused["error"]["code"] == "invalid_request"
+    assert again["memory_id"] not in str(refused)
+
+
 # ------------------------------------------------------------------ CLI
 
 

@@ -8,6 +8,10 @@ immutable revisions, and is ranked with documents by the same statement (kbmcp/s
 
 - `remember` never duplicates: the same content in the same store is the same memory (its id
   is returned again, with any new tags added; a forgotten one comes back).
+- A caller that may write memories but not read them (`memory:write` without `memory:read`)
+  learns nothing of what is stored: `remember` answers it in the same shape whether the content
+  was new, stored already or forgotten (outcome 'stored', only the tags it sent), and embeds the
+  text either way, so the answer takes about as long (docs/security.md, threat model).
 - `forget` is a soft delete: the memory leaves the indexes at once (no search or chunk fetch
   returns it) while its rows stay for audit (`kbmcp memory list --all`).
 - Memory stores are private to their tenant: never shared, and not limited by a token's
@@ -26,9 +30,10 @@ import apsw
 
 from kbmcp.access import MEMORY_READ, MEMORY_WRITE, Principal
 from kbmcp.described import Described
+from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id
-from kbmcp.ingest.chunker import ChunkingOptions, chunk_document
+from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document
 from kbmcp.ingest.parsing import ParsedDocument
 from kbmcp.service.ingest import archive_row, pending_document
 from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, sha256
@@ -41,6 +46,7 @@ from kbmcp.store.catalog import (
 )
 from kbmcp.store.connection import write_transaction
 from kbmcp.store.id_key import id_key_of
+from kbmcp.store.vectors import to_blob
 from kbmcp.validate import collection_name, integer, shown
 from kbmcp.workspace import Workspace, holding_lock
 
@@ -112,6 +118,9 @@ LIMIT :limit
 """
 
 
+Outcome = Literal["created", "existing", "restored", "revised", "stored"]
+
+
 @dataclass(frozen=True)
 class MemoryStoreInfo:
     memory_store_id: str
@@ -128,14 +137,18 @@ class RememberResult:
     memory_store: Annotated[str, Described("The store's name.")]
     revision_id: str
     outcome: Annotated[
-        Literal["created", "existing", "restored", "revised"],
+        Outcome,
         Described(
             "created: a new memory; existing: the store already held this exact content (its "
             "id is returned, new tags added); restored: it had been forgotten and is back; "
-            "revised: memory_id's content was replaced (a new revision, the same id)."
+            "revised: memory_id's content was replaced (a new revision, the same id); stored: "
+            "the store holds this content now (tokens without memory:read are not told which)."
         ),
     ]
-    tags: Annotated[list[tuple[str, str]], Described("The memory's own [key, value] tags.")]
+    tags: Annotated[
+        list[tuple[str, str]],
+        Described("The memory's own [key, value] tags (without memory:read: the tags you sent)."),
+    ]
 
 
 @dataclass(frozen=True)
@@ -215,8 +228,12 @@ def remember(
     been forgotten), the given tags are added to its own, and nothing is duplicated.
 
     With `memory_id`, that memory's content is replaced instead (outcome 'revised'): a new
-    immutable revision under the same id, in its own store; older revisions stay readable."""
+    immutable revision under the same id, in its own store; older revisions stay readable.
+
+    A principal without memory:read gets outcome 'stored' and only the tags it sent, whatever
+    was stored before (module docstring)."""
     principal.require(MEMORY_WRITE)
+    blind = MEMORY_READ not in principal.scopes
     text = _content(content)
     given_tags = check_tags(tags, "tags") if tags is not None else {}
     given_source = _source(source)
@@ -241,11 +258,7 @@ def remember(
         ).fetchone()
         same = None if row is None else MemoryState(*row)
         if target is not None and same is not None and same.public_id != target.public_id:
-            raise InvalidRequest(
-                f"memory {same.public_id} of this store already holds this content; forget "
-                f"{target.public_id} instead of making a second copy",
-                details={"argument": "content", "memory_id": same.public_id},
-            )
+            raise _already_held(same.public_id, target.public_id, blind=blind)
         known = target or same
         path = known.public_id if known else _new_memory_id(conn, store, content_hash)
     merged = sorted(given_tags.items())
@@ -258,8 +271,11 @@ def remember(
         merged = sorted({*map(tuple, json.loads(known.tags)), *given_tags.items()})
         given_source = given_source if given_source is not None else known.source
     parsed = ParsedDocument(kind=MEMORY_FORMAT, title="", tags=merged)
+    # Without memory:read the text is embedded whether or not it is stored already, so the
+    # answer's timing does not tell (a new memory uses these vectors; nothing is embedded twice).
+    vectors = _embed(workspace, parsed.title, spans) if blind else None
     pending = pending_document(
-        path, given_source, text, parsed, merged, {}, previous, CHUNKING, None, spans
+        path, given_source, text, parsed, merged, {}, previous, CHUNKING, vectors, spans
     )
     if pending is not None:
         # A memory's path is its id (made by _new_memory_id).
@@ -270,7 +286,32 @@ def remember(
         row = workspace.conn.execute(
             SELECT_OWN_MEMORY, {"memory_id": path, "tenant_id": principal.tenant_id}
         ).fetchone()
+    if blind:
+        return RememberResult(
+            path, store.public_id, store.name, row[5], "stored", sorted(given_tags.items())
+        )
     return RememberResult(path, store.public_id, store.name, row[5], _outcome(known, same), merged)
+
+
+def _embed(workspace: Workspace, title: str, spans: Sequence[ChunkSpan]) -> list[bytes]:
+    inputs = [chunk_embedding_input(title, span.heading_path, span.text) for span in spans]
+    return [to_blob(row) for row in workspace.embedder.embed(inputs)]
+
+
+def _already_held(held_by: str, target: str, *, blind: bool) -> InvalidRequest:
+    """Revising `target` to the text another memory of its store holds. A caller that cannot
+    read memories is not told which memory holds it."""
+    if blind:
+        return InvalidRequest(
+            f"another memory of this store already holds this content; forget {target} "
+            "instead of making a second copy",
+            details={"argument": "content"},
+        )
+    return InvalidRequest(
+        f"memory {held_by} of this store already holds this content; forget {target} instead "
+        "of making a second copy",
+        details={"argument": "content", "memory_id": held_by},
+    )
 
 
 @dataclass(frozen=True)
@@ -286,9 +327,7 @@ class MemoryState:
     tags: str  # JSON [[key, value], ...]
 
 
-def _outcome(
-    known: MemoryState | None, same: MemoryState | None
-) -> Literal["created", "existing", "restored", "revised"]:
+def _outcome(known: MemoryState | None, same: MemoryState | None) -> Outcome:
     if known is None:
         return "created"
     if same is None:
