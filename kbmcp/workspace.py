@@ -6,10 +6,16 @@ every vector in memory, per-term bm25 contributions, tokenised chunks) that pay 
 queries; a one-shot one (the default) holds none and answers from SQL alone (vec0, FTS5)
 instead of paying a fill of ~0.5-2 s at 100k chunks for a single query (docs/search.md).
 
-Connections: every thread that uses the workspace gets its own apsw connection to the file
-(opened on first use, closed with the workspace), so a server's requests run in parallel: in
-WAL mode readers never wait for each other nor for a writer. Writes take `lock`, so a process
-has one writer at a time (other processes queue on SQLite's busy timeout); reads take no lock.
+Connections: every thread that uses the workspace holds its own apsw connection to the file
+while it lives, so a server's requests run in parallel: in WAL mode readers never wait for each
+other nor for a writer. Writes take `lock`, so a process has one writer at a time (other
+processes queue on SQLite's busy timeout); reads take no lock.
+
+Threads come and go (the servers' worker threads expire after 10 s idle and new ones start for
+the next request), connections do not: a thread that needs one takes over the connection of a
+thread that has ended, and only opens a new one when every connection belongs to a live thread.
+So a process never holds more connections than it had threads using the workspace at one time
+(the worker pool's size), however long it runs; all are closed with the workspace.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
 
 import apsw
@@ -28,6 +35,14 @@ from kbmcp.embed.registry import create_embedder
 from kbmcp.search.accelerator import Accelerator
 from kbmcp.store.connection import open_connection, write_transaction
 from kbmcp.store.vectors import check_model, record_model
+
+
+@dataclass
+class _Lease:
+    """A connection and the thread it belongs to until that thread ends."""
+
+    conn: apsw.Connection
+    thread: threading.Thread
 
 
 class Workspace:
@@ -46,8 +61,8 @@ class Workspace:
         self.accelerator: Accelerator | None = None
         self.long_lived = long_lived
         self._local = threading.local()
-        self._connections: list[apsw.Connection] = []
-        self._connections_lock = threading.Lock()
+        self._leases: list[_Lease] = []
+        self._leases_lock = threading.Lock()
         # The first connection creates and migrates the file; the others only open it.
         self._local.conn = self._register(open_connection(settings.db_path, create=create))
         self._embedder = embedder
@@ -61,15 +76,36 @@ class Workspace:
         """This thread's connection to the file."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = self._register(
+            conn = self._take_over() or self._register(
                 open_connection(self.settings.db_path, create=False, apply_migrations=False)
             )
             self._local.conn = conn
         return conn
 
+    @property
+    def connection_count(self) -> int:
+        """How many connections to the file the workspace holds open."""
+        with self._leases_lock:
+            return len(self._leases)
+
+    def _take_over(self) -> apsw.Connection | None:
+        """The connection of a thread that has ended, now this thread's; None if every
+        connection belongs to a live thread. A thread that has ended runs no more code, so
+        nothing else can be using its connection."""
+        with self._leases_lock:
+            lease = next((lease for lease in self._leases if not lease.thread.is_alive()), None)
+            if lease is None:
+                return None
+            lease.thread = threading.current_thread()
+        if lease.conn.in_transaction:
+            # Never expected (write_transaction always ends what it began), but a transaction
+            # left open by a dead thread must not leak into this thread's first call.
+            lease.conn.execute("ROLLBACK")
+        return lease.conn
+
     def _register(self, conn: apsw.Connection) -> apsw.Connection:
-        with self._connections_lock:
-            self._connections.append(conn)
+        with self._leases_lock:
+            self._leases.append(_Lease(conn, threading.current_thread()))
         return conn
 
     @property
@@ -106,10 +142,10 @@ class Workspace:
                 record_model(self.conn, fingerprint)
 
     def close(self) -> None:
-        with self._connections_lock:
-            connections, self._connections = self._connections, []
-        for conn in connections:
-            conn.close()
+        with self._leases_lock:
+            leases, self._leases = self._leases, []
+        for lease in leases:
+            lease.conn.close()
 
     def __enter__(self) -> Workspace:
         return self

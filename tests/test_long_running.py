@@ -1,0 +1,213 @@
+"""Servers that live for hours (issue 20): connections stay bounded whatever the thread churn.
+
+anyio's worker threads expire after 10 s idle, and the next request starts a new thread: the
+shape of a desktop agent's calls (a burst, a pause, a burst). The servers here run with that
+idle time cut to a few milliseconds (set on anyio's class before kbmcp starts, not in kbmcp), so
+hundreds of requests see hundreds of thread expiries in seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from kbmcp.search.models import SearchRequest
+from kbmcp.service.search import search
+from kbmcp.workspace import Workspace
+from tests.mcp_support import REPO_ROOT, payload, rpc_line, subprocess_env
+from tests.search_corpus import ingest, write_small_corpus
+
+BURSTS = 60
+HTTP_BURSTS = 30  # an HTTP call costs ~3x a stdio one
+BURST_SIZE = 4
+WARM_UP_BURSTS = 5
+# A server's threads are counted alive until they have fully ended, so a burst may start while
+# the threads it replaces still count: at most one burst's worth of connections more than
+# after the warm-up (2 descriptors each: the file and its -wal). Leaking, the count grows by
+# ~3 connections per burst.
+SLACK = 2 * BURST_SIZE
+# Worker threads idle longer than this expire at the next request (anyio's default: 10 s).
+FAST_EXPIRY = (
+    "import anyio._backends._asyncio as backend; backend.WorkerThread.MAX_IDLE_TIME = 0.01; "
+    "from kbmcp.cli import main; main()"
+)
+SEARCH = {"name": "search_knowledge", "arguments": {"query": "database backups restore"}}
+
+
+def descriptors(pid: int | str = "self") -> list[str]:
+    """What each open descriptor of the process points at."""
+    folder = Path(f"/proc/{pid}/fd")
+    targets = []
+    for entry in folder.iterdir():
+        with contextlib.suppress(OSError):  # closed meanwhile (the listing's own descriptor)
+            targets.append(os.readlink(entry))
+    return targets
+
+
+def database_descriptors(pid: int | str, db: Path) -> int:
+    """Descriptors open on the database file, its -wal and its -shm."""
+    return sum(1 for target in descriptors(pid) if target.startswith(str(db)))
+
+
+def server_command(db: Path, *serve_args: str) -> list[str]:
+    return [sys.executable, "-c", FAST_EXPIRY, "--db", str(db), "serve", *serve_args]
+
+
+def test_thread_churn_reuses_the_connections_of_ended_threads(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """Hundreds of short-lived threads, a few at a time, as a server's worker pool makes them:
+    the workspace holds no more connections than threads ran at once, and the process's
+    descriptors stay as they were after the first round."""
+    ingest(workspace, write_small_corpus(tmp_path))
+    principal = workspace.local_principal()
+    request = SearchRequest(query="database backups")
+
+    def one_search(together: threading.Barrier) -> None:
+        search(workspace, principal, request)
+        together.wait()  # every thread of the round holds its connection at the same time
+
+    def one_round() -> None:
+        together = threading.Barrier(BURST_SIZE)
+        threads = [threading.Thread(target=one_search, args=(together,)) for _ in range(BURST_SIZE)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    counts = []
+    for _ in range(WARM_UP_BURSTS + BURSTS):
+        one_round()
+        counts.append((workspace.connection_count, len(descriptors())))
+    # The thread that built the corpus, and BURST_SIZE threads at a time.
+    assert {connections for connections, _ in counts} == {1 + BURST_SIZE}
+    assert len(set(counts[WARM_UP_BURSTS - 1 :])) == 1, counts
+
+
+class ChurningStdio:
+    """`kbmcp serve` over stdio with fast worker expiry, driven with raw JSON-RPC lines."""
+
+    def __init__(self, db: Path) -> None:
+        self.process = subprocess.Popen(
+            server_command(db),
+            env=subprocess_env(db),
+            cwd=REPO_ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.replies: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.next_id = 1
+        initialize = {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "churn", "version": "0"}}  # fmt: skip
+        self.exchange([("initialize", initialize)])
+        self._send(rpc_line(None, "notifications/initialized"))
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.replies.put(line)
+
+    def _send(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line)
+        self.process.stdin.flush()
+
+    def exchange(self, calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+        """Send every call at once, then wait for all replies."""
+        for method, params in calls:
+            self._send(rpc_line(self.next_id, method, params))
+            self.next_id += 1
+        return [json.loads(self.replies.get(timeout=60)) for _ in calls]
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def churning_stdio(corpus_db: Path) -> Iterator[ChurningStdio]:
+    server = ChurningStdio(corpus_db)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_stdio_server_descriptors_stay_flat_across_worker_expiry(
+    churning_stdio: ChurningStdio, corpus_db: Path
+) -> None:
+    pid = churning_stdio.process.pid
+    counts = []
+    for _ in range(WARM_UP_BURSTS + BURSTS):
+        replies = churning_stdio.exchange([("tools/call", SEARCH)] * BURST_SIZE)
+        assert all(not reply["result"]["isError"] for reply in replies), replies
+        time.sleep(0.03)  # every worker of the burst expires before the next one
+        counts.append((len(descriptors(pid)), database_descriptors(pid, corpus_db)))
+    total, database = (list(column) for column in zip(*counts, strict=True))
+    warm = WARM_UP_BURSTS - 1
+    assert max(database) - database[warm] <= SLACK, database
+    assert max(total) - total[warm] <= SLACK, total
+
+
+@pytest.fixture
+def churning_http(corpus_db: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    process = subprocess.Popen(
+        server_command(corpus_db, "--http", "--port", "0"),
+        env=subprocess_env(corpus_db),
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            match = re.search(r"listening on (http://\S+/mcp)", line)
+            if match:
+                break
+        else:
+            raise AssertionError("the HTTP server did not start")
+        yield process, match.group(1)
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.mark.anyio
+async def test_http_server_descriptors_stay_flat_across_worker_expiry(
+    churning_http: tuple[subprocess.Popen[str], str], corpus_db: Path
+) -> None:
+    process, url = churning_http
+    async with Client(url) as client:
+
+        async def one_search() -> None:
+            result = await client.call_tool(SEARCH["name"], SEARCH["arguments"])
+            assert payload(result)["results"]
+
+        database_counts = []
+        for _ in range(WARM_UP_BURSTS + HTTP_BURSTS):
+            async with anyio.create_task_group() as tasks:
+                for _ in range(BURST_SIZE):
+                    tasks.start_soon(one_search)
+            await anyio.sleep(0.03)
+            database_counts.append(database_descriptors(process.pid, corpus_db))
+    warm = database_counts[WARM_UP_BURSTS - 1]
+    assert max(database_counts) - warm <= SLACK, database_counts
