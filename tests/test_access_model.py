@@ -1,5 +1,5 @@
 """Principals, tokens and grants below the HTTP layer: the service functions, the scope guard
-in-process, stdio with KBMCP_TOKEN, and the document owner recorded by migration 5."""
+in-process, stdio with KBMCP_TOKEN, and the document owner (its knowledge base's, migration 8)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from kbmcp.service.tenants import create_tenant, share_knowledge_base, unshare_k
 from kbmcp.service.tokens import create_token, revoke_token
 from kbmcp.store import migrations
 from kbmcp.store.connection import open_connection
-from tests.access_support import build_two_tenants, make_token, tenant_of
+from tests.access_support import build_two_tenants, make_token
 from tests.mcp_support import T0, T1, T2, hash_workspace, payload, pinned_clock, stdio_params, write
 
 
@@ -193,17 +193,6 @@ async def test_stdio_runs_as_kbmcp_token_and_honours_revocation(db: Path) -> Non
         assert (await client.list_tools()).tools == []
 
 
-def test_documents_record_their_owner_tenant(db: Path, tmp_path: Path) -> None:
-    with hash_workspace(db) as ws:
-        rows = ws.conn.execute(
-            """SELECT d.tenant_id, kb.tenant_id FROM document AS d
-               JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id"""
-        ).fetchall()
-        assert rows and all(doc == owner for doc, owner in rows)
-        acme = tenant_of(ws, "acme")
-        assert {r[0] for r in rows} >= {acme.tenant_id}
-
-
 def test_migration_5_fills_the_owner_of_existing_documents(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     conn = open_connection(path, apply_migrations=False)
@@ -216,6 +205,10 @@ def test_migration_5_fills_the_owner_of_existing_documents(tmp_path: Path) -> No
                                  updated_at)
            VALUES ('doc_1', 3, 'a.md', 'A', 'markdown', 'x', 'x');"""
     )
-    migrations.migrate(conn)
+    migrations.migrate(conn, target=7)  # migration 8 drops the column again
     assert conn.execute("SELECT tenant_id FROM document").fetchall() == [(7,)]
+    migrations.migrate(conn)
+    owner = """SELECT kb.tenant_id FROM document AS d
+               JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id"""
+    assert conn.execute(owner).fetchall() == [(7,)]
     conn.close()

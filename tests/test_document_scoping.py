@@ -1,19 +1,21 @@
 """Document scoping rules (`document_ids` / `knowledge_ids`), one test per rule, on a file with
-two tenants: every selected document must exist, be published, be readable (own or shared),
-belong to its knowledge base's owner and lie inside `knowledge_base_ids`; a failing selection is
-an error naming the failing ids and runs no retrieval; a selected document is never emptied by
-`min_similarity`."""
+two tenants: every selected document must exist, be published, be readable (own or shared)
+and lie inside `knowledge_base_ids` (its tenant is its knowledge base's owner by construction);
+a failing selection is an error naming the failing ids and runs no retrieval; a selected
+document is never emptied by `min_similarity`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
 
+import apsw
 import pytest
 
 from kbmcp.access import Principal
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.search.models import MAX_DOCUMENT_IDS, SearchFilters, SearchRequest, SearchResponse
+from kbmcp.service.read import read_document
 from kbmcp.service.search import search
 from kbmcp.service.tenants import share_knowledge_base
 from kbmcp.workspace import Workspace
@@ -108,30 +110,46 @@ def test_a_document_of_a_shared_knowledge_base_is_selectable_and_keeps_its_owner
         response = _search(ws, beta, filters=SearchFilters(document_ids=[doc]))
         assert response.results and {r.document_id for r in response.results} == {doc}
         owner = ws.conn.execute(
-            "SELECT t.name FROM document AS d JOIN tenant AS t ON t.id = d.tenant_id "
-            "WHERE d.public_id = ?",
+            "SELECT t.name FROM document AS d "
+            "JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id "
+            "JOIN tenant AS t ON t.id = kb.tenant_id WHERE d.public_id = ?",
             (doc,),
         ).fetchone()[0]
         assert owner == "acme"
 
 
-def test_a_document_whose_tenant_differs_from_its_knowledge_base_owner_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_documents_tenant_cannot_disagree_with_its_knowledge_base_owner(tmp_path: Path) -> None:
+    """A document's tenant is its knowledge base's owner (migration 8): there is no second copy
+    a writer could set differently, so every read path answers the same for it."""
     db_path = tmp_path / "kb.db"
     build_two_tenants(tmp_path, db_path)
     with hash_workspace(db_path) as ws:
         doc = _doc(ws, "failover.md")
-        with ws.conn:
-            ws.conn.execute(
-                "UPDATE document SET tenant_id = (SELECT id FROM tenant WHERE name = 'beta') "
-                "WHERE public_id = ?",
-                (doc,),
-            )
-        calls = _counting_retrievals(monkeypatch)
-        with pytest.raises(ResourceUnavailable) as error:
-            _search(ws, tenant_of(ws, "acme"), filters=SearchFilters(document_ids=[doc]))
-        assert error.value.details["document_ids"] == [doc] and calls == []
+        beta_id, kb_id = ws.conn.execute(
+            "SELECT (SELECT id FROM tenant WHERE name = 'beta'), knowledge_base_id "
+            "FROM document WHERE public_id = ?",
+            (doc,),
+        ).fetchone()
+        disagreeing_writes = [
+            ("UPDATE document SET tenant_id = ? WHERE public_id = ?", (beta_id, doc)),
+            (
+                "INSERT INTO document (public_id, knowledge_base_id, path, title, kind, "
+                "tenant_id, created_at, updated_at) "
+                "VALUES ('doc_00000000000000ff', ?, 'x.md', 'X', 'markdown', ?, 'x', 'x')",
+                (kb_id, beta_id),
+            ),
+        ]
+        for statement, parameters in disagreeing_writes:
+            with pytest.raises(apsw.SQLError, match="tenant_id"), ws.conn:
+                ws.conn.execute(statement, parameters)
+        acme, beta = tenant_of(ws, "acme"), tenant_of(ws, "beta")
+        assert read_document(ws, acme, doc).document_id == doc
+        selected = _search(ws, acme, filters=SearchFilters(document_ids=[doc]))
+        assert {hit.document_id for hit in selected.results} == {doc}
+        with pytest.raises(ResourceUnavailable):
+            read_document(ws, beta, doc)
+        with pytest.raises(ResourceUnavailable):
+            _search(ws, beta, filters=SearchFilters(document_ids=[doc]))
 
 
 def test_a_document_outside_the_selected_knowledge_bases_is_a_conflict(

@@ -159,9 +159,11 @@ def test_no_id_is_made_without_a_key(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ upgrading an older file
 
 
-def downgrade_to_version_6(db: Path) -> None:
+def downgrade_to_version_6(db: Path, reference: apsw.Connection) -> None:
     """Turn a file written by this kbmcp into the file kbmcp wrote before keyed ids: every id
-    rewritten to the unkeyed scheme, no id_key table, schema version 6."""
+    rewritten to the unkeyed scheme and migrations 7 and 8 undone (no id_key table; the
+    document.tenant_id copy and its trigger back, as in `reference`, a version 6 file)."""
+    trigger = "SELECT sql FROM sqlite_schema WHERE name = 'document_owner_tenant'"
     conn = apsw.Connection(str(db))
     conn.execute("PRAGMA foreign_keys = OFF")
     with conn:
@@ -199,6 +201,12 @@ def downgrade_to_version_6(db: Path) -> None:
                 f"UPDATE {tables[ref[0]]} SET public_id = ? WHERE id = ?", (public, int(ref[1:]))
             )
         conn.execute("DROP TABLE id_key")
+        conn.execute("ALTER TABLE document ADD COLUMN tenant_id INTEGER REFERENCES tenant(id)")
+        conn.execute(
+            "UPDATE document SET tenant_id = (SELECT kb.tenant_id FROM knowledge_base AS kb "
+            "WHERE kb.id = document.knowledge_base_id)"
+        )
+        conn.execute(reference.execute(trigger).fetchone()[0])
         conn.execute("PRAGMA user_version = 6")
     conn.close()
 
@@ -209,9 +217,9 @@ def test_an_upgraded_file_keeps_its_ids_and_makes_keyed_ones_from_then_on(
     folder = write(tmp_path / "docs", CORPUS)
     db = tmp_path / "old.db"
     build(db, folder)
-    downgrade_to_version_6(db)
     reference = open_connection(tmp_path / "v6.db", apply_migrations=False)
     migrations.migrate(reference, target=6)
+    downgrade_to_version_6(db, reference)
     old = apsw.Connection(str(db))
     # (The vec0 table comes with the recorded model, sqlite_sequence with the first row.)
     schema = """SELECT type, name, sql FROM sqlite_schema

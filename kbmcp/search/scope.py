@@ -35,9 +35,8 @@ from kbmcp.validate import shown
 
 # Every requested knowledge base and document id with what the principal may see of it, in one
 # query. A row with a NULL id is unknown or not readable (the two are indistinguishable on purpose).
-# A document must also be published and belong to its knowledge base's owner: a document whose
-# tenant differs (it cannot happen through kbmcp's writers, which set it from the knowledge base)
-# is treated as unreadable rather than trusted.
+# A document must also be published. Its tenant is its knowledge base's owner by construction
+# (migration 8), so a readable knowledge base is all a document needs.
 RESOLVE_IDS = """
 SELECT 'knowledge_base_ids', want.value, kb.id, kb.id, 1
 FROM json_each(:knowledge_base_ids) AS want
@@ -45,13 +44,11 @@ LEFT JOIN knowledge_base AS kb
        ON kb.public_id = want.value
       AND kb.id IN (SELECT value FROM json_each(:readable_kb_ids))
 UNION ALL
-SELECT 'document_ids', want.value, d.id, d.knowledge_base_id,
-       d.status = 'published' AND d.tenant_id IS owner.tenant_id
+SELECT 'document_ids', want.value, d.id, d.knowledge_base_id, d.status = 'published'
 FROM json_each(:document_ids) AS want
 LEFT JOIN document AS d
        ON d.public_id = want.value
       AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
-LEFT JOIN knowledge_base AS owner ON owner.id = d.knowledge_base_id
 """
 
 # The documents every scope starts from: in a knowledge base the principal can read, and
