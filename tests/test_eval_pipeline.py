@@ -102,7 +102,11 @@ def test_pipeline_ingests_runs_and_scores(workspace: Workspace, dataset_dir: Pat
     # 6 timed queries + 1 warm-up per mode, each scoped to the eval knowledge base.
     assert len(fake.requests) == 14
     assert {r.mode for r in fake.requests} == {"lexical", "rrf"}
-    assert {(r.limit, r.rrf_k) for r in fake.requests} == {(50, 7)}
+    # rrf_k goes to the rrf mode only: the service refuses a fusion parameter of another mode.
+    assert {(r.mode, r.limit, r.rrf_k) for r in fake.requests} == {
+        ("lexical", 50, None),
+        ("rrf", 50, 7),
+    }
     assert {tuple(r.filters.knowledge_base_ids) for r in fake.requests} == {
         (report.knowledge_base_id,)
     }

@@ -14,6 +14,7 @@ from kbmcp import __version__
 from kbmcp.server import tools as tools_module
 from tests.id_support import test_id
 from tests.mcp_support import RUNBOOK, payload
+from tests.ranked_output import stable
 
 pytestmark = pytest.mark.anyio
 
@@ -366,6 +367,93 @@ ERROR_CASES: dict[str, tuple[str, dict[str, Any], str, str]] = {
         "invalid_request",
         "candidates",
     ),
+    # A fusion parameter of another mode would do nothing: an error naming both.
+    "rrf_k_in_hybrid": (
+        "search_knowledge",
+        {"query": "x", "mode": "hybrid", "rrf_k": 30},
+        "invalid_request",
+        "rrf_k",
+    ),
+    "alpha_in_rrf": (
+        "search_knowledge",
+        {"query": "x", "mode": "rrf", "alpha": 0.3},
+        "invalid_request",
+        "alpha",
+    ),
+    "alpha_in_keyword": (
+        "search_knowledge",
+        {"query": "x", "mode": "keyword", "alpha": 0.3},
+        "invalid_request",
+        "alpha",
+    ),
+    "alpha_and_rrf_k_without_mode": (
+        "search_knowledge",
+        {"query": "x", "alpha": 0.3, "rrf_k": 30},
+        "invalid_request",
+        "alpha",
+    ),
+    # Errors name the argument as the caller sent it.
+    "empty_knowledge_ids": (
+        "search_knowledge",
+        {"query": "x", "knowledge_ids": []},
+        "invalid_request",
+        "knowledge_ids",
+    ),
+    "malformed_knowledge_ids": (
+        "search_knowledge",
+        {"query": "x", "knowledge_ids": ["doc_123"]},
+        "invalid_request",
+        "knowledge_ids",
+    ),
+    "unknown_knowledge_ids": (
+        "search_knowledge",
+        {"query": "x", "knowledge_ids": [DOC]},
+        "resource_unavailable",
+        "knowledge_ids",
+    ),
+    "knowledge_ids_of_excluded_documents": (
+        "search_knowledge",
+        {"knowledge_ids": [DOC], "include_documents": False},
+        "invalid_request",
+        "knowledge_ids",
+    ),
+    # An unknown argument that is a known name of the same thing elsewhere gets a suggestion.
+    "max_results": (
+        "search_knowledge",
+        {"query": "x", "max_results": 3},
+        "invalid_request",
+        "max_results",
+    ),
+    "knowledge_base_id": (
+        "search_knowledge",
+        {"query": "x", "knowledge_base_id": "kb_x"},
+        "invalid_request",
+        "knowledge_base_id",
+    ),
+    "knowledge_item_id": (
+        "search_knowledge",
+        {"knowledge_item_id": DOC},
+        "invalid_request",
+        "knowledge_item_id",
+    ),
+    "knowledge_revision_id": (
+        "search_knowledge",
+        {"document_id": DOC, "knowledge_revision_id": "rev_0123456789abcdef"},
+        "invalid_request",
+        "knowledge_revision_id",
+    ),
+    "vector_ids": (
+        "search_knowledge",
+        {"vector_ids": ["chk_0000000000000000"]},
+        "invalid_request",
+        "vector_ids",
+    ),
+    "list_documents_max_results": (
+        "list_documents",
+        {"max_results": 5},
+        "invalid_request",
+        "max_results",
+    ),
     "list_documents_unknown_kb": (
         "list_documents",
         {"knowledge_base_ids": ["kb_0123456789abcdef"]},
@@ -396,6 +484,49 @@ async def test_errors(client: Client, case: str, snapshot_json: SnapshotAssertio
     body = payload(result)
     assert (body["error"]["code"], body["error"]["details"].get("argument")) == (code, argument)
     assert body == snapshot_json
+
+
+SUGGESTED = {
+    "max_results": "limit",
+    "knowledge_base_id": "knowledge_base_ids",
+    "knowledge_item_id": "document_id",
+    "knowledge_revision_id": "revision_id",
+    "vector_ids": "chunk_ids",
+    "unknown_argument": "query",  # querry: a near miss
+    "list_documents_max_results": "limit",
+}
+
+
+@pytest.mark.parametrize("case", sorted(SUGGESTED))
+async def test_unknown_arguments_get_the_name_to_use(client: Client, case: str) -> None:
+    tool, arguments, _, argument = ERROR_CASES[case]
+    error = payload(await client.call_tool(tool, arguments))["error"]
+    assert error["details"]["suggestions"] == {argument: SUGGESTED[case]}
+    assert f"did you mean {SUGGESTED[case]}?" in error["message"]
+
+
+async def test_fusion_parameters_select_their_mode(client: Client) -> None:
+    """rrf_k without a mode is an rrf search and alpha a hybrid one, exactly as if the mode had
+    been given; the response reports the parameter that was used and null for the other."""
+    query = "restore a database backup"
+    by_rrf_k = await call(client, "search_knowledge", {"query": query, "rrf_k": 5})
+    explicit = await call(client, "search_knowledge", {"query": query, "mode": "rrf", "rrf_k": 5})
+    assert (by_rrf_k["mode"], by_rrf_k["rrf_k"], by_rrf_k["alpha"]) == ("rrf", 5, None)
+    assert stable(by_rrf_k) == stable(explicit)
+    by_alpha = await call(client, "search_knowledge", {"query": query, "alpha": 0.2})
+    assert (by_alpha["mode"], by_alpha["alpha"], by_alpha["rrf_k"]) == ("hybrid", 0.2, None)
+    plain = await call(client, "search_knowledge", {"query": query})
+    assert (plain["mode"], plain["alpha"], plain["rrf_k"]) == ("hybrid", 0.5, None)
+    scores = [[hit["score"] for hit in r["results"]] for r in (by_alpha, plain)]
+    assert scores[0] != scores[1]  # alpha was used, not ignored
+
+
+async def test_fusion_parameter_of_another_mode_names_both(client: Client) -> None:
+    error = payload(
+        await client.call_tool("search_knowledge", {"query": "x", "mode": "hybrid", "rrf_k": 30})
+    )["error"]
+    assert error["details"]["arguments"] == ["rrf_k", "mode"]
+    assert "rrf_k" in error["message"] and "'hybrid'" in error["message"]
 
 
 async def test_unknown_tool_error_has_a_code(client: Client) -> None:

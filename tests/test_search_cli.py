@@ -62,6 +62,15 @@ def test_json_output_equals_the_service_response(db: Path) -> None:
     assert stable(cli_response) == stable(service)
 
 
+def test_a_fusion_option_selects_its_mode_and_is_refused_by_another(db: Path, kbmcp: Any) -> None:
+    assert stable(_run(db, "keys", "--rrf-k", "10")) == stable(
+        _run(db, "keys", "--mode", "rrf", "--rrf-k", "10")
+    )
+    assert _run(db, "keys", "--alpha", "0.3")["alpha"] == 0.3
+    refused = kbmcp("--db", db, "search", "keys", "--mode", "lexical", "--rrf-k", "10")
+    assert refused.code != 0 and "rrf_k" in refused.err and "'lexical'" in refused.err
+
+
 def test_readable_output_shows_rank_score_title_location_and_excerpt(db: Path) -> None:
     args = ["--db", str(db), "search", "rotate keys", "--limit", "1"]
     readable = CliRunner().invoke(cli, args)

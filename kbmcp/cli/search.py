@@ -25,17 +25,16 @@ from kbmcp.service.search import search as run_search
 @click.option(
     "--mode",
     type=click.Choice([*MODES, *MODE_ALIASES], case_sensitive=False),
-    default=DEFAULT_MODE,
-    show_default=True,
-    help="hybrid: keyword+semantic scores; lexical (keyword): exact words; semantic: meaning; "
-    "rrf: reciprocal rank fusion.",
+    default=None,
+    help=f"hybrid: keyword+semantic scores; lexical (keyword): exact words; semantic: meaning; "
+    f"rrf: reciprocal rank fusion. Default: {DEFAULT_MODE}, or rrf with --rrf-k.",
 )
 @click.option(
     "--alpha",
     type=float,
-    default=DEFAULT_ALPHA,
-    show_default=True,
-    help="Lexical weight in hybrid mode (0: semantic only, 1: lexical only).",
+    default=None,
+    help=f"Lexical weight in hybrid mode (0: semantic only, 1: lexical only; default "
+    f"{DEFAULT_ALPHA}).",
 )
 @click.option("--rrf-k", type=int, default=None, help="RRF constant (default: $KBMCP_RRF_K or 60).")
 @click.option(
@@ -82,8 +81,8 @@ from kbmcp.service.search import search as run_search
 def search(
     ctx: click.Context,
     query: str,
-    mode: str,
-    alpha: float,
+    mode: str | None,
+    alpha: float | None,
     rrf_k: int | None,
     min_similarity: float | None,
     limit: int,
@@ -123,7 +122,7 @@ def search(
         )
         request = SearchRequest(
             query=query,
-            mode=mode.lower(),
+            mode=mode.lower() if mode else None,
             alpha=alpha,
             rrf_k=rrf_k,
             min_similarity=min_similarity,

@@ -18,6 +18,9 @@ MODES = ("hybrid", "lexical", "semantic", "rrf")
 MODE_ALIASES = {"keyword": "lexical"}
 DEFAULT_MODE = "hybrid"
 DEFAULT_ALPHA = 0.5
+# The mode each fusion parameter belongs to: given without a mode, it selects that mode; given
+# with another mode, it would do nothing, so it is an error (nothing is silently ignored).
+FUSION_PARAMETERS = {"alpha": "hybrid", "rrf_k": "rrf"}
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
 MAX_DOCUMENT_IDS = 100
@@ -68,6 +71,8 @@ class SearchFilters:
 
     knowledge_base_ids: list[str] | None = None
     document_ids: list[str] | None = None
+    # An alias of document_ids (the name some agents know): errors name it when it was used.
+    knowledge_ids: list[str] | None = None
     document_paths: list[str] | None = None  # path prefixes
     tags: dict[str, str] | None = None  # every pair must match
     metadata: dict[str, Any] | None = None  # equality on document metadata keys
@@ -80,9 +85,10 @@ class SearchFilters:
 @dataclass(frozen=True)
 class SearchRequest:
     query: str
-    mode: str = DEFAULT_MODE
-    alpha: float = DEFAULT_ALPHA  # lexical weight in hybrid
-    rrf_k: int | None = None  # None: the configured default (KBMCP_RRF_K, 60)
+    # None: chosen by the fusion parameter given (rrf_k: rrf, alpha: hybrid), else DEFAULT_MODE.
+    mode: str | None = None
+    alpha: float | None = None  # lexical weight, hybrid only; None: DEFAULT_ALPHA
+    rrf_k: int | None = None  # rrf only; None: the configured default (KBMCP_RRF_K, 60)
     min_similarity: float | None = None  # cosine floor for vector candidates, before fusion
     limit: int = DEFAULT_LIMIT
     filters: SearchFilters = field(default_factory=SearchFilters)

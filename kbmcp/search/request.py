@@ -9,7 +9,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from kbmcp.errors import InvalidRequest, QueryRequired
-from kbmcp.search.models import MAX_LIMIT, MAX_QUERY_CHARS, MODE_ALIASES, MODES, SearchRequest
+from kbmcp.search.models import (
+    DEFAULT_ALPHA,
+    DEFAULT_MODE,
+    FUSION_PARAMETERS,
+    MAX_LIMIT,
+    MAX_QUERY_CHARS,
+    MODE_ALIASES,
+    MODES,
+    SearchRequest,
+)
 from kbmcp.validate import integer, number, shown
 
 # Candidates each channel contributes to fusion when the request does not say. Measured on
@@ -49,8 +58,8 @@ def check_arguments(
     request: SearchRequest, default_rrf_k: int, default_half_life_days: float = 0.0
 ) -> SearchArguments:
     query = _query(request.query)
-    mode = _mode(request.mode)
-    alpha = number(request.alpha, "alpha", 0.0, 1.0)
+    mode = _fusion_mode(request)
+    alpha = DEFAULT_ALPHA if request.alpha is None else number(request.alpha, "alpha", 0.0, 1.0)
     rrf_k = default_rrf_k if request.rrf_k is None else integer(request.rrf_k, "rrf_k", 1)
     min_similarity = (
         None
@@ -96,6 +105,31 @@ def _query(value: Any) -> str:
             details={"argument": "query", "limit": MAX_QUERY_CHARS},
         )
     return value.strip()
+
+
+def _fusion_mode(request: SearchRequest) -> str:
+    """The mode: as given, else the one the fusion parameter given belongs to, else hybrid. A
+    fusion parameter of another mode would do nothing, so it is an error naming both."""
+    given = [name for name in FUSION_PARAMETERS if getattr(request, name) is not None]
+    if request.mode is None:
+        if len(given) > 1:
+            raise InvalidRequest(
+                f"{', '.join(given)}: each belongs to another mode "
+                f"({', '.join(f'{name}: {FUSION_PARAMETERS[name]}' for name in given)}); pass "
+                "the one of the mode you want, or a mode",
+                details={"argument": given[0], "arguments": given},
+            )
+        return FUSION_PARAMETERS[given[0]] if given else DEFAULT_MODE
+    mode = _mode(request.mode)
+    for name in given:
+        if FUSION_PARAMETERS[name] != mode:
+            raise InvalidRequest(
+                f"{name}: applies to mode {FUSION_PARAMETERS[name]} only and would do nothing in "
+                f"mode {shown(request.mode)}; drop {name} or pass mode "
+                f"{shown(FUSION_PARAMETERS[name])}",
+                details={"argument": name, "arguments": [name, "mode"]},
+            )
+    return mode
 
 
 def _mode(value: Any) -> str:

@@ -179,6 +179,8 @@ class Scope:
     # True when the scope is every indexed chunk (no filters, every knowledge base and memory
     # store readable and included): the channels then skip the allow-list entirely.
     everything: bool = False
+    # A filter's name as the caller sent it, where it differs (knowledge_ids for document_ids).
+    sent_as: dict[str, str] = field(default_factory=dict)
 
     @property
     def filtered(self) -> bool:
@@ -227,17 +229,18 @@ def resolve_scope(conn: apsw.Connection, readable: Readable, filters: SearchFilt
     Forbidden (a kind asked for by include_* or by its filters without its read scope)."""
     if not isinstance(filters, SearchFilters):
         raise InvalidRequest("filters must be a SearchFilters", details={"argument": "filters"})
+    doc_argument, doc_values = _document_ids(filters)
     documents_on, memories_on = _kinds(readable, filters)
     kb_ids = readable.knowledge_base_ids if documents_on else None
     store_ids = readable.memory_store_ids if memories_on else None
     active: dict[str, Any] = {}
     kb_public = _ids(filters.knowledge_base_ids, "knowledge_base", "knowledge_base_ids",
                      MAX_KNOWLEDGE_BASE_IDS)  # fmt: skip
-    doc_public = _ids(filters.document_ids, "document", "document_ids", MAX_DOCUMENT_IDS)
+    doc_public = _ids(doc_values, "document", doc_argument, MAX_DOCUMENT_IDS)
     store_public = _ids(filters.memory_store_ids, "memory_store", "memory_store_ids",
                         MAX_MEMORY_STORE_IDS)  # fmt: skip
     if kb_public or doc_public:
-        kbs, docs = _resolve_ids(conn, kb_ids or [], kb_public, doc_public)
+        kbs, docs = _resolve_ids(conn, kb_ids or [], kb_public, doc_public, doc_argument)
         if kbs is not None:
             active["knowledge_base_ids"] = kbs
         if docs is not None:
@@ -252,12 +255,31 @@ def resolve_scope(conn: apsw.Connection, readable: Readable, filters: SearchFilt
         active["metadata"] = _metadata(filters.metadata)
     # Every store of the file is searched (a kind left out is fine when it has no stores).
     everything = not active and _reads_every_store(conn, len(kb_ids or ()) + len(store_ids or ()))
-    return Scope(kb_ids, store_ids, active, everything)
+    sent_as = {"document_ids": doc_argument} if doc_argument != "document_ids" else {}
+    return Scope(kb_ids, store_ids, active, everything, sent_as)
+
+
+def _document_ids(filters: SearchFilters) -> tuple[str, Any]:
+    """The document ids and the name they came under: document_ids or its alias knowledge_ids."""
+    if filters.knowledge_ids is None:
+        return "document_ids", filters.document_ids
+    if filters.document_ids is not None:
+        raise InvalidRequest(
+            "knowledge_ids: an alias of document_ids; pass only one of them",
+            details={"argument": "knowledge_ids"},
+        )
+    return "knowledge_ids", filters.knowledge_ids
 
 
 # The filters that select documents only, and memories only (a memory has no path, metadata or
 # knowledge base; a document no memory store): given, they choose their kind.
-DOCUMENT_ONLY = ("knowledge_base_ids", "document_ids", "document_paths", "metadata")
+DOCUMENT_ONLY = (
+    "knowledge_base_ids",
+    "document_ids",
+    "knowledge_ids",
+    "document_paths",
+    "metadata",
+)
 MEMORY_ONLY = ("memory_store_ids",)
 
 
@@ -339,7 +361,7 @@ def unmatched_filters(conn: apsw.Connection, scope: Scope) -> list[str]:
             params,
         ).fetchone()[0]
     ]
-    return empty or list(scope.filters)
+    return [scope.sent_as.get(name, name) for name in empty or scope.filters]
 
 
 def _reads_every_store(conn: apsw.Connection, readable_count: int) -> bool:
@@ -372,8 +394,14 @@ def _ids(values: Sequence[str] | None, kind: str, argument: str, limit: int) -> 
 
 
 def _resolve_ids(
-    conn: apsw.Connection, readable_kb_ids: list[int], kb_public: list[str], doc_public: list[str]
+    conn: apsw.Connection,
+    readable_kb_ids: list[int],
+    kb_public: list[str],
+    doc_public: list[str],
+    doc_argument: str = "document_ids",
 ) -> tuple[list[int] | None, list[int] | None]:
+    """Internal row ids of the requested knowledge bases and documents; errors name the
+    document ids as `doc_argument` (the name the caller used)."""
     rows = conn.execute(
         RESOLVE_IDS,
         {
@@ -387,7 +415,8 @@ def _resolve_ids(
     documents: list[tuple[str, int, int]] = []
     for argument, public_id, row_id, kb_id, usable in rows:
         if row_id is None or not usable:
-            unavailable.setdefault(argument, []).append(public_id)
+            named_as = doc_argument if argument == "document_ids" else argument
+            unavailable.setdefault(named_as, []).append(public_id)
         elif argument == "knowledge_base_ids":
             kb_ids.append(row_id)
         else:
@@ -403,8 +432,8 @@ def _resolve_ids(
         outside = [public for public, _, kb_id in documents if kb_id not in kb_ids]
         if outside:
             raise InvalidRequest(
-                "document_ids outside the selected knowledge_base_ids: " + ", ".join(outside),
-                details={"argument": "document_ids", "document_ids": outside},
+                f"{doc_argument} outside the selected knowledge_base_ids: " + ", ".join(outside),
+                details={"argument": doc_argument, doc_argument: outside},
             )
     return (kb_ids or None), ([row_id for _, row_id, _ in documents] or None)
 

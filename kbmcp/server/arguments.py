@@ -10,6 +10,7 @@ is shown in the schema instead.
 
 from __future__ import annotations
 
+import difflib
 from typing import Annotated, Any
 
 from pydantic import Field, WithJsonSchema
@@ -63,3 +64,40 @@ def reject_given(arguments: dict[str, Any], names: list[str], reason: str) -> No
         raise InvalidRequest(
             f"{', '.join(given)}: {reason}", details={"argument": given[0], "arguments": given}
         )
+
+
+# Names other knowledge tools (and agents' habits) use for kbmcp's arguments. An unknown argument
+# found here is answered with the first of its names that the tool has.
+KNOWN_ELSEWHERE: dict[str, tuple[str, ...]] = {
+    "max_results": ("limit",),
+    "top_k": ("limit",),
+    "num_results": ("limit",),
+    "page_size": ("limit",),
+    "q": ("query",),
+    "search": ("query",),
+    "text": ("query", "content"),
+    "fact": ("content",),
+    "memory": ("content",),
+    "knowledge_base_id": ("knowledge_base_ids",),
+    "kb_id": ("knowledge_base_ids",),
+    "kb_ids": ("knowledge_base_ids",),
+    "knowledge_item_id": ("document_id",),
+    "knowledge_item_ids": ("document_ids",),
+    "doc_id": ("document_id",),
+    "doc_ids": ("document_ids",),
+    "knowledge_revision_id": ("revision_id",),
+    "vector_ids": ("chunk_ids",),
+    "memory_store_id": ("memory_store_ids",),
+    "path": ("path_prefix", "document_paths"),
+}
+# How close a misspelling must be to a known name to be suggested (difflib's ratio).
+TYPO_CUTOFF = 0.75
+
+
+def suggestion(name: str, known: set[str]) -> str | None:
+    """The argument `name` probably means among `known` (the tool's own), or None."""
+    for candidate in (*KNOWN_ELSEWHERE.get(name, ()), f"{name}s", name.removesuffix("s")):
+        if candidate in known and candidate != name:
+            return candidate
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=TYPO_CUTOFF)
+    return close[0] if close else None

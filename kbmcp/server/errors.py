@@ -23,6 +23,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextConten
 from pydantic import ValidationError
 
 from kbmcp.errors import KbError
+from kbmcp.server.arguments import suggestion
 
 logger = logging.getLogger(__name__)
 
@@ -59,16 +60,28 @@ class ToolCallGuard:
         if known is not None and isinstance(arguments, Mapping):
             unknown = sorted(key for key in arguments if key not in known)
             if unknown:
-                return error_result(
-                    error_body(
-                        "invalid_request",
-                        f"{', '.join(unknown)}: not an argument of {name} "
-                        f"(known: {', '.join(sorted(known))})",
-                        {"argument": unknown[0], "arguments": unknown},
-                    )
-                )
+                return error_result(_unknown_arguments(name, unknown, known))
         result = await call_next(ctx)
         return _with_code(result, name)
+
+
+def _unknown_arguments(tool: str, unknown: list[str], known: set[str]) -> dict[str, Any]:
+    """invalid_request naming the unknown arguments, with the name to use for those that are a
+    known name of the same thing elsewhere (max_results -> limit) or a near miss (querry)."""
+    suggestions = {name: hint for name in unknown if (hint := suggestion(name, known))}
+    if len(unknown) == 1:
+        hints = "".join(f"; did you mean {hint}?" for hint in suggestions.values())
+    else:
+        named = ", ".join(f"{hint} for {name}" for name, hint in suggestions.items())
+        hints = f"; did you mean {named}?" if suggestions else ""
+    details: dict[str, Any] = {"argument": unknown[0], "arguments": unknown}
+    if suggestions:
+        details["suggestions"] = suggestions
+    message = (
+        f"{', '.join(unknown)}: not an argument of {tool}{hints} "
+        f"(known: {', '.join(sorted(known))})"
+    )
+    return error_body("invalid_request", message, details)
 
 
 def _with_code(result: HandlerResult, tool: object) -> HandlerResult:

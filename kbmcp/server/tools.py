@@ -17,7 +17,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from kbmcp.access import Principal
-from kbmcp.errors import InvalidRequest, KbError, QueryRequired, ResourceUnavailable
+from kbmcp.errors import KbError, QueryRequired, ResourceUnavailable
 from kbmcp.search.models import (
     DEFAULT_ALPHA,
     DEFAULT_LIMIT,
@@ -81,17 +81,20 @@ Query = param(
 Mode = param(
     {"type": "string", "enum": [*MODES, *MODE_ALIASES]},
     "Query mode ranking: hybrid (keyword + semantic, weighted by alpha), lexical (keyword/BM25; "
-    "'keyword' is an alias), semantic (embeddings), rrf (reciprocal rank fusion).",
+    "'keyword' is an alias), semantic (embeddings), rrf (reciprocal rank fusion). Default: "
+    "hybrid, or rrf when only rrf_k is given.",
     default=DEFAULT_MODE,
 )
 Alpha = param(
     {"type": "number", "minimum": 0, "maximum": 1},
-    "Hybrid only: weight of the keyword channel (1 = keyword only, 0 = semantic only).",
+    "Hybrid only: weight of the keyword channel (1 = keyword only, 0 = semantic only). Without "
+    "mode it selects hybrid; with another mode it is an error.",
     default=DEFAULT_ALPHA,
 )
 RrfK = param(
     {"type": "integer", "minimum": 1},
-    "rrf only: the k in 1/(k + rank); larger flattens rank differences. Default 60.",
+    "rrf only: the k in 1/(k + rank); larger flattens rank differences. Default 60. Without "
+    "mode it selects rrf; with another mode it is an error.",
 )
 MinSimilarity = param(
     {"type": "number", "minimum": -1, "maximum": 1},
@@ -379,8 +382,8 @@ class KbTools:
         # Values go to the service as they came: it is the single validator.
         request = SearchRequest(
             query=args["query"],
-            mode=_default(args["mode"], DEFAULT_MODE),
-            alpha=_default(args["alpha"], DEFAULT_ALPHA),
+            mode=args["mode"],
+            alpha=args["alpha"],
             rrf_k=args["rrf_k"],
             min_similarity=args["min_similarity"],
             limit=_default(args["limit"], DEFAULT_LIMIT),
@@ -468,16 +471,12 @@ def ok_result(output: BaseModel) -> CallToolResult:
 
 
 def _filters(args: dict[str, Any]) -> SearchFilters:
-    """The filter arguments as they came (the service validates them); `knowledge_ids` is an
-    alias of `document_ids`."""
-    if args["document_ids"] is not None and args["knowledge_ids"] is not None:
-        raise InvalidRequest(
-            "knowledge_ids: an alias of document_ids; pass only one of them",
-            details={"argument": "knowledge_ids"},
-        )
+    """The filter arguments as they came (the service validates them, and names `knowledge_ids`,
+    the alias of `document_ids`, in errors when that is what the caller sent)."""
     return SearchFilters(
         knowledge_base_ids=args["knowledge_base_ids"],
-        document_ids=_default(args["document_ids"], args["knowledge_ids"]),
+        document_ids=args["document_ids"],
+        knowledge_ids=args["knowledge_ids"],
         document_paths=args["document_paths"],
         tags=args["tags"],
         metadata=args["metadata"],

@@ -176,18 +176,16 @@ def _default_search() -> SearchFunction:
 def _request(query: str, mode: str, kb_id: str, options: EvalOptions) -> Any:
     from kbmcp.search.models import SearchFilters, SearchRequest
 
-    extra: dict[str, Any] = {}
-    if options.alpha is not None:
-        extra["alpha"] = options.alpha
+    # Each fusion parameter goes to its own mode only (another mode refuses it).
     return SearchRequest(
         query=query,
         mode=mode,
-        rrf_k=options.rrf_k,
+        alpha=options.alpha if mode == "hybrid" else None,
+        rrf_k=options.rrf_k if mode == "rrf" else None,
         min_similarity=options.min_similarity,
         limit=options.limit,
         filters=SearchFilters(knowledge_base_ids=[kb_id]),
         candidates=options.candidates,
-        **extra,
     )
 
 
