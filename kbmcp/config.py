@@ -17,6 +17,9 @@ from kbmcp.errors import InvalidRequest
 DEFAULT_EMBEDDER = "minilm"
 EMBEDDER_NAMES = ("minilm", "hash")
 DEFAULT_RRF_K = 60
+# rrf_k's upper bound. Past a few hundred every rank scores nearly alike (1/(k+1) vs 1/(k+2)), so
+# a larger k only flattens the ranking further; values near 2^63 overflowed SQLite's integers.
+MAX_RRF_K = 10_000
 # Memories' recency half-life in days (0: no decay); a request's recency_half_life_days wins.
 DEFAULT_RECENCY_HALF_LIFE_DAYS = 0.0
 
@@ -49,8 +52,8 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         rrf_k = int(rrf_text)
     except ValueError:
         raise InvalidRequest(f"KBMCP_RRF_K={rrf_text!r} is not an integer") from None
-    if rrf_k < 1:
-        raise InvalidRequest(f"KBMCP_RRF_K must be >= 1, got {rrf_k}")
+    if not 1 <= rrf_k <= MAX_RRF_K:
+        raise InvalidRequest(f"KBMCP_RRF_K must be an integer from 1 to {MAX_RRF_K}, got {rrf_k}")
     return Settings(
         db_path=Path(db).expanduser() if db else default_db_path(),
         embedder=embedder,

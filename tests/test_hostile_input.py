@@ -227,7 +227,10 @@ def test_cli_non_utf8_query_bytes_from_a_real_terminal(corpus_db: Path) -> None:
         (["search", "q", "--limit", "ten"], "'--limit'"),
         (["search", "q", "--alpha", "nan"], "alpha"),
         (["search", "q", "--alpha", "1.5"], "alpha"),
-        (["search", "q", "--rrf-k", "0", "--mode", "rrf"], "rrf_k"),
+        (["search", "q", "--rrf-k", "0", "--mode", "rrf"], "'--rrf-k'"),
+        (["search", "q", "--rrf-k", str(2**63)], "'--rrf-k'"),
+        (["search", "q", "--rrf-k", "10001"], "'--rrf-k'"),
+        (["eval", "nowhere", "--rrf-k", str(2**63)], "'--rrf-k'"),
         (["search", "q", "--min-similarity", "inf"], "min_similarity"),
         (["read", "doc_0123456789abcdef", "--offset", "-1"], "'--offset'"),
         (["read", "doc_0123456789abcdef", "--limit-chars", "0"], "'--limit-chars'"),
@@ -237,6 +240,16 @@ def test_cli_non_utf8_query_bytes_from_a_real_terminal(corpus_db: Path) -> None:
 )
 def test_cli_numbers_are_checked(kbmcp, corpus_db: Path, arguments, fragment: str) -> None:
     assert_one_line_error(kbmcp("--db", corpus_db, *arguments), fragment)
+
+
+@pytest.mark.parametrize("value", [str(2**63), "10001", "0"])
+def test_rrf_k_setting_is_bounded(
+    kbmcp, corpus_db: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """A KBMCP_RRF_K past the bound is a one-line error naming the setting, before any search
+    (2^63 used to reach SQLite and come back as an internal error)."""
+    monkeypatch.setenv("KBMCP_RRF_K", value)
+    assert_one_line_error(kbmcp("--db", corpus_db, "search", "q", "--mode", "rrf"), "KBMCP_RRF_K")
 
 
 @pytest.mark.anyio

@@ -392,6 +392,7 @@ ERROR_CASES: dict[str, tuple[str, dict[str, Any], str, str]] = {
         "invalid_request",
         "alpha",
     ),
+    "rrf_k_2_63": ("search_knowledge", {"query": "x", "rrf_k": 2**63}, "invalid_request", "rrf_k"),
     # Errors name the argument as the caller sent it.
     "empty_knowledge_ids": (
         "search_knowledge",
@@ -550,6 +551,9 @@ INVALID_QUERIES = {
     "alpha_out_of_range": {"query": "x", "alpha": 1.5},
     "unknown_mode": {"query": "x", "mode": "fuzzy"},
     "rrf_k_zero": {"query": "x", "rrf_k": 0},
+    "rrf_k_past_the_bound": {"query": "x", "rrf_k": 10_001},
+    "rrf_k_2_63": {"query": "x", "rrf_k": 2**63},
+    "rrf_k_2_64": {"query": "x", "mode": "rrf", "rrf_k": 2**64},
     "min_similarity_text": {"query": "x", "min_similarity": "high"},
     "limit_negative": {"query": "x", "limit": -3},
     "malformed_kb_id": {"query": "x", "knowledge_base_ids": ["handbook"]},

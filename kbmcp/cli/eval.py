@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from kbmcp.cli.common import echo_json, open_workspace, progress_bar
+from kbmcp.config import MAX_RRF_K
 from kbmcp.ingest.chunker import ChunkingOptions
 from kbmcp.search.models import MAX_LIMIT, MODE_ALIASES, MODES
 from kbmcp.service.evaluate import EvalOptions, EvalReport, evaluate
@@ -78,7 +79,7 @@ def _summary(report: EvalReport) -> str:
 @click.option(
     "--alpha", type=click.FloatRange(0.0, 1.0), default=None, help="Lexical weight in hybrid."
 )
-@click.option("--rrf-k", type=click.IntRange(min=1), default=None, help="RRF constant.")
+@click.option("--rrf-k", type=click.IntRange(1, MAX_RRF_K), default=None, help="RRF constant.")
 @click.option(
     "--min-similarity",
     type=click.FloatRange(-1.0, 1.0),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from kbmcp.cli.common import UTF8_TEXT, echo_json, open_workspace, pairs_option
+from kbmcp.config import MAX_RRF_K
 from kbmcp.search.models import (
     DEFAULT_ALPHA,
     DEFAULT_LIMIT,
@@ -36,7 +37,12 @@ from kbmcp.service.search import search as run_search
     help=f"Lexical weight in hybrid mode (0: semantic only, 1: lexical only; default "
     f"{DEFAULT_ALPHA}).",
 )
-@click.option("--rrf-k", type=int, default=None, help="RRF constant (default: $KBMCP_RRF_K or 60).")
+@click.option(
+    "--rrf-k",
+    type=click.IntRange(1, MAX_RRF_K),
+    default=None,
+    help="RRF constant (default: $KBMCP_RRF_K or 60).",
+)
 @click.option(
     "--min-similarity", type=float, default=None, help="Cosine floor for vector candidates."
 )

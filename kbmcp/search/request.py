@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kbmcp.config import MAX_RRF_K
 from kbmcp.errors import InvalidRequest, QueryRequired
 from kbmcp.search.models import (
     DEFAULT_ALPHA,
@@ -60,7 +61,9 @@ def check_arguments(
     query = _query(request.query)
     mode = _fusion_mode(request)
     alpha = DEFAULT_ALPHA if request.alpha is None else number(request.alpha, "alpha", 0.0, 1.0)
-    rrf_k = default_rrf_k if request.rrf_k is None else integer(request.rrf_k, "rrf_k", 1)
+    rrf_k = (
+        default_rrf_k if request.rrf_k is None else integer(request.rrf_k, "rrf_k", 1, MAX_RRF_K)
+    )
     min_similarity = (
         None
         if request.min_similarity is None

@@ -17,6 +17,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from kbmcp.access import Principal
+from kbmcp.config import MAX_RRF_K
 from kbmcp.errors import KbError, QueryRequired, ResourceUnavailable
 from kbmcp.search.models import (
     DEFAULT_ALPHA,
@@ -92,7 +93,7 @@ Alpha = param(
     default=DEFAULT_ALPHA,
 )
 RrfK = param(
-    {"type": "integer", "minimum": 1},
+    {"type": "integer", "minimum": 1, "maximum": MAX_RRF_K},
     "rrf only: the k in 1/(k + rank); larger flattens rank differences. Default 60. Without "
     "mode it selects rrf; with another mode it is an error.",
 )
