@@ -248,8 +248,9 @@ def test_no_result_comes_from_outside_the_readable_set(world: World, scenario: d
     memory_part = own_memories if entry in ("query", "scan", "fetch") else set()
     visible = readable | memory_part
     assert reached <= visible, f"{entry} leaked {sorted(reached - visible)}"
-    # A knowledge-base filter narrows documents only; memories are searched as before.
-    within = (readable if kb_filter is None else readable & set(kb_filter)) | memory_part
+    # A knowledge-base filter is a document filter: it chooses the documents, so memories are
+    # searched only without it (docs/tools.md, store-specific filters).
+    within = readable | memory_part if kb_filter is None else readable & set(kb_filter)
     if entry in ("query", "scan", "fetch", "list_kbs") or (
         entry == "list_documents" and kb_filter is None
     ):
