@@ -6,6 +6,12 @@ Layout::
     <dir>/queries.jsonl    {"_id": ..., "text": ...} per line
     <dir>/qrels.tsv        or <dir>/qrels/test.tsv; header "query-id<TAB>corpus-id<TAB>score"
 
+Instead of corpus.jsonl, a dataset about real files has ``<dir>/corpus.paths``: the files and
+folders to ingest as ``kbmcp add`` would, one path per line (relative to ``<dir>``; blank lines
+and ``#`` comments ignored). Its corpus ids are the files' paths relative to the deepest folder
+that holds every listed path (``docs/search.md`` for ``../docs`` and ``../README.md``), so the
+judgements name files, not chunks, and survive edits of those files.
+
 Files are read line by line. Every problem raises a one-line ``ValueError`` naming the file
 (and the line number when there is one).
 """
@@ -13,12 +19,15 @@ Files are read line by line. Every problem raises a one-line ``ValueError`` nami
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 QRELS_CANDIDATES: tuple[str, ...] = ("qrels.tsv", "qrels/test.tsv")
+CORPUS_JSONL = "corpus.jsonl"
+CORPUS_PATHS = "corpus.paths"
 
 
 @dataclass(frozen=True)
@@ -35,11 +44,25 @@ class BeirQuery:
 
 
 @dataclass(frozen=True)
+class CorpusFiles:
+    """A corpus of real files (corpus.paths): what to ingest, and where its ids are rooted."""
+
+    paths: list[Path]  # absolute, as listed
+    root: Path  # the deepest folder holding every listed path; corpus ids are relative to it
+
+    def corpus_id(self, source: str) -> str | None:
+        """The corpus id of an ingested file (its absolute source path); None outside root."""
+        file = Path(source)
+        return file.relative_to(self.root).as_posix() if file.is_relative_to(self.root) else None
+
+
+@dataclass(frozen=True)
 class BeirDataset:
     name: str
-    corpus: list[BeirDocument]
+    corpus: list[BeirDocument]  # empty when the corpus is files (``files``)
     queries: list[BeirQuery]  # only queries with at least one qrel of score > 0
     qrels: dict[str, dict[str, int]]  # query id -> doc id -> grade (for the kept queries)
+    files: CorpusFiles | None = None
 
 
 def load_beir(path: Path) -> BeirDataset:
@@ -48,10 +71,31 @@ def load_beir(path: Path) -> BeirDataset:
     if not path.is_dir():
         raise ValueError(f"{path}: not a directory")
     qrels = _read_qrels(_find_qrels(path))
-    corpus = list(_read_corpus(path / "corpus.jsonl"))
+    files = _read_corpus_paths(path / CORPUS_PATHS) if (path / CORPUS_PATHS).exists() else None
+    if files is not None and (path / CORPUS_JSONL).exists():
+        raise ValueError(f"{path}: both {CORPUS_JSONL} and {CORPUS_PATHS}; keep one")
+    corpus = [] if files is not None else list(_read_corpus(path / CORPUS_JSONL))
     queries = [q for q in _read_queries(path / "queries.jsonl") if _has_relevant(qrels.get(q.id))]
     kept_qrels = {q.id: qrels[q.id] for q in queries}
-    return BeirDataset(name=path.name, corpus=corpus, queries=queries, qrels=kept_qrels)
+    return BeirDataset(
+        name=path.name, corpus=corpus, queries=queries, qrels=kept_qrels, files=files
+    )
+
+
+def _read_corpus_paths(file: Path) -> CorpusFiles:
+    """The paths listed in corpus.paths; each must exist."""
+    paths: list[Path] = []
+    for lineno, line in _open_lines(file):
+        if line.startswith("#"):
+            continue
+        listed = (file.parent / line).resolve()
+        if not listed.exists():
+            raise ValueError(f"{file}:{lineno}: {line!r} does not exist")
+        paths.append(listed)
+    if not paths:
+        raise ValueError(f"{file}: lists no paths")
+    folders = [p if p.is_dir() else p.parent for p in paths]
+    return CorpusFiles(paths=paths, root=Path(os.path.commonpath(folders)))
 
 
 def _has_relevant(judgements: dict[str, int] | None) -> bool:

@@ -2,8 +2,10 @@
 
 The corpus is written out as one Markdown file per BEIR document (``<quoted _id>.md``, the title
 as a ``# `` heading, then the text) and ingested with :func:`add_paths`, exactly as a user's
-files would be. Every query then goes through the search service; chunk results are collapsed to
-documents (the best-ranked chunk of a document stands for it) before the metrics are computed.
+files would be. A corpus of real files (``corpus.paths``, kbmcp/eval/beir.py) is added as it is,
+on every run (unchanged files cost nothing), and its documents are known by their source files.
+Every query then goes through the search service; chunk results are collapsed to documents (the
+best-ranked chunk of a document stands for it) before the metrics are computed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kbmcp.access import Principal
-from kbmcp.eval.beir import BeirDataset, BeirDocument, load_beir
+from kbmcp.eval.beir import CORPUS_PATHS, BeirDataset, BeirDocument, CorpusFiles, load_beir
 from kbmcp.eval.metrics import METRIC_KEYS, percentile, query_metrics, summarize
 from kbmcp.ingest.chunker import ChunkingOptions
 from kbmcp.service.ingest import IngestOptions, IngestReport, Progress, add_paths
@@ -91,7 +93,12 @@ def ingest_corpus(
     chunking: ChunkingOptions | None = None,
     progress: Progress | None = None,
 ) -> IngestOutcome:
-    """Ingest the corpus into ``kb_name`` unless it already holds exactly that many documents."""
+    """Ingest the corpus into ``kb_name`` unless it already holds exactly that many documents.
+
+    A corpus of files is added on every run, as `kbmcp add --prune` would: only what changed is
+    re-indexed, and files gone from a listed folder leave the knowledge base."""
+    if dataset.files is not None:
+        return _ingest_files(workspace, principal, dataset.files, kb_name, chunking, progress)
     existing = kb_document_count(workspace, principal, kb_name)
     if existing == len(dataset.corpus):
         return IngestOutcome(kb_name, existing, reused=True, report=None)
@@ -103,6 +110,54 @@ def ingest_corpus(
         report = add_paths(workspace, principal, [folder], options, progress)
     documents = kb_document_count(workspace, principal, kb_name) or 0
     return IngestOutcome(kb_name, documents, reused=False, report=report)
+
+
+def _ingest_files(
+    workspace: Workspace,
+    principal: Principal,
+    files: CorpusFiles,
+    kb_name: str,
+    chunking: ChunkingOptions | None,
+    progress: Progress | None,
+) -> IngestOutcome:
+    options = IngestOptions(
+        knowledge_base=kb_name, chunking=chunking or ChunkingOptions(), prune=True
+    )
+    report = add_paths(workspace, principal, files.paths, options, progress)
+    if report.errors:
+        raise ValueError(f"{CORPUS_PATHS}: {report.errors[0]}")
+    changed = report.added + report.updated + report.archived
+    documents = kb_document_count(workspace, principal, kb_name) or 0
+    return IngestOutcome(kb_name, documents, reused=changed == 0, report=report)
+
+
+# The published documents of a knowledge base and the files they were added from.
+SELECT_DOCUMENT_SOURCES = """
+SELECT d.public_id, d.source
+FROM document AS d
+JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+WHERE kb.public_id = :knowledge_base_id AND d.status = 'published' AND d.source IS NOT NULL
+"""
+
+
+def file_corpus_ids(workspace: Workspace, files: CorpusFiles, kb_id: str) -> dict[str, str]:
+    """Document public id -> corpus id (the file's path under ``files.root``)."""
+    rows = workspace.conn.execute(SELECT_DOCUMENT_SOURCES, {"knowledge_base_id": kb_id})
+    ids = {document_id: files.corpus_id(source) for document_id, source in rows}
+    return {document_id: corpus_id for document_id, corpus_id in ids.items() if corpus_id}
+
+
+def check_judged_files(dataset: BeirDataset, corpus_ids: Iterable[str], where: Path) -> None:
+    """Every judged corpus id must be a file of the corpus: a renamed or deleted file would
+    otherwise make its questions unanswerable without a word."""
+    known = set(corpus_ids)
+    for query_id, grades in dataset.qrels.items():
+        for corpus_id in grades:
+            if corpus_id not in known:
+                raise ValueError(
+                    f"{where}: query {query_id!r} judges {corpus_id!r}, which is not a file "
+                    f"of the corpus ({CORPUS_PATHS})"
+                )
 
 
 SearchFunction = Callable[[Workspace, Principal, Any], Any]
@@ -157,14 +212,26 @@ class EvalReport:
 
 def collapse_to_documents(paths: Iterable[str]) -> list[str]:
     """BEIR ids of the ranked result paths, best chunk first, each document once."""
+    return first_of_each(beir_id_from_path(path) for path in paths)
+
+
+def first_of_each(corpus_ids: Iterable[str | None]) -> list[str]:
+    """The ids in order, each once, None (a result outside the corpus) left out."""
     ranked: list[str] = []
     seen: set[str] = set()
-    for path in paths:
-        beir_id = beir_id_from_path(path)
-        if beir_id is not None and beir_id not in seen:
-            seen.add(beir_id)
-            ranked.append(beir_id)
+    for corpus_id in corpus_ids:
+        if corpus_id is not None and corpus_id not in seen:
+            seen.add(corpus_id)
+            ranked.append(corpus_id)
     return ranked
+
+
+CorpusIdOf = Callable[[Any], "str | None"]
+"""A search result -> the corpus id of its document (None: not a document of the corpus)."""
+
+
+def _beir_corpus_id(result: Any) -> str | None:
+    return beir_id_from_path(result.path)
 
 
 def _default_search() -> SearchFunction:
@@ -197,6 +264,7 @@ def run_mode(
     mode: str,
     options: EvalOptions,
     search: SearchFunction,
+    corpus_id_of: CorpusIdOf = _beir_corpus_id,
 ) -> ModeResult:
     """Every query of ``dataset`` in ``mode``: metrics over documents and wall-clock latency.
 
@@ -211,7 +279,7 @@ def run_mode(
         started = time.perf_counter()
         response = search(workspace, principal, request)
         latencies.append((time.perf_counter() - started) * 1000.0)
-        run[query.id] = collapse_to_documents(result.path for result in response.results)
+        run[query.id] = first_of_each(corpus_id_of(result) for result in response.results)
     return ModeResult(mode, mode_metrics(run, dataset.qrels, latencies), run)
 
 
@@ -252,9 +320,14 @@ def evaluate(
         workspace, principal, dataset, name, chunking=chunking, progress=progress
     )
     kb_id = _kb_public_id(workspace, principal, name)
+    corpus_id_of: CorpusIdOf = _beir_corpus_id
+    if dataset.files is not None:
+        ids = file_corpus_ids(workspace, dataset.files, kb_id)
+        check_judged_files(dataset, ids.values(), Path(dataset_dir))
+        corpus_id_of = lambda result: ids.get(result.document_id)  # noqa: E731
     search_fn = search or _default_search()
     modes = {
-        mode: run_mode(workspace, principal, dataset, kb_id, mode, options, search_fn)
+        mode: run_mode(workspace, principal, dataset, kb_id, mode, options, search_fn, corpus_id_of)
         for mode in options.modes
     }
     return EvalReport(
