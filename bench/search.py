@@ -2,8 +2,9 @@
 
 Builds a synthetic corpus in a temp file (realistic shape, not real prose):
 - text: Zipfian word frequencies (s=1.07) over English function words followed by ~40k
-  pronounceable pseudo-words, plus per-document topic words, ~90 words per chunk, 10 chunks per
-  document;
+  pronounceable pseudo-words, plus per-document topic words, ~90 words per chunk,
+  `--chunks-per-doc` chunks per document (default 10; 1 is the shape of notes, tickets, abstracts
+  and memories: as many documents as chunks);
 - vectors: the hashing embedder's exact output for each chunk (computed in bulk from per-word
   vectors, which is what the hashing embedder sums), 384-d;
 - scopes: path prefixes holding 0.1%, 1% and 10% of the chunks;
@@ -19,8 +20,8 @@ Builds a synthetic corpus in a temp file (realistic shape, not real prose):
   cell with include_memories=False: the documents' numbers, to compare with a file without
   memories.
 
-For every mode and scope it prints p50/p95 latency of `search()` (query embeddings are
-precomputed: embedding time is excluded) and recall@10 against exact brute force: the same
+For every mode, scope and `--limits` k it prints p50/p95 latency of `search()` (query embeddings
+are precomputed: embedding time is excluded) and recall@k against exact brute force: the same
 request with every approximation switched off (exact vector scan over the whole scope, no
 stop-word pruning), over the same kinds (documents and memories) as the measured request. With
 memories in the file a column gives the share of returned results that are memories.
@@ -59,11 +60,15 @@ from kbmcp.store.vectors import record_model, store_vectors
 from kbmcp.workspace import Workspace
 
 DIM = 384
-CHUNKS_PER_DOC = 10
+CHUNKS_PER_DOC = 10  # the default shape
 WORDS_PER_CHUNK = (60, 120)
 WORDS_PER_MEMORY = (10, 41)  # numpy's high end is exclusive: 10-40 words
 MEMORY_STORE = "bench-memories"
 SCOPES = {"0.1%": 0.001, "1%": 0.01, "10%": 0.10}
+COUNT_BENCH_DOCUMENTS = """
+SELECT count(*) FROM document AS d JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+WHERE kb.name = 'bench' AND kb.kind = 'documents'
+"""
 FUNCTION_WORDS = (  # noqa: SIM905 - a word list reads better as text
     "the of and to a in is that for it as with was on be by this are or from at an which have "
     "not but can all will more one has their there been if when also into other its only may "
@@ -93,7 +98,13 @@ def word_vectors(words: Sequence[str]) -> np.ndarray:
 
 
 class Corpus:
-    def __init__(self, chunks: int, seed: int = 7, anisotropy: float = 0.0) -> None:
+    def __init__(
+        self,
+        chunks: int,
+        seed: int = 7,
+        anisotropy: float = 0.0,
+        chunks_per_doc: int = CHUNKS_PER_DOC,
+    ) -> None:
         """`anisotropy` > 0 adds a direction every vector shares (as real sentence-embedding
         models' vectors do: MiniLM's pairwise cosines of unrelated texts sit around 0.1-0.3)
         with that weight relative to a chunk's own unit vector."""
@@ -104,7 +115,8 @@ class Corpus:
         self.words = vocabulary(rng, 40_000)
         ranks = np.arange(1, len(self.words) + 1)
         self.p = ranks**-1.07 / np.sum(ranks**-1.07)
-        self.docs = chunks // CHUNKS_PER_DOC
+        self.chunks_per_doc = chunks_per_doc
+        self.docs = chunks // chunks_per_doc
         self.rng = rng
         self.topics = [rng.integers(200, len(self.words), 40) for _ in range(300)]
         self.vectors_of_words = word_vectors(self.words)
@@ -165,11 +177,18 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[n
     conn = ws.conn
     samples: dict[str, list[np.ndarray]] = {name: [] for name in [*SCOPES, "unscoped"]}
     if not write:
+        held = conn.execute(COUNT_BENCH_DOCUMENTS).fetchone()[0]
+        if held != corpus.docs:
+            raise SystemExit(
+                f"{ws.settings.db_path} holds {held} documents, not the {corpus.docs} of "
+                f"--chunks {corpus.docs * corpus.chunks_per_doc} --chunks-per-doc "
+                f"{corpus.chunks_per_doc}: give the flags it was built with"
+            )
         for doc in range(corpus.docs):
             path = path_of(doc, corpus.docs)
-            chunk_ids = [corpus.chunk_words(doc) for _ in range(CHUNKS_PER_DOC)]
+            chunk_ids = [corpus.chunk_words(doc) for _ in range(corpus.chunks_per_doc)]
             scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "unscoped")
-            samples[scope].append(chunk_ids[int(corpus.rng.integers(CHUNKS_PER_DOC))])
+            samples[scope].append(chunk_ids[int(corpus.rng.integers(corpus.chunks_per_doc))])
         return samples
     conn.execute("BEGIN IMMEDIATE")
     record_model(conn, HashingEmbedder().fingerprint)
@@ -178,7 +197,7 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[n
     now = now_iso()
     for doc in range(corpus.docs):
         path = path_of(doc, corpus.docs)
-        chunk_ids = [corpus.chunk_words(doc) for _ in range(CHUNKS_PER_DOC)]
+        chunk_ids = [corpus.chunk_words(doc) for _ in range(corpus.chunks_per_doc)]
         scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "rest")
         # The same scopes as tags and metadata: {"bucket": "s01"} / tag bucket=s01.
         bucket = scope_prefix(scope).rstrip("/") if scope != "rest" else "rest"
@@ -186,7 +205,7 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[n
         insert_document(conn, corpus, kb.id, doc_public, path, f"Document {doc}", chunk_ids, now,
                         bucket=bucket)  # fmt: skip
         scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "unscoped")
-        samples[scope].append(chunk_ids[int(corpus.rng.integers(CHUNKS_PER_DOC))])
+        samples[scope].append(chunk_ids[int(corpus.rng.integers(corpus.chunks_per_doc))])
     conn.execute("COMMIT")
     return samples
 
@@ -318,14 +337,20 @@ def exact_everything() -> Iterator[None]:
 
 
 def run_cell(
-    ws: Workspace, reference: Workspace, queries: list[str], mode: str, filters: SearchFilters
+    ws: Workspace,
+    reference: Workspace,
+    queries: list[str],
+    mode: str,
+    filters: SearchFilters,
+    limit: int = 10,
 ) -> tuple[list[float], float, float]:
-    """Latencies (ms), mean recall@10, and the share of returned results that are memories."""
+    """Latencies (ms), mean recall@k (k = `limit`), and the share of returned results that are
+    memories."""
     principal = ws.local_principal()
     timings, recalls = [], []
     returned = memories = 0
     for query in queries:
-        request = SearchRequest(query, mode=mode, limit=10, filters=filters)
+        request = SearchRequest(query, mode=mode, limit=limit, filters=filters)
         started = time.perf_counter()
         got = search(ws, principal, request)
         timings.append((time.perf_counter() - started) * 1000)
@@ -347,6 +372,14 @@ def percentile(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100_000)
+    parser.add_argument(
+        "--chunks-per-doc",
+        type=int,
+        default=CHUNKS_PER_DOC,
+        help="Chunks per document (1: as many documents as chunks, like notes or memories). "
+        "A reused --db must have been built with the same value.",
+    )
+    parser.add_argument("--limits", default="10", help="Result limits k (comma-separated).")
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument(
@@ -382,7 +415,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        corpus = Corpus(args.chunks, anisotropy=args.anisotropy)
+        corpus = Corpus(args.chunks, anisotropy=args.anisotropy,
+                        chunks_per_doc=args.chunks_per_doc)  # fmt: skip
         db_path = args.db or Path(tmp) / "bench.db"
         reuse = db_path.exists()
         ws = Workspace(
@@ -420,17 +454,21 @@ def main() -> None:
             for query in warmup[sample]:
                 search(ws, ws.local_principal(), SearchRequest(query, filters=filters))
         print(f"warm-up: {args.warmup} queries per scope in {time.perf_counter() - started:.1f}s")
-        header = f"{'mode':<9}{'scope':<12}{'p50 ms':>9}{'p95 ms':>9}{'recall@10':>11}"
+        header = f"{'mode':<9}{'scope':<12}{'k':>4}{'p50 ms':>9}{'p95 ms':>9}{'recall@k':>10}"
         print(header + (f"{'memories':>10}" if held else ""))
+        limits = [int(k) for k in args.limits.split(",")]
         for mode in args.modes.split(","):
             for label, sample, filters in cells:
-                timings, recall, share = run_cell(ws, reference, queries[sample], mode, filters)
-                print(
-                    f"{mode:<9}{label:<12}{percentile(timings, 50):>9.1f}"
-                    f"{percentile(timings, 95):>9.1f}{recall:>11.3f}"
-                    + (f"{share:>10.1%}" if held else ""),
-                    flush=True,
-                )
+                for limit in limits:
+                    timings, recall, share = run_cell(
+                        ws, reference, queries[sample], mode, filters, limit
+                    )
+                    print(
+                        f"{mode:<9}{label:<12}{limit:>4}{percentile(timings, 50):>9.1f}"
+                        f"{percentile(timings, 95):>9.1f}{recall:>10.3f}"
+                        + (f"{share:>10.1%}" if held else ""),
+                        flush=True,
+                    )
         reference.close()
         ws.close()
 

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from search import Corpus, PrecomputedEmbedder, build, make_queries
+from search import CHUNKS_PER_DOC, Corpus, PrecomputedEmbedder, build, make_queries
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
@@ -50,12 +50,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, required=True, help="A file built by bench/search.py")
     parser.add_argument("--chunks", type=int, default=100_000, help="As the file was built.")
+    parser.add_argument(
+        "--chunks-per-doc", type=int, default=CHUNKS_PER_DOC, help="As the file was built."
+    )
     parser.add_argument("--queries", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--mode", default="hybrid")
     parser.add_argument("--scope", default="", help="A path prefix (default: unscoped).")
     args = parser.parse_args()
-    corpus = Corpus(args.chunks)
+    corpus = Corpus(args.chunks, chunks_per_doc=args.chunks_per_doc)
     with Workspace(Settings(db_path=args.db, embedder="hash"), embedder=HashingEmbedder()) as ws:
         samples = build(ws, corpus, write=False)
     queries = make_queries(corpus, samples["unscoped"], args.queries)

@@ -21,7 +21,15 @@ import time
 from pathlib import Path
 
 import numpy as np
-from search import SCOPES, Corpus, PrecomputedEmbedder, build, make_queries, scope_prefix
+from search import (
+    CHUNKS_PER_DOC,
+    SCOPES,
+    Corpus,
+    PrecomputedEmbedder,
+    build,
+    make_queries,
+    scope_prefix,
+)
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
@@ -72,10 +80,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", type=Path, required=True, help="A file built by bench/search.py")
     parser.add_argument("--chunks", type=int, default=100_000, help="As the file was built.")
+    parser.add_argument(
+        "--chunks-per-doc", type=int, default=CHUNKS_PER_DOC, help="As the file was built."
+    )
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--seconds", type=float, default=30.0)
     args = parser.parse_args()
-    corpus = Corpus(args.chunks)
+    corpus = Corpus(args.chunks, chunks_per_doc=args.chunks_per_doc)
     ws = Workspace(
         Settings(db_path=args.db, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
     )
