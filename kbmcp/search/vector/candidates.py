@@ -1,12 +1,12 @@
 """Accelerated vector candidates: a pool of the nearest allowed rows from the in-memory matrix.
 
 Every allowed row is scored (brute force, recall 1.0 by construction): gathered in blocks for
-a scope, one BLAS matrix-vector product over the whole contiguous matrix for unscoped searches
-(~7 ms at 100k x 384; numpy's einsum loop took ~10 ms). A sign-bit shortlist (Hamming distance,
-then exact re-scoring of 5% of the rows) was the large-scope strategy until measured against a
-true brute-force reference: on the benchmark's word-vector corpus it kept only 29% of the true
-top 10 at 100k chunks (0.997 on SciFact's MiniLM vectors), too data-dependent for a search
-that promises exact filtered recall.
+a scope, BLAS matrix-vector products over contiguous blocks of the whole matrix for unscoped
+searches (vector/matrix.py `all_similarities`; numpy's einsum loop was slower). A sign-bit
+shortlist (Hamming distance, then exact re-scoring of 5% of the rows) was the large-scope
+strategy until measured against a true brute-force reference: on the benchmark's word-vector
+corpus it kept only 29% of the true top 10 at 100k chunks (0.997 on SciFact's MiniLM vectors),
+too data-dependent for a search that promises exact filtered recall.
 
 The result is a pool: the best `count` rows by numpy's similarity and every row within
 ROUNDING_SLACK of the last of them, which sqlite-vec re-scores inside the ranking statement
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from kbmcp.search.floor import SimilarityFloor
-from kbmcp.search.vector.matrix import VectorMatrix, similarities
+from kbmcp.search.vector.matrix import VectorMatrix, all_similarities, similarities
 
 # numpy and sqlite-vec round float32 dot products differently by a few ulps (~1e-7): a pool that
 # keeps every row this close to its cut holds sqlite-vec's best `count` rows too.
@@ -42,11 +42,11 @@ def matrix_pool(
         # round a row differently by its position in the block; the pool's slack and sqlite-vec's
         # re-scoring make that irrelevant.
         rows = vectors.live_rows()
-        scores = (vectors.matrix @ query)[rows]
+        scores = all_similarities(vectors.matrix, query)[rows]
     else:
         rows = vectors.rows_of(allowed)
         if len(rows) > FULL_PASS_FRACTION * len(vectors.ids):
-            scores = (vectors.matrix @ query)[rows]  # the same slack and re-scoring apply
+            scores = all_similarities(vectors.matrix, query)[rows]  # the same slack applies
         else:
             scores = similarities(vectors.matrix, rows, query)
     ids = vectors.ids[rows]

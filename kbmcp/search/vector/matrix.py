@@ -36,6 +36,8 @@ ORDER BY i.chunk_id
 """
 OF_DOCUMENTS = "WHERE i.document_id IN carray(:documents)"
 GATHER_BLOCK = 256  # rows gathered and scored per step (see `similarities`)
+# Elements of the matrix per BLAS call when every row is scored (see `all_similarities`).
+FULL_PASS_BLOCK_ELEMENTS = 256 * 1024
 BUILD_BLOCK = 4096  # rows read from the file per step when the copy is built
 GROWTH = 1.5  # capacity growth factor when rows are appended
 COMPACT_DEAD_FRACTION = 0.25
@@ -216,4 +218,19 @@ def similarities(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.
     for start in range(0, len(rows), GATHER_BLOCK):
         stop = min(start + GATHER_BLOCK, len(rows))
         np.matmul(matrix[rows[start:stop]], query, out=out[start:stop])
+    return out
+
+
+def all_similarities(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """matrix @ query, in contiguous blocks of at most FULL_PASS_BLOCK_ELEMENTS elements.
+
+    Blocks: above a size (~460k elements in OpenBLAS 0.3) BLAS splits a matrix-vector product
+    over threads, and on a busy machine those threads wait for a core. Measured at load ~9 on
+    2 cores: 5,183 x 384 in one call 23 ms, in blocks 0.9 ms; 100k x 384 48 ms against 31 ms. A
+    block below the threshold runs on the calling thread, which is also what a server answering
+    concurrent requests wants. Contiguous slices: no gather, no copy."""
+    out = np.empty(len(matrix), dtype=np.float32)
+    step = max(1, FULL_PASS_BLOCK_ELEMENTS // max(1, matrix.shape[1]))
+    for start in range(0, len(matrix), step):
+        np.matmul(matrix[start : start + step], query, out=out[start : start + step])
     return out
