@@ -24,7 +24,7 @@ import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
 import apsw
 
@@ -32,9 +32,11 @@ from kbmcp.access import Principal, local_principal
 from kbmcp.config import Settings
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.registry import create_embedder
-from kbmcp.search.accelerator import Accelerator
 from kbmcp.store.connection import open_connection, write_transaction
 from kbmcp.store.vectors import check_model, record_model
+
+if TYPE_CHECKING:
+    from kbmcp.search.accelerator import Accelerator
 
 
 @dataclass
@@ -117,6 +119,9 @@ class Workspace:
         if not value:
             self.accelerator = None
         elif self.accelerator is None:
+            # Imported here: the accelerators need numpy, which a one-shot command never loads.
+            from kbmcp.search.accelerator import Accelerator
+
             self.accelerator = Accelerator()
 
     @property

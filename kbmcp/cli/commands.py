@@ -5,19 +5,19 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from kbmcp.cli.common import echo_json, open_workspace, pairs_option, progress_bar
 from kbmcp.cli.ingest_options import ingest_options
 from kbmcp.cli.progress import file_progress
-from kbmcp.service.admin import doctor as doctor_report
-from kbmcp.service.admin import reembed as reembed_all
-from kbmcp.service.ingest import IngestOptions, add_paths
-from kbmcp.service.ingest_preview import IngestPreview, counted, preview_paths
 from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
 from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
-from kbmcp.service.tenants import act_as_tenant
+
+if TYPE_CHECKING:
+    from kbmcp.service.ingest import IngestOptions
+    from kbmcp.service.ingest_preview import IngestPreview
 
 
 @click.command()
@@ -63,6 +63,11 @@ def add(
       kbmcp add ./docs --exclude 'drafts/' --dry-run
       kbmcp add ./repo --include '*.md' --include '*.py'
     """
+    # The ingest pipeline (parsers, the walker, the model) loads only when `add` runs.
+    from kbmcp.service.ingest import add_paths
+    from kbmcp.service.ingest_preview import preview_paths
+    from kbmcp.service.tenants import act_as_tenant
+
     options = dataclasses.replace(options, prune=prune)
     if dry_run:
         _print_preview(preview_paths(list(paths), options), as_json)
@@ -85,6 +90,8 @@ def add(
 
 
 def _print_preview(preview: IngestPreview, as_json: bool) -> None:
+    from kbmcp.service.ingest_preview import counted
+
     if as_json:
         echo_json(
             {
@@ -237,6 +244,8 @@ def read(
 @click.pass_context
 def reembed(ctx: click.Context, as_json: bool) -> None:
     """Re-embed every document with the configured model (after changing KBMCP_EMBEDDER)."""
+    from kbmcp.service.admin import reembed as reembed_all
+
     with open_workspace(ctx) as workspace, progress_bar("embedding") as progress:
         result = reembed_all(workspace, workspace.local_principal(), progress)
     if as_json:
@@ -253,6 +262,8 @@ def reembed(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
     """Versions, database path, model status and counts (of an existing file: it creates none)."""
+    from kbmcp.service.admin import doctor as doctor_report
+
     with open_workspace(ctx) as workspace:
         report = doctor_report(workspace, workspace.local_principal())
     if as_json:

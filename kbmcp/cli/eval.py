@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,7 +11,9 @@ from kbmcp.cli.common import echo_json, open_workspace, progress_bar
 from kbmcp.config import MAX_RRF_K
 from kbmcp.ingest.chunker import ChunkingOptions
 from kbmcp.search.models import MAX_LIMIT, MODE_ALIASES, MODES
-from kbmcp.service.evaluate import EvalOptions, EvalReport, evaluate
+
+if TYPE_CHECKING:
+    from kbmcp.service.evaluate import EvalReport
 
 DEFAULT_EVAL_MODES = ("lexical", "semantic", "hybrid", "rrf")
 COLUMNS = (
@@ -129,6 +132,8 @@ def eval_command(
     \b
       kbmcp --db scifact.db eval ./scifact --mode lexical --mode hybrid
     """
+    from kbmcp.service.evaluate import EvalOptions, evaluate  # loaded when run, not for --help
+
     options = EvalOptions(
         modes=_normalize_modes(modes),
         limit=limit,

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from kbmcp.cli.common import pairs_option
 from kbmcp.errors import InvalidRequest
-from kbmcp.ingest.walker import Selection
-from kbmcp.service.ingest import IngestOptions
+
+if TYPE_CHECKING:
+    from kbmcp.ingest.walker import Selection
 
 _OPTIONS = (
     click.option(
@@ -70,6 +71,8 @@ def ingest_options(command: Callable[..., Any]) -> Callable[..., Any]:
         meta: tuple[str, ...],
         **kwargs: Any,
     ) -> Any:
+        from kbmcp.service.ingest import IngestOptions  # the ingest pipeline: only when run
+
         options = IngestOptions(
             knowledge_base=kb_name,
             tags=pairs_option(tags, "--tag"),
@@ -84,6 +87,8 @@ def ingest_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _selection(include: tuple[str, ...], exclude: tuple[str, ...], code: bool) -> Selection:
+    from kbmcp.ingest.walker import Selection
+
     try:
         return Selection(include=include, exclude=exclude, code=code)
     except ValueError as exc:

@@ -18,7 +18,6 @@ from kbmcp.search.models import (
 )
 from kbmcp.service.listing import resolve_knowledge_bases
 from kbmcp.service.memories import resolve_memory_stores
-from kbmcp.service.search import search as run_search
 
 
 @click.command()
@@ -110,6 +109,8 @@ def search(
       kbmcp search "backup" --kb handbook --path ops/ --tag team=infra --mode lexical
       kbmcp search "deploy freeze" --only memories --half-life 30
     """
+    from kbmcp.service.search import search as run_search  # numpy and the engine: when run
+
     with open_workspace(ctx) as workspace:
         principal = workspace.local_principal()
         filters = SearchFilters(

@@ -6,13 +6,15 @@ import contextlib
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from kbmcp.cli.common import open_workspace
 from kbmcp.cli.ingest_options import ingest_options
-from kbmcp.service.ingest import IngestOptions, IngestReport
-from kbmcp.service.watch import changed, watch_paths
+
+if TYPE_CHECKING:
+    from kbmcp.service.ingest import IngestOptions, IngestReport
 
 
 @click.command()
@@ -31,6 +33,8 @@ def watch(ctx: click.Context, folders: tuple[Path, ...], options: IngestOptions)
     Example:
       kbmcp watch ./docs --kb handbook
     """
+    from kbmcp.service.watch import changed, watch_paths  # watchfiles: only when run
+
     first = True
 
     def report(result: IngestReport) -> None:

@@ -15,10 +15,9 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
-import numpy as np
 
 from kbmcp.access import KNOWLEDGE_READ, MEMORY_READ, Readable
 from kbmcp.errors import Forbidden, InvalidRequest, ResourceUnavailable
@@ -32,6 +31,9 @@ from kbmcp.search.models import (
     SearchFilters,
 )
 from kbmcp.validate import shown
+
+if TYPE_CHECKING:  # imported where chunk ids become an array: `kbmcp ls` needs no numpy
+    import numpy as np
 
 # Every requested knowledge base and document id with what the principal may see of it, in one
 # query. A row with a NULL id is unknown or not readable (the two are indistinguishable on purpose).
@@ -341,6 +343,8 @@ def scope_chunk_ids(conn: apsw.Connection, scope: Scope) -> np.ndarray | None:
         return None
     sql = CHUNKS_OF_DOCUMENTS.format(documents=scope.documents_sql()) + "ORDER BY i.chunk_id"
     rows = conn.execute(sql, scope.params()).fetchall()
+    import numpy as np
+
     return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
 
 

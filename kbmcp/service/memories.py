@@ -34,9 +34,6 @@ from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id
 from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document
-from kbmcp.ingest.parsing import ParsedDocument
-from kbmcp.service.ingest import archive_row, pending_document
-from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, sha256
 from kbmcp.store.catalog import (
     DEFAULT_MEMORY_STORE,
     MEMORIES,
@@ -232,6 +229,12 @@ def remember(
 
     A principal without memory:read gets outcome 'stored' and only the tags it sent, whatever
     was stored before (module docstring)."""
+    # The write path of documents: imported here, so reading commands (`kbmcp memory --help`,
+    # listing) do not load the ingest pipeline's parsers.
+    from kbmcp.ingest.parsing import ParsedDocument
+    from kbmcp.service.ingest import pending_document
+    from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, sha256
+
     principal.require(MEMORY_WRITE)
     blind = MEMORY_READ not in principal.scopes
     text = _content(content)
@@ -359,6 +362,8 @@ def forget(workspace: Workspace, principal: Principal, memory_id: Any) -> Forget
     row_id, _, status, store_id, updated_at, _ = row
     if status != "published":
         return ForgetResult(public_id, store_id, "already_forgotten", updated_at)
+    from kbmcp.service.ingest import archive_row  # the ingest pipeline: only when writing
+
     archive_row(conn, row_id)
     forgotten_at = _own_memory(conn, principal, public_id)[4]
     return ForgetResult(public_id, store_id, "forgotten", forgotten_at)

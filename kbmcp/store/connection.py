@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
+import importlib.util
 import os
 import stat
 from collections.abc import Iterator
@@ -20,7 +22,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import apsw
-import sqlite_vec
 
 from kbmcp.errors import ReadOnly, StoreError
 from kbmcp.store.id_key import ensure_id_key
@@ -170,8 +171,19 @@ def _prepare(
 
 def load_sqlite_vec(conn: apsw.Connection) -> None:
     conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
+    conn.load_extension(sqlite_vec_path())
     conn.enable_load_extension(False)
+
+
+@functools.cache
+def sqlite_vec_path() -> str:
+    """The sqlite-vec extension's file, as `sqlite_vec.loadable_path()` gives it, found without
+    importing the package: its __init__ imports numpy and sqlite3 (~70 ms), which commands that
+    only read the file (`kbmcp ls`) do not need."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise StoreError("the sqlite-vec package is not installed: pip install sqlite-vec")
+    return os.path.join(next(iter(spec.submodule_search_locations)), "vec0")
 
 
 def _file_kind(conn: apsw.Connection, db_path: Path) -> FileKind:

@@ -1,0 +1,131 @@
+"""A first run that feels instant: `kbmcp --help`, every command's `--help` and `kbmcp ls` load
+no heavy module (the model runtime, numpy, the MCP SDK, pydantic, parsers), so they finish in
+tens of milliseconds. Which modules load is checked, not how long it takes: a timed test would
+be flaky on a loaded machine, a module list is deterministic. Each case runs in a fresh
+interpreter, as a user's command does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.mcp_support import REPO_ROOT
+
+# Imported by commands that need them (search, add, serve, ...), never to parse arguments, print
+# help or list knowledge bases. (pydantic_core, --json's serialiser, is light: ~15 ms.)
+HEAVY = (
+    "numpy",
+    "onnxruntime",
+    "tokenizers",
+    "mcp",
+    "pydantic",
+    "anyio",
+    "uvicorn",
+    "starlette",
+    "httpx",
+    "yaml",
+    "pathspec",
+    "selectolax",
+    "pypdf",
+    "watchfiles",
+    "sqlite_vec",
+    "sqlite3",
+    "multiprocessing",
+    "kbmcp.embed.minilm",
+    "kbmcp.search.accelerator",
+    "kbmcp.server",
+    "kbmcp.ingest.walker",
+)
+
+PROBE = """
+import json, sys
+from kbmcp.cli import main
+heavy = json.loads(sys.argv[1])
+for args in json.loads(sys.argv[2]):
+    try:
+        main(args)
+    except SystemExit:
+        pass
+    loaded = [name for name in heavy if name in sys.modules]
+    if loaded:
+        break
+print(json.dumps({"args": args, "loaded": loaded}), file=sys.stderr)
+"""
+
+
+def loaded_heavy_modules(*commands: list[str], db: Path) -> dict[str, object]:
+    """Runs `kbmcp ARGS` for each list of arguments, in turn, in one fresh interpreter; stops at
+    the first after which a HEAVY module is loaded: {"args": those arguments, "loaded": [...]}."""
+    run = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(HEAVY), json.dumps(commands)],
+        env={**os.environ, "KBMCP_DB": str(db)},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    *_, last = run.stderr.strip().splitlines()
+    return json.loads(last)
+
+
+@pytest.fixture(scope="module")
+def filled_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file with one knowledge base (made with the hashing embedder: no model needed)."""
+    root = tmp_path_factory.mktemp("startup")
+    (root / "notes").mkdir()
+    (root / "notes" / "a.md").write_text("# Keys\n\nRotate the keys every ninety days.\n")
+    db = root / "kb.db"
+    subprocess.run(
+        [sys.executable, "-m", "kbmcp", "--db", str(db), "add", str(root / "notes"), "--kb", "n"],
+        env={**os.environ, "KBMCP_EMBEDDER": "hash"},
+        check=True,
+        capture_output=True,
+    )
+    return db
+
+
+def every_help() -> list[list[str]]:
+    """`--help` of the group, of every command and of every subcommand of a group command."""
+    from kbmcp.cli import cli
+
+    helps = [["--help"]]
+    for name, command in sorted(cli.commands.items()):
+        helps.append([name, "--help"])
+        helps.extend([name, sub, "--help"] for sub in sorted(getattr(command, "commands", {})))
+    return helps
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["--help"], ["--version"], ["ls"], ["ls", "n"], ["ls", "--json"], ["ls", "n", "--json"]],
+    ids=" ".join,
+)
+def test_help_and_ls_load_no_heavy_module(args: list[str], filled_db: Path) -> None:
+    assert loaded_heavy_modules(args, db=filled_db)["loaded"] == []
+
+
+def test_every_command_help_loads_no_heavy_module(filled_db: Path) -> None:
+    helps = every_help()
+    assert len(helps) > 20
+    assert loaded_heavy_modules(*helps, db=filled_db) == {"args": helps[-1], "loaded": []}
+
+
+def test_the_probe_sees_heavy_modules(filled_db: Path) -> None:
+    """The checks above can fail: a search loads numpy (the hashing embedder's vectors)."""
+    result = loaded_heavy_modules(["ls"], ["search", "rotate keys"], ["ls"], db=filled_db)
+    assert result["args"] == ["search", "rotate keys"]
+    assert "numpy" in result["loaded"]
+
+
+def test_the_extension_is_found_where_sqlite_vec_says() -> None:
+    """kbmcp locates vec0 without importing sqlite_vec (whose __init__ loads numpy)."""
+    import sqlite_vec
+
+    from kbmcp.store.connection import sqlite_vec_path
+
+    assert sqlite_vec_path() == sqlite_vec.loadable_path()
