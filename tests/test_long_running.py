@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import queue
-import re
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ from mcp import Client
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
+from tests.http_process import HttpProcess
 from tests.mcp_support import REPO_ROOT, payload, rpc_line, subprocess_env
 from tests.search_corpus import ingest, write_small_corpus
 
@@ -61,10 +61,6 @@ def descriptors(pid: int | str = "self") -> list[str]:
 def database_descriptors(pid: int | str, db: Path) -> int:
     """Descriptors open on the database file, its -wal and its -shm."""
     return sum(1 for target in descriptors(pid) if target.startswith(str(db)))
-
-
-def server_command(db: Path, *serve_args: str) -> list[str]:
-    return [sys.executable, "-c", FAST_EXPIRY, "--db", str(db), "serve", *serve_args]
 
 
 def test_thread_churn_reuses_the_connections_of_ended_threads(
@@ -103,7 +99,7 @@ class ChurningStdio:
 
     def __init__(self, db: Path) -> None:
         self.process = subprocess.Popen(
-            server_command(db),
+            [sys.executable, "-c", FAST_EXPIRY, "--db", str(db), "serve"],
             env=subprocess_env(db),
             cwd=REPO_ROOT,
             stdin=subprocess.PIPE,
@@ -167,36 +163,19 @@ def test_stdio_server_descriptors_stay_flat_across_worker_expiry(
 
 
 @pytest.fixture
-def churning_http(corpus_db: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    process = subprocess.Popen(
-        server_command(corpus_db, "--http", "--port", "0"),
-        env=subprocess_env(corpus_db),
-        cwd=REPO_ROOT,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def churning_http(corpus_db: Path) -> Iterator[HttpProcess]:
+    server = HttpProcess(corpus_db, code=FAST_EXPIRY)
     try:
-        assert process.stderr is not None
-        for line in process.stderr:
-            match = re.search(r"listening on (http://\S+/mcp)", line)
-            if match:
-                break
-        else:
-            raise AssertionError("the HTTP server did not start")
-        yield process, match.group(1)
+        yield server
     finally:
-        process.kill()
-        process.wait()
+        server.stop()
 
 
 @pytest.mark.anyio
 async def test_http_server_descriptors_stay_flat_across_worker_expiry(
-    churning_http: tuple[subprocess.Popen[str], str], corpus_db: Path
+    churning_http: HttpProcess, corpus_db: Path
 ) -> None:
-    process, url = churning_http
-    async with Client(url) as client:
+    async with Client(churning_http.url) as client:
 
         async def one_search() -> None:
             result = await client.call_tool(SEARCH["name"], SEARCH["arguments"])
@@ -208,6 +187,6 @@ async def test_http_server_descriptors_stay_flat_across_worker_expiry(
                 for _ in range(BURST_SIZE):
                     tasks.start_soon(one_search)
             await anyio.sleep(0.03)
-            database_counts.append(database_descriptors(process.pid, corpus_db))
+            database_counts.append(database_descriptors(churning_http.pid, corpus_db))
     warm = database_counts[WARM_UP_BURSTS - 1]
     assert max(database_counts) - warm <= SLACK, database_counts

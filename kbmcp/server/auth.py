@@ -13,7 +13,6 @@ The principal decides what is readable (kbmcp/access.py); scopes decide which to
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from pathlib import Path
 from typing import Protocol
@@ -24,6 +23,7 @@ from mcp.server.auth.settings import AuthSettings
 
 from kbmcp.access import Principal, principal_for_secret
 from kbmcp.errors import Forbidden
+from kbmcp.server.host_check import is_loopback_name
 from kbmcp.store.connection import open_connection
 from kbmcp.workspace import Workspace
 
@@ -32,7 +32,6 @@ logger = logging.getLogger(__name__)
 # The SDK's AuthSettings wants an issuer URL; kbmcp issues its own tokens (`kbmcp token create`)
 # and runs no OAuth endpoints, so this value is never served or compared.
 AUTH_SETTINGS = AuthSettings(issuer_url="http://localhost/kbmcp", resource_server_url=None)
-LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 class PrincipalSource(Protocol):
@@ -138,11 +137,6 @@ def principal_from_access_token(token: AccessToken) -> Principal:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether binding `host` keeps the server reachable from this machine only."""
-    name = host.strip().strip("[]").lower()
-    if name in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    """Whether binding `host` keeps the server reachable from this machine only (the same
+    normalisation as the DNS-rebinding check of Host headers)."""
+    return is_loopback_name(host)

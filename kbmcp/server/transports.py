@@ -19,9 +19,12 @@ from collections.abc import Callable, Iterator
 import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp
 
 from kbmcp.errors import KbError
 from kbmcp.server.event_store import RETRY_MS, BoundedEventStore
+from kbmcp.server.host_check import LoopbackOnly, is_loopback_name
 from kbmcp.server.http_limits import MAX_REQUEST_BYTES, RequestSizeLimit
 from kbmcp.server.stdio import serve_stdio
 
@@ -97,7 +100,9 @@ def run_http(
     listener = bind_listener(host, port)
     if warm_up is not None:
         warm_up()
-    # Passing host turns on the SDK's DNS-rebinding protection for 127.0.0.1/localhost/::1.
+    authenticated = server.settings.auth is not None
+    # The SDK's DNS-rebinding check knows three exact spellings of loopback: kbmcp's own
+    # (kbmcp/server/host_check.py) replaces it, applied whenever there is no authentication.
     # The event store adds SSE priming events with a `retry` field and lets a dropped stream
     # resume (kbmcp/server/event_store.py).
     app = server.streamable_http_app(
@@ -106,9 +111,20 @@ def run_http(
         max_request_body_size=MAX_REQUEST_BYTES,
         event_store=BoundedEventStore(),
         retry_interval=RETRY_MS,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
+    guarded: ASGIApp = RequestSizeLimit(app)
+    if not authenticated:
+        guarded = LoopbackOnly(guarded)
+    elif not is_loopback_name(host):
+        print(
+            f"kbmcp: bearer tokens travel in clear text over plain HTTP on {host}: put a "
+            'TLS-terminating reverse proxy in front (docs/security.md, "On a network")',
+            file=sys.stderr,
+            flush=True,
+        )
     config = uvicorn.Config(
-        RequestSizeLimit(app),
+        guarded,
         host=host,
         port=port,
         log_level=log_level.lower(),
