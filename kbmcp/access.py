@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import apsw
 
-from kbmcp.clock import now_iso
+from kbmcp.clock import system_now_iso
 from kbmcp.errors import Forbidden
 from kbmcp.store.catalog import LOCAL_TENANT, TenantRef, ensure_tenant
 from kbmcp.store.connection import write_transaction
@@ -112,7 +112,8 @@ def principal_for_secret(conn: apsw.Connection, secret: str) -> Principal | None
     public_id, stored_hash, scopes, kb_ids, expires_at, revoked_at, tenant_id, tenant_public = row
     if not secret_matches(secret, stored_hash):
         return None
-    if revoked_at is not None or (expires_at is not None and expires_at <= now_iso()):
+    # Expiry is judged by the machine's clock, never by KBMCP_NOW (kbmcp/clock.py).
+    if revoked_at is not None or (expires_at is not None and expires_at <= system_now_iso()):
         return None
     return Principal(
         tenant_id=tenant_id,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx2
@@ -17,9 +18,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from kbmcp.access import Principal
+from kbmcp.clock import format_timestamp
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.tenants import act_as_tenant, create_tenant
 from kbmcp.service.tokens import create_token
+from kbmcp.store.connection import open_connection
 from kbmcp.workspace import Workspace
 from tests.mcp_support import T0, hash_workspace, pinned_clock, write
 
@@ -80,6 +83,15 @@ def make_token(
             expires_days=expires_days,
         )
     return created.token.token_id, created.secret
+
+
+def expire_token(db_path: Path, token_id: str) -> None:
+    """Make a token expired by the machine's clock (an hour ago): kbmcp never reads a pinned
+    clock for tokens, so an expired token is made by its row."""
+    past = format_timestamp(datetime.now(UTC) - timedelta(hours=1))
+    conn = open_connection(db_path)
+    conn.execute("UPDATE token SET expires_at = ? WHERE public_id = ?", (past, token_id))
+    conn.close()
 
 
 def names_of(kb_ids_by_name: dict[str, str], kb_ids: set[str]) -> set[str]:

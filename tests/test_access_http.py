@@ -30,10 +30,11 @@ from tests.access_support import (
     bearer_client,
     build_two_tenants,
     connect_with_token,
+    expire_token,
     make_token,
     names_of,
 )
-from tests.mcp_support import T0, HttpServer, payload, pinned_clock
+from tests.mcp_support import HttpServer, payload
 
 pytestmark = pytest.mark.anyio
 
@@ -75,8 +76,10 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
         "beta-memory": make_token(db, "beta", ["memory:read", "memory:write"]),
         "to-revoke": make_token(db, "beta", ["knowledge:read"]),
     }
-    with pinned_clock(T0):  # expires one day after T0; the server's clock is at T2
-        tokens["expired"] = make_token(db, "beta", ["knowledge:read"], expires_days=1)
+    # Expired an hour ago by the machine's clock, while the server's KBMCP_NOW (T2, in January)
+    # lies before its expiry: the pinned clock must not keep it alive.
+    tokens["expired"] = make_token(db, "beta", ["knowledge:read"], expires_days=30)
+    expire_token(db, tokens["expired"][0])
     conn = open_connection(db)
     kb_ids: dict[str, str] = {}
     documents: dict[str, list[str]] = {}

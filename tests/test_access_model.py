@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
+from kbmcp import clock
 from kbmcp.access import KNOWLEDGE_WRITE, Principal, principal_for_secret, readable_kb_ids
+from kbmcp.clock import format_timestamp, parse_timestamp
 from kbmcp.errors import Forbidden, InvalidRequest, ResourceUnavailable
 from kbmcp.server import scope_guard
 from kbmcp.server.app import build_server
@@ -16,11 +18,11 @@ from kbmcp.service.admin import doctor
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.listing import list_knowledge_bases
 from kbmcp.service.tenants import create_tenant, share_knowledge_base, unshare_knowledge_base
-from kbmcp.service.tokens import create_token, revoke_token
+from kbmcp.service.tokens import count_usable_tokens, create_token, list_tokens, revoke_token
 from kbmcp.store import migrations
 from kbmcp.store.connection import open_connection
-from tests.access_support import build_two_tenants, make_token
-from tests.mcp_support import T0, T1, T2, hash_workspace, payload, pinned_clock, stdio_params, write
+from tests.access_support import build_two_tenants, expire_token, make_token
+from tests.mcp_support import T0, T1, T2, hash_workspace, payload, stdio_params, write
 
 
 @pytest.fixture
@@ -89,16 +91,22 @@ def test_no_token_can_administer_the_file(db: Path) -> None:
 def test_tokens_stop_working_when_expired_or_revoked(
     db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with pinned_clock(T0):
-        _, secret = make_token(db, "beta", ["knowledge:read"], expires_days=1)
+    token_id, secret = make_token(db, "beta", ["knowledge:read"], expires_days=1)
     with hash_workspace(db) as ws:
-        monkeypatch.setenv("KBMCP_NOW", T0)
+        with ws.conn:
+            ws.conn.execute(
+                "UPDATE token SET expires_at = ? WHERE public_id = ?",
+                (format_timestamp(parse_timestamp(T1)), token_id),
+            )
+        # The machine's clock (token expiry never reads KBMCP_NOW), moved across the expiry.
+        machine = {"time": parse_timestamp(T0)}
+        monkeypatch.setattr(clock, "system_now", lambda: machine["time"])
         assert principal_for_secret(ws.conn, secret) is not None
-        monkeypatch.setenv("KBMCP_NOW", T1)  # exactly the expiry instant: expired
+        machine["time"] = parse_timestamp(T1)  # exactly the expiry instant: expired
         assert principal_for_secret(ws.conn, secret) is None
-        monkeypatch.setenv("KBMCP_NOW", T2)
+        machine["time"] = parse_timestamp(T2)
         assert principal_for_secret(ws.conn, secret) is None
-        monkeypatch.delenv("KBMCP_NOW")
+    monkeypatch.undo()
     other_id, other = make_token(db, "beta", ["knowledge:read"])
     with hash_workspace(db) as ws:
         assert principal_for_secret(ws.conn, other) is not None
@@ -106,6 +114,24 @@ def test_tokens_stop_working_when_expired_or_revoked(
         assert principal_for_secret(ws.conn, other) is None
         for bad in ("", "kbmcp_", other.upper(), other[:-1], other + "x", " " * 3):
             assert principal_for_secret(ws.conn, bad) is None
+
+
+def test_kbmcp_now_never_decides_whether_a_token_is_expired(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KBMCP_NOW pins recorded times, decay and scans; token expiry always reads the machine's
+    clock, so a pinned clock neither revives an expired token nor expires a valid one."""
+    _, valid = make_token(db, "beta", ["knowledge:read"], expires_days=1)
+    expired_id, expired = make_token(db, "beta", ["knowledge:read"], expires_days=1)
+    expire_token(db, expired_id)
+    with hash_workspace(db) as ws:
+        for pinned in ("2020-01-01T00:00:00Z", "2100-01-01T00:00:00Z"):
+            monkeypatch.setenv("KBMCP_NOW", pinned)
+            assert principal_for_secret(ws.conn, valid) is not None, pinned
+            assert principal_for_secret(ws.conn, expired) is None, pinned
+            statuses = {t.token_id: t.status for t in list_tokens(ws, ws.local_principal())}
+            assert statuses[expired_id] == "expired", pinned
+            assert count_usable_tokens(ws, ws.local_principal()) == 1, pinned
 
 
 def test_an_allow_list_is_intersected_with_shares_in_force(db: Path) -> None:

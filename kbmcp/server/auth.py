@@ -106,8 +106,9 @@ class FileTokenVerifier:
 def access_token_for(principal: Principal) -> AccessToken:
     """The SDK's record of a verified request. `client_id` is the token id: the SDK binds each
     HTTP session to it, so a session cannot be continued with another token. `expires_at` is
-    left unset: expiry is checked in `principal_for_secret` on every request, against kbmcp's
-    clock (kbmcp/clock.py), so there is one clock, not two."""
+    left unset: expiry is checked in `principal_for_secret` on every request, against the
+    machine's clock (`kbmcp.clock.system_now`; KBMCP_NOW never applies to tokens), so there is
+    one expiry check, not two."""
     assert principal.token_id is not None
     return AccessToken(
         token=principal.token_id,  # the id, not the secret: nothing downstream needs the secret

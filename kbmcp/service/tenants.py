@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from kbmcp.access import ADMIN, Principal, tenant_principal
-from kbmcp.clock import now_iso
+from kbmcp.clock import now_iso, system_now_iso
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.store import catalog
 from kbmcp.store.catalog import NamedTenant, OwnedKnowledgeBase
@@ -120,13 +120,16 @@ def create_tenant(workspace: Workspace, principal: Principal, name: str) -> Tena
 
 def list_tenants(workspace: Workspace, principal: Principal) -> list[TenantInfo]:
     principal.require(ADMIN)
-    return [TenantInfo(*row) for row in workspace.conn.execute(SELECT_TENANTS, {"now": now_iso()})]
+    return [
+        TenantInfo(*row)
+        for row in workspace.conn.execute(SELECT_TENANTS, {"now": system_now_iso()})
+    ]
 
 
 def _tenant_info(workspace: Workspace, name: str) -> TenantInfo:
     return next(
         TenantInfo(*row)
-        for row in workspace.conn.execute(SELECT_TENANTS, {"now": now_iso()})
+        for row in workspace.conn.execute(SELECT_TENANTS, {"now": system_now_iso()})
         if row[1] == name
     )
 

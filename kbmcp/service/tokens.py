@@ -3,7 +3,9 @@
 A token is bound to one tenant, carries some of the four token scopes, optionally an allow-list
 of knowledge bases (each must be readable by the tenant when the token is made) and an expiry.
 Only the secret's hash is stored (kbmcp/tokens.py). Administration needs the ADMIN scope (the
-local operator); checking a presented secret is `kbmcp.access.principal_for_secret`.
+local operator); checking a presented secret is `kbmcp.access.principal_for_secret`. Every token
+time (created, expires, revoked, "usable now") comes from the machine's clock, never KBMCP_NOW
+(kbmcp/clock.py).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from kbmcp.access import ADMIN, TOKEN_SCOPES, Principal, readable_kb_ids, tenant_principal
-from kbmcp.clock import format_timestamp, now, now_iso
+from kbmcp.clock import format_timestamp, system_now, system_now_iso
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id
 from kbmcp.service.tenants import resolve_knowledge_base, tenant_named
@@ -95,7 +97,7 @@ def create_token(
                 "secret_hash": hash_secret(secret),
                 "scopes": json.dumps(wanted_scopes),
                 "kb_ids": None if kb_ids is None else json.dumps(kb_ids),
-                "now": now_iso(),
+                "now": system_now_iso(),
                 "expires_at": expires_at,
             },
         )
@@ -122,13 +124,13 @@ def revoke_token(workspace: Workspace, principal: Principal, token_id: str) -> T
                 f"token_id: no token {public_id} (see `kbmcp token list`)",
                 details={"argument": "token_id", "value": token_id},
             )
-        workspace.conn.execute(REVOKE_TOKEN, {"public_id": public_id, "now": now_iso()})
+        workspace.conn.execute(REVOKE_TOKEN, {"public_id": public_id, "now": system_now_iso()})
     return _token(workspace, public_id)
 
 
 def count_usable_tokens(workspace: Workspace, principal: Principal) -> int:
     principal.require(ADMIN)
-    return int(workspace.conn.execute(COUNT_USABLE_TOKENS, {"now": now_iso()}).fetchone()[0])
+    return int(workspace.conn.execute(COUNT_USABLE_TOKENS, {"now": system_now_iso()}).fetchone()[0])
 
 
 def _check_scopes(scopes: Sequence[str]) -> list[str]:
@@ -157,7 +159,7 @@ def _expiry(days: int | None) -> str | None:
             f"got {days!r}",
             details={"argument": "expires_days", "value": days},
         )
-    return format_timestamp(now() + timedelta(days=days))
+    return format_timestamp(system_now() + timedelta(days=days))
 
 
 def _allow_list(
@@ -190,7 +192,7 @@ def _token(workspace: Workspace, public_id: str) -> TokenInfo:
 def _tokens(
     workspace: Workspace, *, tenant_id: int | None = None, public_id: str | None = None
 ) -> list[TokenInfo]:
-    moment = now_iso()
+    moment = system_now_iso()
     infos = []
     for row in workspace.conn.execute(
         SELECT_TOKENS, {"tenant_id": tenant_id, "public_id": public_id}
