@@ -12,6 +12,7 @@ from kbmcp import __version__
 from kbmcp.cli.accounts import kb, tenant, token
 from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
+from kbmcp.cli.common import Utf8Path
 from kbmcp.cli.eval import eval_command
 from kbmcp.cli.memory import forget, memory, remember
 from kbmcp.cli.search import search
@@ -23,7 +24,7 @@ from kbmcp.errors import KbError
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
-    type=click.Path(dir_okay=False),
+    type=Utf8Path(dir_okay=False),
     default=None,
     help="The knowledge-base file (default: $KBMCP_DB, else the user data dir).",
 )

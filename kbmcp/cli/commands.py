@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kbmcp.cli.common import echo_json, open_workspace, pairs_option, progress_bar
+from kbmcp.cli.common import Utf8Path, echo_json, open_workspace, pairs_option, progress_bar
 from kbmcp.cli.ingest_options import ingest_options
 from kbmcp.cli.progress import file_progress
 from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=Utf8Path(path_type=Path))
 @ingest_options
 @click.option(
     "--tenant",

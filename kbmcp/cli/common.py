@@ -47,20 +47,37 @@ class Utf8Text(click.ParamType):
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            bad = text[exc.start : exc.end]
-            try:
-                shown = "byte 0x" + bad.encode("utf-8", "surrogateescape")[:1].hex()
-            except UnicodeEncodeError:
-                shown = f"code point U+{ord(bad[0]):04X}"
-            self.fail(
-                f"is not valid UTF-8 text ({shown} at character {exc.start + 1}); pass it in UTF-8",
-                param,
-                ctx,
-            )
+        problem = utf8_problem(text)
+        if problem is not None:
+            self.fail(f"is not valid UTF-8 text ({problem}); pass it in UTF-8", param, ctx)
         return text
+
+
+def utf8_problem(text: str) -> str | None:
+    """Where `text` (from the command line) is not valid UTF-8, e.g. "byte 0xe9 at character
+    4"; None when it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start : exc.end]
+        try:
+            shown = "byte 0x" + bad.encode("utf-8", "surrogateescape")[:1].hex()
+        except UnicodeEncodeError:
+            shown = f"code point U+{ord(bad[0]):04X}"
+        return f"{shown} at character {exc.start + 1}"
+    return None
+
+
+class Utf8Path(click.Path):
+    """A `click.Path` whose text must be valid UTF-8: the same usage error as `Utf8Text` (a
+    path that is not UTF-8 cannot be stored as a document's source, nor be a --db name)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        problem = utf8_problem(str(value))
+        if problem is not None:
+            self.fail(f"is not a valid UTF-8 path ({problem}); rename it or pass it in UTF-8",
+                      param, ctx)  # fmt: skip
+        return super().convert(value, param, ctx)
 
 
 UTF8_TEXT = Utf8Text()

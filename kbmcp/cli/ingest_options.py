@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from kbmcp.cli.common import pairs_option
+from kbmcp.cli.common import UTF8_TEXT, pairs_option
 from kbmcp.errors import InvalidRequest
 
 if TYPE_CHECKING:
@@ -21,11 +21,13 @@ _OPTIONS = (
         "kb_name",
         default="default",
         show_default=True,
+        type=UTF8_TEXT,
         help="Knowledge base name (created if new).",
     ),
     click.option(
         "--include",
         multiple=True,
+        type=UTF8_TEXT,
         metavar="GLOB",
         help="Index only files matching GLOB, whatever their format (gitignore syntax, "
         "relative to the added folder; repeatable).",
@@ -33,6 +35,7 @@ _OPTIONS = (
     click.option(
         "--exclude",
         multiple=True,
+        type=UTF8_TEXT,
         metavar="GLOB",
         help="Skip files and folders matching GLOB (gitignore syntax; repeatable).",
     ),
@@ -43,6 +46,7 @@ _OPTIONS = (
         "--tag",
         "tags",
         multiple=True,
+        type=UTF8_TEXT,
         metavar="KEY=VALUE",
         help="Tag every added document (repeatable).",
     ),
@@ -50,6 +54,7 @@ _OPTIONS = (
         "--meta",
         "meta",
         multiple=True,
+        type=UTF8_TEXT,
         metavar="KEY=VALUE",
         help="Metadata on every added document (repeatable).",
     ),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from kbmcp.access import principal_for_secret
-from kbmcp.cli.common import open_workspace
+from kbmcp.cli.common import UTF8_TEXT, Utf8Path, open_workspace
 from kbmcp.errors import KbError
 from kbmcp.service.tokens import count_usable_tokens
 from kbmcp.workspace import Workspace
@@ -48,7 +48,7 @@ watch_logger = logging.getLogger("kbmcp.watch")
     "--watch",
     "watch_folders",
     multiple=True,
-    type=click.Path(path_type=Path),
+    type=Utf8Path(path_type=Path),
     metavar="FOLDER",
     help="Keep FOLDER indexed while serving, as `kbmcp watch` does (repeatable).",
 )
@@ -56,6 +56,7 @@ watch_logger = logging.getLogger("kbmcp.watch")
     "--watch-kb",
     default="default",
     show_default=True,
+    type=UTF8_TEXT,
     help="The knowledge base the --watch folders go into.",
 )
 @click.option(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kbmcp.cli.common import open_workspace
+from kbmcp.cli.common import Utf8Path, open_workspace
 from kbmcp.cli.ingest_options import ingest_options
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("folders", nargs=-1, required=True, type=Utf8Path(path_type=Path))
 @ingest_options
 @click.pass_context
 def watch(ctx: click.Context, folders: tuple[Path, ...], options: IngestOptions) -> None:

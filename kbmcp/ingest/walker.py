@@ -3,14 +3,16 @@
 A folder is walked in a stable (sorted) order. In each folder, for each entry, the first rule
 that applies decides:
 
-1. hidden (name starts with `.`; this includes `.git`, `.gitignore`, editors' swap files);
-2. ignored by a `.gitignore` / `.kbmcpignore` (see `kbmcp.ingest.ignore`);
-3. excluded by `--exclude`;
-4. symbolic links: a loop or a dangling link is skipped, a linked folder is not followed
+1. a name that is not valid UTF-8 (a Latin-1 `caf\xe9.md`): no path of the knowledge base can
+   name it, and SQLite text must be UTF-8; skipped with its bytes shown as `\xe9`;
+2. hidden (name starts with `.`; this includes `.git`, `.gitignore`, editors' swap files);
+3. ignored by a `.gitignore` / `.kbmcpignore` (see `kbmcp.ingest.ignore`);
+4. excluded by `--exclude`;
+5. symbolic links: a loop or a dangling link is skipped, a linked folder is not followed
    (its files would be indexed twice or from outside), a linked file is read only if its
    target lies inside the added folder;
-5. folders: build output (`node_modules`, `dist`, ...) is skipped;
-6. files: with `--include`, only matching files are taken (whatever their format); without,
+6. folders: build output (`node_modules`, `dist`, ...) is skipped;
+7. files: with `--include`, only matching files are taken (whatever their format); without,
    the format decides (`kbmcp.ingest.formats`).
 
 A file or folder given directly is taken as named (hidden, ignore files and build folder names
@@ -33,6 +35,7 @@ from kbmcp.ingest.formats import BUILD_OUTPUT, classify, included_kind, is_build
 from kbmcp.ingest.ignore import IgnoreRule, compile_globs, ignored_by, rules_above, rules_in
 
 HIDDEN = "hidden"
+NAME_NOT_UTF8 = "name not UTF-8"
 EXCLUDED = "excluded (--exclude)"
 NOT_INCLUDED = "not matched by --include"
 SYMLINK_LOOP = "symlink loop"
@@ -72,7 +75,25 @@ class WalkReport:
 
     def skip(self, path: Path | str, reason: str) -> None:
         self.skipped[reason] += 1
-        self.skipped_paths.append((str(path), reason))
+        self.skipped_paths.append((shown_path(path), reason))
+
+
+def shown_path(path: Path | str) -> str:
+    """A path as text that can be printed and stored: bytes of a name that is not UTF-8 (which
+    Python carries as lone surrogates) are shown as `\\xe9`."""
+    text = str(path)
+    if is_utf8(text):
+        return text
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
+def is_utf8(text: str) -> bool:
+    """Whether a name Python read from the file system is valid UTF-8 (no surrogate escapes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def iter_source_files(
@@ -88,7 +109,10 @@ def iter_source_files(
             report.skip(given, SYMLINK_LOOP)
             continue
         except OSError:
-            report.errors.append(f"{given}: no such file or folder")
+            report.errors.append(f"{shown_path(given)}: no such file or folder")
+            continue
+        if not is_utf8(str(resolved)):  # (named through a link, or from Python)
+            report.skip(given, NAME_NOT_UTF8)
             continue
         if resolved.is_dir():
             yield from walker.folder(resolved)
@@ -160,6 +184,8 @@ class _Walker:
 
     def _folder_reason(self, path: Path, root: Path, rules: list[IgnoreRule]) -> str | None:
         relative = path.relative_to(root).as_posix()
+        if not is_utf8(path.name):
+            return NAME_NOT_UTF8
         if path.name.startswith("."):
             return HIDDEN
         ignored = ignored_by(rules, path, is_dir=True)
@@ -175,6 +201,8 @@ class _Walker:
 
     @staticmethod
     def _file_reason(path: Path, root: Path, rules: list[IgnoreRule]) -> str | None:
+        if not is_utf8(path.name):
+            return NAME_NOT_UTF8
         if path.name.startswith("."):
             return HIDDEN
         ignored = ignored_by(rules, path, is_dir=False)

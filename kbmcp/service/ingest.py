@@ -36,7 +36,15 @@ from kbmcp.ids import check_id
 from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document, chunking_signature
 from kbmcp.ingest.parsing import ParsedDocument, parse_document
 from kbmcp.ingest.reader import read_source
-from kbmcp.ingest.walker import Selection, SourceFile, WalkReport, iter_source_files
+from kbmcp.ingest.walker import (
+    NAME_NOT_UTF8,
+    Selection,
+    SourceFile,
+    WalkReport,
+    is_utf8,
+    iter_source_files,
+    shown_path,
+)
 from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, PendingDocument, sha256
 from kbmcp.store import catalog as sql
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
@@ -50,6 +58,7 @@ Progress = Callable[[int, int], None]
 
 DUPLICATE = "duplicate path"
 PATH_TAKEN = "path taken by another file"
+FAILED = "failed (see errors)"
 
 
 @dataclass(frozen=True)
@@ -104,6 +113,11 @@ class IngestReport:
             "errors": self.errors,
         }
 
+    def fail(self, path: str, error: Exception) -> None:
+        """A file that could not be indexed: an error naming it (the run goes on)."""
+        self.skipped[FAILED] += 1
+        self.errors.append(f"{path}: not indexed ({type(error).__name__}: {error})")
+
     def take(self, counts: Counter[str]) -> None:
         self.added += counts["added"]
         self.updated += counts["updated"]
@@ -136,6 +150,11 @@ def add_paths(
     files = list(iter_source_files(list(paths), walk, options.selection))
     report.errors.extend(walk.errors)
     report.skipped.update(walk.skipped)
+    report.warnings.extend(
+        f"{path}: the name is not UTF-8, skipped (rename it, e.g. convmv -f latin1 -t utf8)"
+        for path, reason in walk.skipped_paths
+        if reason == NAME_NOT_UTF8
+    )
     counts = Counter[str]()
     processed = 0
 
@@ -143,16 +162,23 @@ def add_paths(
         if progress:
             progress(processed - batch.not_ready, len(files))
 
-    batch = IngestBatch(workspace, kb, counts, on_ready=show)
+    batch = IngestBatch(workspace, kb, counts, on_ready=show, keep_going=True)
     seen: set[str] = set()
     for source in files:
-        pending = _prepare(known.place(source), options, known, seen, report)
+        try:
+            pending = _prepare(known.place(source), options, known, seen, report)
+        except Exception as error:  # one file's failure never loses the others (a bug, a hostile
+            # file): it is reported and the run goes on
+            report.fail(str(source.path), error)
+            pending = None
         processed += 1
         if pending is not None:
             batch.queue(pending)
         show()
     batch.flush()
     report.take(counts)
+    for failure in batch.failures:
+        report.fail(failure.source or failure.path, failure.error)
     if progress:
         progress(len(files), len(files))
     if options.prune and walk.errors:
@@ -291,6 +317,12 @@ def ensure_kb(conn: apsw.Connection, principal: Principal, name: str) -> Knowled
 def check_paths(paths: Sequence[Path]) -> None:
     if not paths:
         raise InvalidRequest("no paths to add", details={"argument": "paths"})
+    not_utf8 = [shown_path(path) for path in paths if not is_utf8(str(path))]
+    if not_utf8:
+        raise InvalidRequest(
+            f"path is not valid UTF-8: {', '.join(not_utf8)}",
+            details={"argument": "paths", "not_utf8": not_utf8},
+        )
     missing = [str(path) for path in paths if not path.expanduser().exists()]
     if missing:
         raise InvalidRequest(

@@ -21,6 +21,7 @@ import apsw
 
 from kbmcp.clock import now_iso
 from kbmcp.embed.inputs import chunk_embedding_input
+from kbmcp.errors import KbError
 from kbmcp.ids import IdKey
 from kbmcp.ingest.chunker import ChunkSpan
 from kbmcp.ingest.parsing import ParsedDocument
@@ -78,6 +79,7 @@ class PendingDocument:
     chunk_ids: list[int] = field(default_factory=list)  # with reuse_revision: ids of `spans`
     given_vectors: list[bytes] | None = None
     ready: bool = False  # its vectors are computed (progress counts it as done)
+    failed: bool = False  # it could not be embedded or written (IngestBatch.keep_going)
 
     @functools.cached_property
     def embedding_inputs(self) -> list[str]:
@@ -85,6 +87,31 @@ class PendingDocument:
             chunk_embedding_input(self.parsed.title, span.heading_path, span.text)
             for span in self.spans
         ]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A document left out of a batch because embedding or writing it failed."""
+
+    path: str
+    source: str | None
+    error: Exception
+
+
+# Failures of the database itself, not of one document: they end the batch (rolled back whole).
+DATABASE_ERRORS = (
+    KbError,
+    apsw.FullError,
+    apsw.IOError,
+    apsw.BusyError,
+    apsw.LockedError,
+    apsw.ReadOnlyError,
+    apsw.CorruptError,
+    apsw.NotADBError,
+    apsw.CantOpenError,
+    apsw.InterruptError,
+    apsw.NoMemError,
+)
 
 
 def sha256(text: str) -> str:
@@ -104,8 +131,13 @@ class IngestBatch:
         on_ready: Callable[[], None] | None = None,
         *,
         public_id_of: Callable[[str], str] | None = None,
+        keep_going: bool = False,
     ) -> None:
         self.workspace = workspace
+        # keep_going: a document that fails to embed or to write (a bug, a hostile file) is
+        # left out and recorded in `failures`, the others are written; otherwise it raises.
+        self.keep_going = keep_going
+        self.failures: list[Failure] = []
         # The public id a new document gets from its path: doc_... from the knowledge base and
         # the path by default (kbmcp/ids.py); memories pass their own rule.
         self.public_id_of = public_id_of or (
@@ -155,13 +187,66 @@ class IngestBatch:
             # `kbmcp reembed` may have switched the model while these vectors were computed.
             check_model(self.conn, self.workspace.embedder.fingerprint)
             for document in self.pending:
-                outcome, chunks_indexed = self._write(document, vectors)
-                written[outcome] += 1
-                written["chunks"] += chunks_indexed
+                if document.failed:
+                    continue
+                written_one = self._write_kept(document, vectors)
+                if written_one is not None:
+                    outcome, chunks_indexed = written_one
+                    written[outcome] += 1
+                    written["chunks"] += chunks_indexed
         # Counted after the commit: a rolled-back batch reports nothing.
         self.counts.update(written)
         self.pending = []
         self.pending_chunks = 0
+
+    def _write_kept(
+        self, document: PendingDocument, vectors: dict[str, bytes]
+    ) -> tuple[str, int] | None:
+        """`_write`, inside a savepoint when `keep_going`: a document whose write fails leaves
+        nothing behind and is recorded as a failure (None); a failure of the database itself
+        (disk full, I/O, locked, another model) still ends the batch."""
+        if not self.keep_going:
+            return self._write(document, vectors)
+        try:
+            with self.conn:  # a savepoint inside the batch's transaction
+                return self._write(document, vectors)
+        except DATABASE_ERRORS:
+            raise
+        except Exception as error:
+            self._fail(document, error)
+            return None
+
+    def _fail(self, document: PendingDocument, error: Exception) -> None:
+        document.failed = True
+        self.failures.append(Failure(document.path, document.source, error))
+
+    def _embed(self, texts: list[str], documents: list[PendingDocument]) -> list[bytes | None]:
+        """Vectors of `texts`. With `keep_going`, a failing call is retried text by text and
+        the documents of the texts that fail alone are failed. When every text fails alone (the
+        embedder itself is broken), or none does (the failure was not about a text), the first
+        error is raised."""
+        try:
+            return [to_blob(row) for row in self.workspace.embedder.embed(texts)]
+        except KbError:
+            raise
+        except Exception as first:
+            if not self.keep_going:
+                raise
+            found: list[bytes | None] = []
+            failed: dict[str, Exception] = {}
+            for text in texts:
+                try:
+                    found.append(to_blob(self.workspace.embedder.embed([text])[0]))
+                except Exception as error:
+                    found.append(None)
+                    failed[text] = error
+            if len(failed) in (0, len(texts)):
+                raise first from None
+            for document in documents:
+                error = next((failed[t] for t in document.embedding_inputs if t in failed), None)
+                if error is not None and not document.failed:
+                    self._fail(document, error)
+            return found
 
     def _vectors_for(self, documents: list[PendingDocument]) -> dict[str, bytes]:
         """Vectors keyed by embedding input: given ones, reused ones from the previous revision
@@ -182,16 +267,18 @@ class IngestBatch:
         self._mark_ready(documents, vectors)
         for start in range(0, len(missing), EMBED_SLICE):
             texts = missing[start : start + EMBED_SLICE]
-            embedded = self.workspace.embedder.embed(texts)
-            vectors.update(zip(texts, (to_blob(row) for row in embedded), strict=True))
-            self.counts["embedded"] += len(texts)
+            embedded = self._embed(texts, documents)
+            vectors.update((t, v) for t, v in zip(texts, embedded, strict=True) if v is not None)
+            self.counts["embedded"] += sum(v is not None for v in embedded)
             self._mark_ready(documents, vectors)
         return vectors
 
     def _mark_ready(self, documents: list[PendingDocument], vectors: dict[str, bytes]) -> None:
         changed = False
         for document in documents:
-            if not document.ready and all(text in vectors for text in document.embedding_inputs):
+            if document.failed and not document.ready:
+                document.ready = changed = True  # done, for progress: it will not be written
+            elif not document.ready and all(t in vectors for t in document.embedding_inputs):
                 document.ready = changed = True
         if changed and self.on_ready is not None:
             self.on_ready()
