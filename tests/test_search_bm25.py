@@ -4,7 +4,8 @@ Both the Python bm25 over a small scope (lexical/scan.py) and the per-term impac
 (lexical/postings.py) are compared with `-bm25(chunk_fts, 2, 1.5, 1)` of the OR query, on a corpus
 ingested through the real pipeline, then edited and re-ingested (so the contentless index holds
 deleted rows) with one document archived, for random scopes and queries that include phrases
-(`sqlite-vec`, `what's`), repeated words, title and heading words and absent words.
+(`sqlite-vec`, `what's`, quoted ones such as `"zebra crossing"`), repeated words, title and
+heading words and absent words.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ WORDS = (  # noqa: SIM905 - a word list reads better as text
     "the of and to in is vector index scope search keys token rotate backup sqlite-vec what's "
     "running runs ran café cafe résumé zebra crossing alpha beta gamma delta epsilon"
 ).split()
+
+# Quoted phrases of the query (search/query_text.py): adjacent words, common ones among them.
+PHRASES = ["zebra crossing", "of the", "vector index scope", "RUNNING runs", "the absent"]
 
 FTS5_SCORES = """
 SELECT rowid, -bm25(chunk_fts, ?, ?, ?) FROM chunk_fts
@@ -88,7 +92,7 @@ def _cases(conn: apsw.Connection, count: int) -> list[tuple[list[str], np.ndarra
     indexed = _indexed(conn)
     cases = []
     for _ in range(count):
-        terms = list(dict.fromkeys(rng.choices([*WORDS, "absent", "Keys", "RUNNING"], k=8)))
+        terms = list(dict.fromkeys(rng.choices([*WORDS, *PHRASES, "absent", "Keys"], k=8)))
         size = rng.choice([1, 3, 10, 50, len(indexed)])
         allowed = np.sort(rng.sample(list(indexed), min(size, len(indexed))))
         cases.append((terms, np.asarray(allowed, dtype=np.int64)))

@@ -126,6 +126,22 @@ def test_stopwords_are_only_terms_in_more_than_half_the_chunks(
     )
 
 
+def test_a_phrase_of_common_words_is_never_dropped(workspace: Workspace, tmp_path: Path) -> None:
+    """Both words are in every chunk, the phrase in 4 of 10: its idf is positive, so dropping
+    it (as its rarest word's frequency would suggest) would change the ranking."""
+    folder = tmp_path / "stop"
+    folder.mkdir()
+    for i in range(10):
+        text = "common words here" if i < 4 else "words here common"
+        (folder / f"d{i}.txt").write_text(f"{text} number{i}{' rare' if i == 0 else ''}\n")
+    ingest(workspace, folder)
+    terms = ["common words", "rare", "common"]
+    assert drop_stopwords(workspace.conn, terms, min_rows=0) == (
+        ["common words", "rare"],
+        ["common"],
+    )
+
+
 def test_stopword_pruning_does_not_change_the_lexical_ranking(
     workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -77,7 +77,8 @@ class ServerOptions:
 
 Query = param(
     {"type": "string", "minLength": 1},
-    "Query mode: what to search for, in natural language or keywords.",
+    "Query mode: what to search for, in natural language or keywords; a part in double "
+    'quotes ("error budget") matches only those words adjacent and in order.',
 )
 Mode = param(
     {"type": "string", "enum": [*MODES, *MODE_ALIASES]},

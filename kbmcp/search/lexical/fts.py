@@ -12,13 +12,14 @@ Two facts shape the SQL (both measured, see docs/search.md):
   26 ms for a common term and 10k ids). With it, FTS5 walks the term doclists once and SQLite
   drops rows outside the scope before bm25 is computed and before ORDER BY / LIMIT.
 - An OR-query over common terms is FTS5's slow case: bm25 runs for every row that contains any
-  term. Terms that occur in more than half of the indexed chunks are dropped as long as a rarer
-  term that occurs remains. This does not change the ranking: FTS5's bm25 idf,
-  log((N - n + 0.5) / (n + 0.5)), is negative for n > N/2 and FTS5 clamps it to 1e-6, so such a
-  term adds at most ~1e-6 to any score. The only other effect, losing chunks that contain
-  nothing but such terms, is undone inside the same statement: when the pruned query finds no
-  more chunks than the candidate depth, the query with every term runs instead (its LIMIT is
-  0 otherwise, which SQLite checks before the query's loop starts).
+  term. Single-token terms that occur in more than half of the indexed chunks are dropped as
+  long as a rarer term that occurs remains (a phrase is never dropped: see drop_stopwords).
+  This does not change the ranking: FTS5's bm25 idf, log((N - n + 0.5) / (n + 0.5)), is
+  negative for n > N/2 and FTS5 clamps it to 1e-6, so such a term adds at most ~1e-6 to any
+  score. The only other effect, losing chunks that contain nothing but such terms, is undone
+  inside the same statement: when the pruned query finds no more chunks than the candidate
+  depth, the query with every term runs instead (its LIMIT is 0 otherwise, which SQLite checks
+  before the query's loop starts).
   Measured at 100k chunks: unscoped lexical p50 137 ms -> 73 ms with recall@10 1.000; lower
   cut-offs were faster but changed results (20% -> recall 0.835), so they are not used.
 """
@@ -137,7 +138,9 @@ def drop_stopwords(
     frequency = {
         term: min((frequencies.get(t, 0) for t in ts), default=0) for term, ts in tokens.items()
     }
-    common = {term for term, df in frequency.items() if df > ceiling}
+    # Only single tokens are dropped: a phrase of common tokens ("of the") can be in far fewer
+    # chunks than either token, so its idf, and its share of the ranking, may be far from 0.
+    common = {term for term, df in frequency.items() if df > ceiling and len(tokens[term]) == 1}
     if not any(0 < df <= ceiling for df in frequency.values()):
         return terms, []
     return [t for t in terms if t not in common], [t for t in terms if t in common]
