@@ -252,7 +252,8 @@ def test_punctuation_queries_still_run_the_vector_channel(ws: Workspace) -> None
 
 
 def test_hyphenated_terms_are_phrases(ws: Workspace) -> None:
-    assert match_expression(query_terms('sqlite-vec "x" sqlite-VEC')) == '"sqlite-vec" OR """x"""'
+    assert match_expression(query_terms('sqlite-vec "x" sqlite-VEC')) == '"sqlite-vec" OR "x"'
+    assert match_expression(query_terms('sqlite-vec "x')) == '"sqlite-vec" OR """x"'
     hits = _search(ws, "sqlite-vec", mode="lexical").results
     assert [r.path for r in hits] == ["guide/cpp.txt"]
 
