@@ -188,6 +188,8 @@ def test_snapshot_of_listings_and_a_read(
     assert kbmcp("--db", db, "ls", "handbook", "--json").json() == snapshot_json(name="documents")
     doc = document_id(kbmcp, db, "README.md")
     read = kbmcp("--db", db, "read", doc, "--limit-chars", "60", "--json").json()
+    # Where the text came from: the file's absolute path (under this test's temporary folder).
+    assert read.pop("source") == str((corpus / "README.md").resolve())
     assert read == snapshot_json(name="read_window")
 
 

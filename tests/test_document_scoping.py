@@ -11,16 +11,18 @@ from pathlib import Path
 
 import apsw
 import pytest
+from mcp import Client
 
 from kbmcp.access import Principal
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.search.models import MAX_DOCUMENT_IDS, SearchFilters, SearchRequest, SearchResponse
+from kbmcp.server.app import build_server
 from kbmcp.service.read import read_document
 from kbmcp.service.search import search
 from kbmcp.service.tenants import share_knowledge_base
 from kbmcp.workspace import Workspace
 from tests.access_support import build_two_tenants, tenant_of
-from tests.mcp_support import hash_workspace
+from tests.mcp_support import hash_workspace, payload
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +177,41 @@ def test_min_similarity_never_empties_a_selected_document(ws: Workspace) -> None
     # ... but not those of a document the caller chose.
     assert selected.results and {r.document_id for r in selected.results} == {doc}
     assert all(r.semantic_similarity < 0.999 for r in selected.results)
+
+
+class _As:
+    """A server's caller fixed to one principal (an in-process stand-in for a token)."""
+
+    def __init__(self, principal: Principal) -> None:
+        self._principal = principal
+
+    def current(self) -> Principal:
+        return self._principal
+
+
+@pytest.mark.anyio
+async def test_a_read_of_a_shared_document_names_its_owner_and_source(tmp_path: Path) -> None:
+    """Through MCP: beta reads acme's shared runbook; the read says the text is acme's, from
+    which knowledge base and file. beta's own knowledge base in knowledge_base_ids does not
+    contain it."""
+    db_path = tmp_path / "kb.db"
+    build_two_tenants(tmp_path, db_path)
+    with hash_workspace(db_path) as ws:
+        share_knowledge_base(ws, ws.local_principal(), "acme-ops", tenant="beta")
+        doc, acme_ops, beta_docs = (
+            _doc(ws, "failover.md"),
+            _kb(ws, "acme-ops"),
+            _kb(ws, "beta-docs"),
+        )
+        acme_id = ws.conn.execute("SELECT public_id FROM tenant WHERE name = 'acme'").fetchone()[0]
+        async with Client(build_server(ws, principals=_As(tenant_of(ws, "beta")))) as client:
+            read = payload(await client.call_tool("search_knowledge", {"document_id": doc}))
+            scoped = payload(
+                await client.call_tool(
+                    "search_knowledge", {"document_id": doc, "knowledge_base_ids": [beta_docs]}
+                )
+            )
+    assert (read["knowledge_base_id"], read["knowledge_base_name"]) == (acme_ops, "acme-ops")
+    assert (read["owner_tenant"], read["owner_tenant_id"]) == ("acme", acme_id)
+    assert read["source"] == str((tmp_path / "acme-ops" / "failover.md").resolve())
+    assert scoped["error"]["code"] == "resource_unavailable"

@@ -3,6 +3,7 @@ error contract, pinned with snapshots (query mode: tests/test_mcp_query.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,13 +13,16 @@ from syrupy.assertion import SnapshotAssertion
 
 from kbmcp import __version__
 from kbmcp.server import tools as tools_module
+from kbmcp.server.app import build_server
+from kbmcp.service import memories
 from tests.id_support import test_id
-from tests.mcp_support import RUNBOOK, payload
+from tests.mcp_support import RUNBOOK, hash_workspace, payload
 from tests.ranked_output import stable
 
 pytestmark = pytest.mark.anyio
 
 HANDBOOK = test_id("knowledge_base", test_id("tenant", "local"), "handbook")
+RESEARCH = test_id("knowledge_base", test_id("tenant", "local"), "research")
 
 
 async def call(
@@ -99,7 +103,17 @@ async def test_list_documents_pages_and_filters(client: Client) -> None:
 # ------------------------------------------------------------------ targeted read and outline
 
 
-async def test_read_window(client: Client, snapshot_json: SnapshotAssertion) -> None:
+def without_source(result: dict[str, Any], corpus_db: Path) -> dict[str, Any]:
+    """The result with `source` (an absolute path under the test's temporary folder) made
+    relative to the corpus folder, so a snapshot is the same on every run."""
+    root = str(corpus_db.parent.resolve())
+    assert result["source"].startswith(root + "/"), result["source"]
+    return {**result, "source": result["source"].removeprefix(root)}
+
+
+async def test_read_window(
+    client: Client, corpus_db: Path, snapshot_json: SnapshotAssertion
+) -> None:
     runbook = (await ids(client))["ops/runbook.md"]
     result = await call(
         client, "search_knowledge", {"document_id": runbook, "offset": 0, "limit_chars": 300}
@@ -107,7 +121,66 @@ async def test_read_window(client: Client, snapshot_json: SnapshotAssertion) -> 
     assert result["request_mode"] == "read"
     assert result["content"] == RUNBOOK[:300]
     assert result["content_truncated"] and result["next_offset"] == 300
-    assert result == snapshot_json
+    assert without_source(result, corpus_db) == snapshot_json
+
+
+async def test_reads_say_where_the_text_comes_from(client: Client, corpus_db: Path) -> None:
+    runbook = (await ids(client))["ops/runbook.md"]
+    for arguments in ({"document_id": runbook}, {"document_id": runbook, "outline": True}):
+        result = await call(client, "search_knowledge", arguments)
+        assert (result["knowledge_base_id"], result["knowledge_base_name"]) == (
+            HANDBOOK,
+            "handbook",
+        )
+        assert result["owner_tenant"] == "local"
+        assert result["owner_tenant_id"] == test_id("tenant", "local")
+        assert result["source"] == str(corpus_db.parent.resolve() / "handbook/ops/runbook.md")
+
+
+async def test_read_and_outline_list_the_revisions(client: Client) -> None:
+    oncall = (await ids(client))["ops/oncall.md"]
+    newer, older = test_id("revision", oncall, 2), test_id("revision", oncall, 1)
+    for arguments in ({"document_id": oncall}, {"document_id": oncall, "outline": True}):
+        result = await call(client, "search_knowledge", arguments)
+        listed = [(r["revision_id"], r["revision_number"], r["is_current"])
+                  for r in result["revisions"]]  # fmt: skip
+        assert listed == [(newer, 2, True), (older, 1, False)]
+        assert result["revisions_truncated"] is False
+        assert all(len(r["sha256"]) == 64 and r["created_at"] for r in result["revisions"])
+    # An agent pins a revision it found in the list, without holding a citation.
+    pinned = await call(client, "search_knowledge", {"document_id": oncall, "revision_id": older})
+    assert "fifteen minutes" in pinned["content"] and not pinned["is_current_revision"]
+    assert pinned["revisions"][1]["sha256"] == pinned["revision_sha256"]
+
+
+async def test_at_most_100_revisions_are_listed_newest_first(tmp_path: Path) -> None:
+    with hash_workspace(tmp_path / "kb.db") as ws:
+        owner = ws.local_principal()
+        memory = memories.remember(ws, owner, "version 0").memory_id
+        for version in range(1, 101):
+            memories.remember(ws, owner, f"version {version}", memory_id=memory)
+        async with Client(build_server(ws)) as client:
+            result = await call(client, "search_knowledge", {"document_id": memory})
+    assert [r["revision_number"] for r in result["revisions"]] == list(range(101, 1, -1))
+    assert result["revisions_truncated"] is True
+    assert result["revisions"][0]["is_current"] and result["content"] == "version 100"
+
+
+async def test_a_read_checks_the_document_lies_in_knowledge_base_ids(client: Client) -> None:
+    runbook = (await ids(client))["ops/runbook.md"]
+    for outline in (False, True):
+        inside = await call(
+            client, "search_knowledge",
+            {"document_id": runbook, "knowledge_base_ids": [HANDBOOK], "outline": outline},
+        )  # fmt: skip
+        assert inside["document_id"] == runbook
+        outside = await call(
+            client, "search_knowledge",
+            {"document_id": runbook, "knowledge_base_ids": [RESEARCH], "outline": outline},
+        )  # fmt: skip
+        assert outside["error"]["code"] == "resource_unavailable"
+        assert outside["error"]["details"]["argument"] == "document_id"
+        assert outside["error"]["details"]["knowledge_base_ids"] == [RESEARCH]
 
 
 async def test_read_follows_next_offset_to_the_end(client: Client) -> None:
@@ -135,7 +208,7 @@ async def test_read_older_revision(client: Client) -> None:
 
 
 async def test_outline_then_read_one_section(
-    client: Client, snapshot_json: SnapshotAssertion
+    client: Client, corpus_db: Path, snapshot_json: SnapshotAssertion
 ) -> None:
     runbook = (await ids(client))["ops/runbook.md"]
     tree = await call(client, "search_knowledge", {"document_id": runbook, "outline": True})
@@ -146,7 +219,7 @@ async def test_outline_then_read_one_section(
         "Restore",
         "Key rotation",
     ]
-    assert tree == snapshot_json
+    assert without_source(tree, corpus_db) == snapshot_json
     restore = tree["sections"][2]
     section = await call(
         client,
@@ -299,6 +372,24 @@ ERROR_CASES: dict[str, tuple[str, dict[str, Any], str, str]] = {
         {"document_id": "chk_0123456789abcdef"},
         "invalid_request",
         "document_id",
+    ),
+    "read_unknown_knowledge_base": (
+        "search_knowledge",
+        {"document_id": DOC, "knowledge_base_ids": ["kb_0123456789abcdef"]},
+        "resource_unavailable",
+        "knowledge_base_ids",
+    ),
+    "read_malformed_knowledge_base_ids": (
+        "search_knowledge",
+        {"document_id": DOC, "knowledge_base_ids": ["handbook"]},
+        "invalid_request",
+        "knowledge_base_ids",
+    ),
+    "read_with_document_paths": (
+        "search_knowledge",
+        {"document_id": DOC, "document_paths": ["ops/"]},
+        "invalid_request",
+        "document_paths",
     ),
     "unknown_document": (
         "search_knowledge",

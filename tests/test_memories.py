@@ -172,9 +172,17 @@ async def test_a_memory_is_revised_under_the_same_id(db: Path, client: Client) -
 
 async def test_a_memory_is_read_by_id_like_a_document(client: Client) -> None:
     long_fact = "\n\n".join(f"Step {i}: check the quokka gate, then log it." for i in range(400))
-    memory_id = (await ok(client, "remember", content=long_fact))["memory_id"]
+    remembered = await ok(client, "remember", content=long_fact, source="ticket 12")
+    memory_id = remembered["memory_id"]
     window = await ok(client, "search_knowledge", document_id=memory_id, limit_chars=5000)
     assert window["request_mode"] == "read" and window["document_id"] == memory_id
+    # Where it comes from: the store, its owner and the source given to remember.
+    assert (window["knowledge_base_id"], window["knowledge_base_name"]) == (
+        remembered["memory_store_id"],
+        "memories",
+    )
+    assert (window["owner_tenant"], window["source"]) == ("local", "ticket 12")
+    assert [r["revision_id"] for r in window["revisions"]] == [window["revision_id"]]
     assert window["content"] == long_fact[:5000] and window["next_offset"] == 5000
     rest = await ok(client, "search_knowledge", document_id=memory_id, offset=5000)
     assert window["content"] + rest["content"] == long_fact[:9000]  # 5000 + the default 4000

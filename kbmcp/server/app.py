@@ -61,10 +61,12 @@ memories only, both kinds together narrow each store by its own; tags apply to b
 include_documents / include_memories switch a store on or off explicitly. Use it to find where \
 something is written. Do not use it to read a document you already have an id for: use a \
 targeted read.
-- Targeted read (document_id + optional revision_id, offset, limit_chars): the exact text of the \
-current (or given) revision in a window of at most 10000 characters; follow next_offset to read \
-on. With outline=true: the heading tree with each section's char range instead, so you can read \
-one section of a long document. Use after a search hit, or to read a cited revision.
+- Targeted read (document_id + optional revision_id, offset, limit_chars, knowledge_base_ids): \
+the exact text of the current (or given) revision in a window of at most 10000 characters; \
+follow next_offset to read on. With outline=true: the heading tree with each section's char \
+range instead, so you can read one section of a long document. Both list the document's \
+revisions (pin one with revision_id) and say where the text comes from (knowledge base, owner \
+tenant, source). Use after a search hit, or to read a cited revision.
 - Chunk fetch (chunk_ids, 1..50): the full stored text of chunks from earlier results; unknown \
 ids are listed in missing while the rest are returned.
 - Scan (no query and no ids; optional since, until, limit and the same filters): the most \

@@ -61,6 +61,9 @@ FILTERS = [
     "include_memories",
 ]
 READ_ARGS = ["document_id", "revision_id", "offset", "limit_chars", "outline"]
+# A targeted read is checked against knowledge_base_ids (the document must lie in one of them);
+# the other filters select among many documents and mean nothing for one.
+READ_REJECTS_FILTERS = [name for name in FILTERS if name != "knowledge_base_ids"]
 SCAN_ONLY = ["since", "until"]
 
 
@@ -111,7 +114,8 @@ Limit = param(
 )
 KnowledgeBaseIds = param(
     string_list_schema(MAX_KNOWLEDGE_BASE_IDS, pattern=ID_PATTERN.format("kb")),
-    "Query and scan modes: only these knowledge bases (ids from list_knowledge_bases); a "
+    "Query and scan modes (and a check on targeted reads): only these knowledge bases (ids "
+    "from list_knowledge_bases); a "
     "document filter: without memory_store_ids or include_memories=true, memories are not "
     "searched.",
 )
@@ -194,7 +198,7 @@ ReviseMemoryId = param(
 DocumentId = param(
     {"type": "string", "pattern": ID_PATTERN.format("(doc|mem)")},
     "Targeted read: the document (or memory, mem_...) to read (current revision unless "
-    "revision_id).",
+    "revision_id). With knowledge_base_ids, it must lie in one of them.",
 )
 RevisionId = param(
     {"type": "string", "pattern": ID_PATTERN.format("rev")},
@@ -408,11 +412,12 @@ class KbTools:
             reject_given(args, READ_ARGS, "needs document_id (the document to read)")
         reject_given(
             args,
-            [*QUERY_ONLY, "limit", *FILTERS, *SCAN_ONLY],
-            "a targeted read takes only document_id, revision_id, offset, limit_chars "
-            "and outline (limit_chars, not limit, sizes the window)",
+            [*QUERY_ONLY, "limit", *READ_REJECTS_FILTERS, *SCAN_ONLY],
+            "a targeted read takes only document_id, revision_id, offset, limit_chars, "
+            "outline and knowledge_base_ids (limit_chars, not limit, sizes the window)",
         )
         revision_id = args["revision_id"]
+        kb_ids = args["knowledge_base_ids"]
         try:
             if as_bool(args["outline"], "outline"):
                 reject_given(
@@ -422,7 +427,11 @@ class KbTools:
                     "with offset=char_start and limit_chars",
                 )
                 tree = read.document_outline(
-                    self.workspace, self.principal(), document_id, revision_id=revision_id
+                    self.workspace,
+                    self.principal(),
+                    document_id,
+                    revision_id=revision_id,
+                    knowledge_base_ids=kb_ids,
                 )
                 return models.OutlineOutput.model_validate(tree)
             window = read.read_document(
@@ -432,6 +441,7 @@ class KbTools:
                 revision_id=revision_id,
                 offset=_default(args["offset"], 0),
                 limit_chars=_default(args["limit_chars"], read.DEFAULT_LIMIT_CHARS),
+                knowledge_base_ids=kb_ids,
             )
         except ResourceUnavailable as error:
             error.details.setdefault("argument", "revision_id" if revision_id else "document_id")

@@ -20,7 +20,7 @@ from kbmcp.errors import ResourceUnavailable
 from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
 from kbmcp.neutralise import neutralise
-from kbmcp.search.models import Citation, page_of
+from kbmcp.search.models import MAX_KNOWLEDGE_BASE_IDS, Citation, page_of
 from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
@@ -28,21 +28,43 @@ from kbmcp.workspace import Workspace
 DEFAULT_LIMIT_CHARS = 4000
 MAX_LIMIT_CHARS = 10_000
 MAX_CHUNK_IDS = 50
+MAX_REVISIONS = 100  # revisions listed by a read or an outline, newest first
 
+# The revision to read with where it comes from: its knowledge base (or memory store), the
+# tenant that owns it, and the source it was added from.
 SELECT_DOCUMENT_REVISION = """
-SELECT d.public_id, kb.public_id, d.path, d.title, d.kind, d.status,
-       r.public_id, r.number, r.content, r.char_count, r.line_count, r.created_at,
-       cur.public_id, r.content_hash
+SELECT d.id, d.public_id, kb.public_id, kb.name, owner.public_id, owner.name, d.path, d.title,
+       d.kind, d.status, d.source, r.public_id, r.number, r.content, r.char_count, r.created_at,
+       r.id = d.current_revision_id, r.content_hash
 FROM document AS d
 JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+JOIN tenant AS owner ON owner.id = kb.tenant_id
 JOIN revision AS r ON r.document_id = d.id
-LEFT JOIN revision AS cur ON cur.id = d.current_revision_id
 WHERE d.public_id = :document_id
   AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
   AND (CASE WHEN :revision_id IS NULL THEN r.id = d.current_revision_id
             ELSE r.public_id = :revision_id END)
   -- A forgotten memory is not served again (as in SELECT_CHUNKS).
   AND (kb.kind = 'documents' OR d.status = 'published')
+"""
+
+# A document's revisions, newest first (the UNIQUE (document_id, number) index orders them).
+SELECT_REVISIONS = """
+SELECT r.public_id, r.number, r.created_at, r.content_hash, r.id = d.current_revision_id
+FROM revision AS r
+JOIN document AS d ON d.id = r.document_id
+WHERE r.document_id = :document_row_id
+ORDER BY r.number DESC
+LIMIT :limit
+"""
+
+# The requested knowledge bases the principal can read (a NULL id: unknown or not readable).
+RESOLVE_KNOWLEDGE_BASE_IDS = """
+SELECT want.value, kb.id
+FROM json_each(:knowledge_base_ids) AS want
+LEFT JOIN knowledge_base AS kb
+       ON kb.public_id = want.value
+      AND kb.id IN (SELECT value FROM json_each(:readable_kb_ids))
 """
 
 SELECT_CHUNKS = """
@@ -59,6 +81,43 @@ WHERE c.public_id IN (SELECT value FROM json_each(:chunk_ids))
   -- chunks stay readable by id, so old citations resolve.
   AND (kb.kind = 'documents' OR d.status = 'published')
 """
+
+
+@dataclass(frozen=True)
+class RevisionInfo:
+    revision_id: Annotated[str, Described("Pass as revision_id to read this revision.")]
+    revision_number: Annotated[int, Described("1, 2, ... in the order they were added.")]
+    created_at: str
+    sha256: Annotated[str, Described("SHA-256 of the revision's whole text.")]
+    is_current: Annotated[
+        bool, Described("The document's current revision (the newest; the one search sees).")
+    ]
+
+
+Revisions = Annotated[
+    list[RevisionInfo],
+    Described(
+        "The document's revisions, newest first (at most 100): pass one's revision_id to read "
+        "it; every revision stays readable by id."
+    ),
+]
+RevisionsTruncated = Annotated[
+    bool, Described("More than the 100 revisions listed exist (the oldest are left out).")
+]
+KnowledgeBaseName = Annotated[
+    str, Described("The name of the knowledge base (or memory store) the document is in.")
+]
+OwnerTenantId = Annotated[
+    str, Described("The tenant (ten_...) owning the knowledge base: yours, or whoever shared it.")
+]
+OwnerTenant = Annotated[str, Described("That tenant's name.")]
+Source = Annotated[
+    str | None,
+    Described(
+        "Where the text was added from: the file's absolute path at ingest for a document, the "
+        "source given to remember for a memory; null when unknown."
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -83,6 +142,12 @@ class DocumentWindow:
     next_offset: Annotated[int | None, Described("Pass as offset to read on; null at the end.")]
     line_start: int
     line_end: int
+    knowledge_base_name: KnowledgeBaseName
+    owner_tenant_id: OwnerTenantId
+    owner_tenant: OwnerTenant
+    source: Source
+    revisions: Revisions
+    revisions_truncated: RevisionsTruncated
 
 
 @dataclass(frozen=True)
@@ -111,6 +176,12 @@ class DocumentOutline:
             "Empty for plain text and code."
         ),
     ]
+    knowledge_base_name: KnowledgeBaseName
+    owner_tenant_id: OwnerTenantId
+    owner_tenant: OwnerTenant
+    source: Source
+    revisions: Revisions
+    revisions_truncated: RevisionsTruncated
 
 
 @dataclass(frozen=True)
@@ -136,6 +207,30 @@ class FetchedChunks:
     missing: Annotated[list[str], Described("Requested ids that are unknown or not readable.")]
 
 
+@dataclass(frozen=True)
+class _RevisionRow:
+    """One row of SELECT_DOCUMENT_REVISION."""
+
+    document_row_id: int
+    document_id: str
+    knowledge_base_id: str
+    knowledge_base_name: str
+    owner_tenant_id: str
+    owner_tenant: str
+    path: str
+    title: str
+    kind: str
+    status: str
+    source: str | None
+    revision_id: str
+    revision_number: int
+    content: str
+    total_chars: int
+    created_at: str
+    is_current: bool
+    sha256: str
+
+
 def read_document(
     workspace: Workspace,
     principal: Principal,
@@ -144,45 +239,57 @@ def read_document(
     revision_id: str | None = None,
     offset: int = 0,
     limit_chars: int = DEFAULT_LIMIT_CHARS,
+    knowledge_base_ids: Sequence[str] | None = None,
 ) -> DocumentWindow:
     """A window of `limit_chars` characters starting at `offset` of the current (or given)
     revision. Past the end is an empty window, not an error, so a reader can loop on
-    `next_offset` until it is None."""
+    `next_offset` until it is None. With `knowledge_base_ids`, the document must lie in one of
+    them (as in a scoped search)."""
     offset = integer(offset, "offset", 0)
     limit_chars = integer(limit_chars, "limit_chars", 1, MAX_LIMIT_CHARS)
-    row = _document_revision(workspace, principal, document_id, revision_id)
-    (doc_id, kb_id, path, title, _kind, status, rev_id, number, content, total, _lines,
-     created_at, current_rev_id, sha256) = row  # fmt: skip
+    row = _document_revision(workspace, principal, document_id, revision_id, knowledge_base_ids)
+    content = row.content
     window = content[offset : offset + limit_chars]
     end = offset + len(window)
-    truncated = end < total
+    truncated = end < row.total_chars
+    revisions, more = _revisions(workspace, row)
     return DocumentWindow(
-        document_id=doc_id,
-        knowledge_base_id=kb_id,
-        revision_id=rev_id,
-        revision_number=number,
-        is_current_revision=rev_id == current_rev_id,
-        path=path,
-        title=title,
-        status=status,
-        revision_created_at=created_at,
-        revision_sha256=sha256,
+        document_id=row.document_id,
+        knowledge_base_id=row.knowledge_base_id,
+        revision_id=row.revision_id,
+        revision_number=row.revision_number,
+        is_current_revision=row.is_current,
+        path=row.path,
+        title=row.title,
+        status=row.status,
+        revision_created_at=row.created_at,
+        revision_sha256=row.sha256,
         content=neutralise(window),
         content_offset=offset,
         content_limit=limit_chars,
-        content_total_chars=total,
+        content_total_chars=row.total_chars,
         content_truncated=truncated,
         next_offset=end if truncated else None,
-        line_start=_line_of(content, min(offset, total)),
-        line_end=_line_of(content, max(min(end, total) - 1, 0)),
+        line_start=_line_of(content, min(offset, row.total_chars)),
+        line_end=_line_of(content, max(min(end, row.total_chars) - 1, 0)),
+        knowledge_base_name=row.knowledge_base_name,
+        owner_tenant_id=row.owner_tenant_id,
+        owner_tenant=row.owner_tenant,
+        source=row.source,
+        revisions=revisions,
+        revisions_truncated=more,
     )
 
 
 def document_outline(
-    workspace: Workspace, principal: Principal, document_id: str, *, revision_id: str | None = None
+    workspace: Workspace,
+    principal: Principal,
+    document_id: str,
+    *,
+    revision_id: str | None = None,
+    knowledge_base_ids: Sequence[str] | None = None,
 ) -> DocumentOutline:
-    row = _document_revision(workspace, principal, document_id, revision_id)
-    doc_id, kb_id, path, title, kind, _status, rev_id, _number, content, total, *_ = row
+    row = _document_revision(workspace, principal, document_id, revision_id, knowledge_base_ids)
     sections = [
         OutlineSection(
             level=h.level,
@@ -193,9 +300,24 @@ def document_outline(
             line_start=h.line_start,
             line_end=h.line_end,
         )
-        for h in outline(content, kind)
+        for h in outline(row.content, row.kind)
     ]
-    return DocumentOutline(doc_id, kb_id, rev_id, path, title, total, sections)
+    revisions, more = _revisions(workspace, row)
+    return DocumentOutline(
+        document_id=row.document_id,
+        knowledge_base_id=row.knowledge_base_id,
+        revision_id=row.revision_id,
+        path=row.path,
+        title=row.title,
+        content_total_chars=row.total_chars,
+        sections=sections,
+        knowledge_base_name=row.knowledge_base_name,
+        owner_tenant_id=row.owner_tenant_id,
+        owner_tenant=row.owner_tenant,
+        source=row.source,
+        revisions=revisions,
+        revisions_truncated=more,
+    )
 
 
 def fetch_chunks(
@@ -243,8 +365,12 @@ def fetch_chunks(
 
 
 def _document_revision(
-    workspace: Workspace, principal: Principal, document_id: str, revision_id: str | None
-) -> tuple:
+    workspace: Workspace,
+    principal: Principal,
+    document_id: str,
+    revision_id: str | None,
+    knowledge_base_ids: Sequence[str] | None = None,
+) -> _RevisionRow:
     # A memory (mem_...) is read like a document: by its id, from its stores.
     is_memory = isinstance(document_id, str) and document_id.strip().startswith("mem_")
     principal.require(MEMORY_READ if is_memory else READ)
@@ -254,18 +380,67 @@ def _document_revision(
     )
     conn = workspace.conn
     readable_ids = (readable_memory_store_ids if is_memory else readable_kb_ids)(conn, principal)
-    row = conn.execute(
+    selected = None
+    if knowledge_base_ids is not None:
+        selected = _selected_knowledge_bases(workspace, principal, knowledge_base_ids)
+    found = conn.execute(
         SELECT_DOCUMENT_REVISION,
         {"document_id": doc_id, "revision_id": rev_id, "readable_kb_ids": json.dumps(readable_ids)},
     ).fetchone()
-    if row is None:
-        noun = f"{'memory' if is_memory else 'document'} {doc_id}"
+    noun = f"{'memory' if is_memory else 'document'} {doc_id}"
+    if found is None:
         what = f"revision {rev_id} of {noun}" if rev_id else noun
         raise ResourceUnavailable(
             f"{what} does not exist or is not readable",
             details={"document_id": doc_id, "revision_id": rev_id},
         )
+    row = _RevisionRow(*found[:16], bool(found[16]), found[17])
+    if selected is not None and row.knowledge_base_id not in selected:
+        raise ResourceUnavailable(
+            f"{noun} is not in the selected knowledge_base_ids",
+            details={"argument": "document_id", "document_id": doc_id,
+                     "knowledge_base_ids": sorted(selected)},
+        )  # fmt: skip
     return row
+
+
+def _selected_knowledge_bases(
+    workspace: Workspace, principal: Principal, knowledge_base_ids: Sequence[str]
+) -> set[str]:
+    """The requested knowledge bases, each validated as a scoped search validates them: well
+    formed, and readable (else `resource_unavailable` naming them)."""
+    wanted = check_id_list(
+        "knowledge_base",
+        knowledge_base_ids,
+        argument="knowledge_base_ids",
+        limit=MAX_KNOWLEDGE_BASE_IDS,
+    )
+    conn = workspace.conn
+    readable_ids = readable_kb_ids(conn, principal) if READ in principal.scopes else []
+    rows = conn.execute(
+        RESOLVE_KNOWLEDGE_BASE_IDS,
+        {"knowledge_base_ids": json.dumps(wanted), "readable_kb_ids": json.dumps(readable_ids)},
+    ).fetchall()
+    unknown = [public_id for public_id, row_id in rows if row_id is None]
+    if unknown:
+        raise ResourceUnavailable(
+            f"not found or not readable: knowledge_base_ids: {', '.join(unknown)}",
+            details={"argument": "knowledge_base_ids", "knowledge_base_ids": unknown},
+        )
+    return set(wanted)
+
+
+def _revisions(workspace: Workspace, row: _RevisionRow) -> tuple[list[RevisionInfo], bool]:
+    """The document's revisions, newest first, at most MAX_REVISIONS; and whether there are
+    more."""
+    found = workspace.conn.execute(
+        SELECT_REVISIONS, {"document_row_id": row.document_row_id, "limit": MAX_REVISIONS + 1}
+    ).fetchall()
+    revisions = [
+        RevisionInfo(rev_id, number, created_at, sha256, bool(current))
+        for rev_id, number, created_at, sha256, current in found[:MAX_REVISIONS]
+    ]
+    return revisions, len(found) > MAX_REVISIONS
 
 
 def _line_of(content: str, index: int) -> int:
