@@ -16,7 +16,7 @@ from kbmcp.server import tools as tools_module
 from kbmcp.server.app import build_server
 from kbmcp.service import memories
 from tests.id_support import test_id
-from tests.mcp_support import RUNBOOK, hash_workspace, payload
+from tests.mcp_support import NOTES, RUNBOOK, hash_workspace, payload
 from tests.ranked_output import stable
 
 pytestmark = pytest.mark.anyio
@@ -255,7 +255,18 @@ async def test_fetch_chunks_with_missing(client: Client, snapshot_json: Snapshot
     for chunk in result["chunks"]:
         cite = chunk["citation"]
         assert RUNBOOK[cite["char_start"] : cite["char_end"]] == chunk["text"]
+        # A fragment, and it says so: the revision is longer than the chunk.
+        assert chunk["revision_total_chars"] == len(RUNBOOK)
+        assert chunk["covers_whole_revision"] is False
     assert result == snapshot_json
+
+
+async def test_a_chunk_that_is_its_whole_revision_says_so(client: Client) -> None:
+    notes = (await ids(client))["notes.txt"]
+    chunk_id = test_id("chunk", test_id("revision", notes, 1), 0)
+    (chunk,) = (await call(client, "search_knowledge", {"chunk_ids": [chunk_id]}))["chunks"]
+    assert chunk["covers_whole_revision"] is True
+    assert chunk["revision_total_chars"] == len(NOTES) and chunk["text"] == NOTES.strip()
 
 
 # ------------------------------------------------------------------ scan

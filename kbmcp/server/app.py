@@ -67,7 +67,8 @@ follow next_offset to read on. With outline=true: the heading tree with each sec
 range instead, so you can read one section of a long document. Both list the document's \
 revisions (pin one with revision_id) and say where the text comes from (knowledge base, owner \
 tenant, source). Use after a search hit, or to read a cited revision.
-- Chunk fetch (chunk_ids, 1..50): the full stored text of chunks from earlier results; unknown \
+- Chunk fetch (chunk_ids, 1..50): the stored text of chunks from earlier results, each a \
+fragment of its revision (revision_total_chars and covers_whole_revision say how much); unknown \
 ids are listed in missing while the rest are returned.
 - Scan (no query and no ids; optional since, until, limit and the same filters): the most \
 recently updated documents and memories, newest first. Use it for "what changed" questions or \

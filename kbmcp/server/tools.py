@@ -223,7 +223,8 @@ Outline = param(
 )
 ChunkIds = param(
     string_list_schema(read.MAX_CHUNK_IDS, pattern=ID_PATTERN.format("chk")),
-    "Chunk fetch: full stored text of these chunks (1..50 ids, e.g. from search results).",
+    "Chunk fetch: the stored text of these chunks (1..50 ids, e.g. from search results); each "
+    "is a fragment of its revision unless it says covers_whole_revision.",
 )
 Since = param(
     {"type": "string"},

@@ -29,6 +29,10 @@ DEFAULT_LIMIT_CHARS = 4000
 MAX_LIMIT_CHARS = 10_000
 MAX_CHUNK_IDS = 50
 MAX_REVISIONS = 100  # revisions listed by a read or an outline, newest first
+# A chunk covers its whole revision when at most this many characters outside it, all blanks
+# (BLANKS), are left out: the chunker trims a text's outer whitespace.
+WHOLE_CHUNK_BLANK_SLACK = 256
+BLANKS = " \t\r\n\f\v"
 
 # The revision to read with where it comes from: its knowledge base (or memory store), the
 # tenant that owns it, and the source it was added from.
@@ -70,7 +74,12 @@ LEFT JOIN knowledge_base AS kb
 SELECT_CHUNKS = """
 SELECT c.public_id, d.public_id, kb.public_id, r.public_id, d.path, d.title, c.heading_path,
        c.char_start, c.char_end, c.line_start, c.line_end, c.text,
-       r.id = d.current_revision_id AS is_current, d.kind, r.content_hash, kb.kind
+       r.id = d.current_revision_id AS is_current, d.kind, r.content_hash, kb.kind, r.char_count,
+       -- The chunk covers its whole revision when only blanks lie outside it (the chunker drops
+       -- them). The length test comes first so that a fragment never loads the revision's text.
+       r.char_count - (c.char_end - c.char_start) <= :blank_slack
+       AND trim(substr(r.content, 1, c.char_start), :blanks) = ''
+       AND trim(substr(r.content, c.char_end + 1), :blanks) = '' AS covers_whole
 FROM chunk AS c
 JOIN revision AS r ON r.id = c.revision_id
 JOIN document AS d ON d.id = r.document_id
@@ -197,8 +206,20 @@ class FetchedChunk:
     title: str
     path: str
     heading_path: list[str]
-    text: str
+    text: Annotated[
+        str,
+        Described(
+            "The chunk's text: a fragment of its revision unless covers_whole_revision (read "
+            "the rest with document_id + revision_id + offset)."
+        ),
+    ]
     citation: Citation
+    revision_total_chars: Annotated[
+        int, Described("Length of the chunk's whole revision, in characters.")
+    ]
+    covers_whole_revision: Annotated[
+        bool, Described("The chunk is the revision's entire text, not a fragment of it.")
+    ]
 
 
 @dataclass(frozen=True)
@@ -330,11 +351,17 @@ def fetch_chunks(
     wanted = check_id_list("chunk", chunk_ids, argument="chunk_ids", limit=MAX_CHUNK_IDS)
     rows = workspace.conn.execute(
         SELECT_CHUNKS,
-        {"chunk_ids": json.dumps(wanted), "readable_ids": json.dumps(can_read.all_ids)},
+        {
+            "chunk_ids": json.dumps(wanted),
+            "readable_ids": json.dumps(can_read.all_ids),
+            "blank_slack": WHOLE_CHUNK_BLANK_SLACK,
+            "blanks": BLANKS,
+        },
     ).fetchall()
     found = {}
     for (chunk_id, doc_id, kb_id, rev_id, path, title, heading, char_start, char_end,
-         line_start, line_end, text, is_current, kind, sha256, store_kind) in rows:  # fmt: skip
+         line_start, line_end, text, is_current, kind, sha256, store_kind,
+         revision_chars, covers_whole) in rows:  # fmt: skip
         headings = json.loads(heading)
         found[chunk_id] = FetchedChunk(
             kind=RESULT_KIND[store_kind],
@@ -357,6 +384,8 @@ def fetch_chunks(
                 page_of(kind, headings),
                 sha256,
             ),
+            revision_total_chars=revision_chars,
+            covers_whole_revision=bool(covers_whole),
         )
     return FetchedChunks(
         chunks=[found[c] for c in wanted if c in found],
