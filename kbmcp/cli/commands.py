@@ -270,6 +270,9 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         echo_json(report)
     else:
         for key, value in report.items():
-            click.echo(f"{key}: {value}")
+            if key != "warnings":
+                click.echo(f"{key}: {value}")
+        for warning in report["warnings"]:
+            click.echo(f"warning: {warning}", err=True)
     if not report["model"]["ok"]:
         sys.exit(1)

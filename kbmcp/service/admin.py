@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import apsw
@@ -19,6 +20,7 @@ from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import StoreError
 from kbmcp.ids import TEST_KEY_ENV
 from kbmcp.store.connection import write_transaction
+from kbmcp.store.files import loose_permissions
 from kbmcp.store.id_key import id_key_info
 from kbmcp.store.migrations import current_version, latest_version
 from kbmcp.store.vectors import (
@@ -85,6 +87,8 @@ def _file_report(workspace: Workspace) -> dict[str, Any]:
         "configured_embedder": workspace.settings.embedder,
         "counts": {name: conn.execute(query).fetchone()[0] for name, query in COUNTS.items()},
         "id_key": _id_key_report(conn),
+        # Files others may read (kbmcp/store/files.py): kbmcp creates them 0600.
+        "warnings": loose_permissions(Path(workspace.settings.db_path)),
     }
 
 

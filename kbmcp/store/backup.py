@@ -14,11 +14,20 @@ import apsw
 
 from kbmcp.errors import StoreError
 from kbmcp.store.connection import load_sqlite_vec
+from kbmcp.store.files import create_private_file
 
 
 def copy_database(source: apsw.Connection, destination: Path) -> int:
     """Copy `source` into the new file `destination`; returns the number of pages copied.
-    The destination is removed again if anything fails."""
+    The destination is removed again if anything fails. It is created private (0600), as the
+    knowledge base itself is (kbmcp/store/files.py)."""
+    try:
+        create_private_file(destination)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the copy at {destination}: {exc.strerror or exc}",
+            details={"path": str(destination)},
+        ) from None
     target = apsw.Connection(str(destination))
     try:
         with target.backup("main", source, "main") as backup:

@@ -24,6 +24,7 @@ from urllib.parse import quote
 import apsw
 
 from kbmcp.errors import ReadOnly, StoreError
+from kbmcp.store.files import create_private_file, make_private_folder
 from kbmcp.store.id_key import ensure_id_key
 from kbmcp.store.migrations import current_version, latest_version, migrate
 
@@ -64,7 +65,7 @@ def open_connection(
                 "--db / KBMCP_DB at an existing file",
                 details={"path": str(db_path)},
             )
-        _make_folder(db_path)
+        _create_file(db_path)
     read_only = db_path.exists() and not is_writable(db_path)
     conn = _connect(db_path, read_only)
     return _prepare(
@@ -85,13 +86,22 @@ def is_writable(db_path: Path) -> bool:
     return os.access(db_path, os.W_OK) and os.access(db_path.parent, os.W_OK)
 
 
-def _make_folder(db_path: Path) -> None:
+def _create_file(db_path: Path) -> None:
+    """An empty, private (0600) file, in private folders if they are missing: SQLite gives its
+    -wal and -shm files the same mode (kbmcp/store/files.py)."""
     try:
-        db_path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_folder(db_path.parent)
     except OSError as exc:
         raise StoreError(
             f"cannot create the folder {db_path.parent} for database file {db_path}: "
             f"{exc.strerror or exc}"
+        ) from None
+    try:
+        create_private_file(db_path)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create database file {db_path}: {exc.strerror or exc}",
+            details={"path": str(db_path)},
         ) from None
 
 
