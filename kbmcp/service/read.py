@@ -92,6 +92,17 @@ WHERE c.public_id IN (SELECT value FROM json_each(:chunk_ids))
 """
 
 
+# Archived documents stay readable by id (a window, an outline, their chunks), so old citations
+# resolve; only search and scan leave them out. A forgotten memory is not served at all.
+DocumentStatus = Annotated[
+    str,
+    Described(
+        "published, or archived: left out of search and scan (e.g. its file was removed) but "
+        "still readable by id."
+    ),
+]
+
+
 @dataclass(frozen=True)
 class RevisionInfo:
     revision_id: Annotated[str, Described("Pass as revision_id to read this revision.")]
@@ -138,7 +149,7 @@ class DocumentWindow:
     is_current_revision: bool
     path: str
     title: str
-    status: str
+    status: DocumentStatus
     revision_created_at: str
     revision_sha256: Annotated[
         str, Described("SHA-256 of the revision's whole text: the exact source of `content`.")
@@ -191,6 +202,7 @@ class DocumentOutline:
     source: Source
     revisions: Revisions
     revisions_truncated: RevisionsTruncated
+    status: DocumentStatus
 
 
 @dataclass(frozen=True)
@@ -338,6 +350,7 @@ def document_outline(
         source=row.source,
         revisions=revisions,
         revisions_truncated=more,
+        status=row.status,
     )
 
 
