@@ -8,7 +8,7 @@ the lead merges both branches. Their snapshots are then created with
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from kbmcp.service.ingest import IngestOptions, add_paths
 from tests.id_support import test_id
 from tests.mcp_support import (
     HttpServer,
+    build_corpus,
     connect,
     hash_workspace,
     payload,
@@ -99,6 +100,68 @@ async def test_query_same_over_transports(transport: str, corpus_db: Path) -> No
     finally:
         if server:
             server.stop()
+
+
+# ------------------------------------------------------------------ include_content
+
+
+@pytest.fixture
+async def fresh_client(tmp_path: Path) -> AsyncIterator[Client]:
+    """The MCP corpus in a file of this test's own (include_content tests add memories)."""
+    db = tmp_path / "kb.db"
+    build_corpus(tmp_path, db)
+    async with connect("inprocess", db) as client:
+        yield client
+
+
+async def test_include_content_inlines_the_first_documents_found(fresh_client: Client) -> None:
+    """Find and read in one call: the first result of each distinct document carries the same
+    window a targeted read from offset 0 returns, later results of that document none."""
+    plain = await query(fresh_client, query="on-call escalation", limit=10)
+    found = await query(fresh_client, query="on-call escalation", limit=10, include_content=True)
+    assert [hit["chunk_id"] for hit in found["results"]] == [
+        hit["chunk_id"] for hit in plain["results"]
+    ]  # the same ranking, only text added
+    seen: set[str] = set()
+    for hit in found["results"]:
+        if hit["document_id"] in seen:
+            assert hit["content"] is None
+            continue
+        seen.add(hit["document_id"])
+        read = payload(
+            await fresh_client.call_tool(
+                "search_knowledge",
+                {"document_id": hit["document_id"], "revision_id": hit["revision_id"]},
+            )
+        )
+        window = {key: read[key] for key in hit["content"]}
+        assert hit["content"] == window and window["content_offset"] == 0
+    assert len(seen) >= 2 and all(hit["content"] is None for hit in plain["results"])
+
+
+async def test_include_content_windows_documents_and_gives_memories_whole(
+    fresh_client: Client,
+) -> None:
+    fact = "The on-call rota " + "is kept in the wiki and " * 20 + "changes every Monday."
+    memory = payload(await fresh_client.call_tool("remember", {"content": fact}))["memory_id"]
+    # Semantic mode ranks every chunk: six distinct items (five documents and the memory).
+    found = await query(
+        fresh_client, query="on-call rota", mode="semantic", limit=100, include_content=True,
+        limit_chars=100,
+    )  # fmt: skip
+    carrying = [hit for hit in found["results"] if hit["content"] is not None]
+    distinct = list(dict.fromkeys(hit["document_id"] for hit in found["results"]))
+    assert len(distinct) == 6
+    assert [hit["document_id"] for hit in carrying] == distinct[:5]  # the first five only
+    for hit in carrying:
+        content = hit["content"]
+        if hit["document_id"] == memory:
+            assert content["content"] == fact and not content["content_truncated"]
+            assert content["content_limit"] == len(fact) > 100
+        else:
+            assert len(content["content"]) == min(100, content["content_total_chars"])
+            assert content["content_truncated"] == (content["content_total_chars"] > 100)
+            assert content["next_offset"] == (100 if content["content_truncated"] else None)
 
 
 # ------------------------------------------------------------------ scoped-search regression

@@ -301,6 +301,28 @@ async def test_scan_window_filters_and_clamp(client: Client) -> None:
     assert clamped["limit"] == 100 and clamped["limit_clamped"] and len(clamped["results"]) == 5
 
 
+async def test_scan_sorts_by_update_or_creation(client: Client) -> None:
+    """ops/oncall.md was added at T0 and changed at T2; the research documents were added at T1.
+    since/until window the time the scan is sorted by."""
+    updated = await call(client, "search_knowledge", {"limit": 10})
+    created = await call(client, "search_knowledge", {"sort": "created_desc", "limit": 10})
+    assert (updated["sort"], created["sort"]) == ("updated_desc", "created_desc")
+    assert updated["results"][0]["path"] == "ops/oncall.md"
+    assert sorted(r["path"] for r in created["results"][:2]) == ["notes.txt", "papers/vectors.md"]
+    assert [r["created_at"] for r in created["results"]] == sorted(
+        (r["created_at"] for r in created["results"]), reverse=True
+    )
+    oncall = next(r for r in created["results"] if r["path"] == "ops/oncall.md")
+    assert oncall["created_at"] < oncall["updated_at"]
+    since = {"since": "2026-01-02"}
+    recently_updated = await call(client, "search_knowledge", since)
+    recently_created = await call(client, "search_knowledge", {**since, "sort": "created_desc"})
+    assert {r["path"] for r in recently_updated["results"]} == {
+        "ops/oncall.md", "notes.txt", "papers/vectors.md"
+    }  # fmt: skip
+    assert {r["path"] for r in recently_created["results"]} == {"notes.txt", "papers/vectors.md"}
+
+
 # ------------------------------------------------------------------ errors
 
 DOC = "doc_0123456789abcdef"  # well-formed, exists nowhere
@@ -461,6 +483,37 @@ ERROR_CASES: dict[str, tuple[str, dict[str, Any], str, str]] = {
         "since",
     ),
     "scan_limit_zero": ("search_knowledge", {"limit": 0}, "invalid_request", "limit"),
+    "scan_unknown_sort": ("search_knowledge", {"sort": "oldest"}, "invalid_request", "sort"),
+    "sort_in_query_mode": (
+        "search_knowledge",
+        {"query": "x", "sort": "created_desc"},
+        "invalid_request",
+        "sort",
+    ),
+    "include_content_in_scan": (
+        "search_knowledge",
+        {"include_content": True},
+        "query_required",
+        "include_content",
+    ),
+    "limit_chars_without_include_content": (
+        "search_knowledge",
+        {"query": "x", "limit_chars": 100},
+        "invalid_request",
+        "limit_chars",
+    ),
+    "include_content_not_bool": (
+        "search_knowledge",
+        {"query": "x", "include_content": "yes"},
+        "invalid_request",
+        "include_content",
+    ),
+    "include_content_window_too_big": (
+        "search_knowledge",
+        {"query": "x", "include_content": True, "limit_chars": 10_001},
+        "invalid_request",
+        "limit_chars",
+    ),
     "tags_not_an_object": ("search_knowledge", {"tags": ["runbook"]}, "invalid_request", "tags"),
     "unknown_argument": ("search_knowledge", {"querry": "typo"}, "invalid_request", "querry"),
     "hidden_candidates_argument": (

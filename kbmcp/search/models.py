@@ -29,6 +29,12 @@ MAX_MEMORY_STORE_IDS = 100
 MAX_PATH_PREFIXES = 100
 MAX_FILTER_PAIRS = 50  # keys of a tags or metadata filter
 MAX_QUERY_CHARS = 10_000
+# A read window of a document: its default and largest size in characters (targeted reads, and
+# the text include_content inlines in query results).
+DEFAULT_LIMIT_CHARS = 4000
+MAX_LIMIT_CHARS = 10_000
+# include_content inlines the text of this many distinct documents (or memories) of a query.
+MAX_INLINED_DOCUMENTS = 5
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,26 @@ class SearchRequest:
     # Memories' scores are halved every this many days of age (updated_at) after fusion; 0
     # disables; None: the configured default (KBMCP_RECENCY_HALF_LIFE_DAYS, 0).
     recency_half_life_days: float | None = None
+    # Inline the text of the first MAX_INLINED_DOCUMENTS distinct documents among the results:
+    # a window of content_limit_chars (None: DEFAULT_LIMIT_CHARS) from offset 0; memories whole.
+    include_content: bool | None = None
+    content_limit_chars: int | None = None
+
+
+@dataclass(frozen=True)
+class InlineContent:
+    """The text include_content inlines into a result: a read window from offset 0 of the
+    result's revision (a memory: all of it)."""
+
+    content: Annotated[str, Described("The revision's text from its start.")]
+    content_offset: int
+    content_limit: Annotated[int, Described("The window size (a memory: its whole length).")]
+    content_total_chars: int
+    content_truncated: Annotated[bool, Described("Text continues after this window.")]
+    next_offset: Annotated[
+        int | None,
+        Described("Read on with document_id, revision_id and offset=next_offset; null at the end."),
+    ]
 
 
 @dataclass(frozen=True)
@@ -135,6 +161,13 @@ class SearchResult:
         Described(
             "Memories with recency decay on: 2^(-age_days / recency_half_life_days), the factor "
             "the fused score was multiplied by; null for documents and without decay."
+        ),
+    ] = None
+    content: Annotated[
+        InlineContent | None,
+        Described(
+            "With include_content: the text of this result's document, on the first result of "
+            "each of the first five distinct documents (or memories); null otherwise."
         ),
     ] = None
 

@@ -12,9 +12,11 @@ from kbmcp.config import MAX_RRF_K
 from kbmcp.errors import InvalidRequest, QueryRequired
 from kbmcp.search.models import (
     DEFAULT_ALPHA,
+    DEFAULT_LIMIT_CHARS,
     DEFAULT_MODE,
     FUSION_PARAMETERS,
     MAX_LIMIT,
+    MAX_LIMIT_CHARS,
     MAX_QUERY_CHARS,
     MODE_ALIASES,
     MODES,
@@ -43,6 +45,8 @@ class SearchArguments:
     limit_clamped: bool
     depth: int  # candidates per channel
     recency_half_life_days: float  # 0: memories are not decayed
+    include_content: bool = False
+    content_limit_chars: int = DEFAULT_LIMIT_CHARS
 
     @property
     def uses_lexical(self) -> bool:
@@ -80,6 +84,7 @@ def check_arguments(
         if request.recency_half_life_days is None
         else number(request.recency_half_life_days, "recency_half_life_days", 0.0, MAX_HALF_LIFE)
     )
+    include_content, content_limit_chars = _content(request)
     return SearchArguments(
         query=query,
         mode=mode,
@@ -90,7 +95,28 @@ def check_arguments(
         limit_clamped=requested_limit > MAX_LIMIT,
         depth=depth,
         recency_half_life_days=half_life,
+        include_content=include_content,
+        content_limit_chars=content_limit_chars,
     )
+
+
+def _content(request: SearchRequest) -> tuple[bool, int]:
+    """include_content and the window it inlines (limit_chars means nothing without it)."""
+    include = request.include_content
+    if include is not None and not isinstance(include, bool):
+        raise InvalidRequest(
+            f"include_content must be true or false (got {shown(include)})",
+            details={"argument": "include_content"},
+        )
+    if request.content_limit_chars is None:
+        return bool(include), DEFAULT_LIMIT_CHARS
+    if not include:
+        raise InvalidRequest(
+            "limit_chars: in query mode it sizes the text include_content inlines; pass "
+            "include_content: true as well (or read a document with document_id)",
+            details={"argument": "limit_chars", "arguments": ["limit_chars", "include_content"]},
+        )
+    return True, integer(request.content_limit_chars, "limit_chars", 1, MAX_LIMIT_CHARS)
 
 
 def _query(value: Any) -> str:

@@ -48,7 +48,14 @@ from kbmcp.workspace import Workspace
 
 ID_PATTERN = "^{}_[0-9a-f]{{16}}$"
 
-QUERY_ONLY = ["mode", "alpha", "rrf_k", "min_similarity", "recency_half_life_days"]
+QUERY_ONLY = [
+    "mode",
+    "alpha",
+    "rrf_k",
+    "min_similarity",
+    "recency_half_life_days",
+    "include_content",
+]
 FILTERS = [
     "knowledge_base_ids",
     "document_ids",
@@ -64,7 +71,7 @@ READ_ARGS = ["document_id", "revision_id", "offset", "limit_chars", "outline"]
 # A targeted read is checked against knowledge_base_ids (the document must lie in one of them);
 # the other filters select among many documents and mean nothing for one.
 READ_REJECTS_FILTERS = [name for name in FILTERS if name != "knowledge_base_ids"]
-SCAN_ONLY = ["since", "until"]
+SCAN_ONLY = ["since", "until", "sort"]
 
 
 @dataclass(frozen=True)
@@ -170,6 +177,13 @@ RecencyHalfLifeDays = param(
     "updated (score * 2^(-age_days / half_life)); 0 turns decay off. Documents are never "
     "decayed. Default: the server's setting (0 unless configured).",
 )
+IncludeContent = param(
+    {"type": "boolean"},
+    "Query mode: true puts the text of the first five distinct documents found into their "
+    "first result (content: a read window from offset 0 of limit_chars characters, default "
+    "4000, with next_offset to read on; a memory whole), so one call finds and reads.",
+    default=False,
+)
 Content = param(
     {"type": "string", "minLength": 1, "maxLength": memories.MAX_MEMORY_CHARS},
     "The fact to remember, in a sentence or a short paragraph that stands on its own.",
@@ -213,7 +227,8 @@ Offset = param(
 )
 LimitChars = param(
     {"type": "integer", "minimum": 1, "maximum": read.MAX_LIMIT_CHARS},
-    "Targeted read: window size in characters (1..10000).",
+    "Targeted read: window size in characters (1..10000). Query mode with include_content: "
+    "the size of each inlined text.",
     default=read.DEFAULT_LIMIT_CHARS,
 )
 Outline = param(
@@ -228,10 +243,19 @@ ChunkIds = param(
 )
 Since = param(
     {"type": "string"},
-    "Scan mode: only documents updated at or after this ISO 8601 date or date-time.",
+    "Scan mode: only documents updated (created, with sort=created_desc) at or after this ISO "
+    "8601 date or date-time.",
 )
 Until = param(
-    {"type": "string"}, "Scan mode: only documents updated before this ISO 8601 date or date-time."
+    {"type": "string"},
+    "Scan mode: only documents updated (created, with sort=created_desc) before this ISO 8601 "
+    "date or date-time.",
+)
+Sort = param(
+    {"type": "string", "enum": list(scan.SORTS)},
+    "Scan mode: updated_desc (most recently updated first) or created_desc (most recently added "
+    "first); since/until then apply to the same time.",
+    default=scan.DEFAULT_SORT,
 )
 ListKnowledgeBaseIds = param(
     string_list_schema(MAX_KNOWLEDGE_BASE_IDS, pattern=ID_PATTERN.format("kb")),
@@ -293,10 +317,12 @@ class KbTools:
         chunk_ids: ChunkIds = None,
         since: Since = None,
         until: Until = None,
+        sort: Sort = None,
         memory_store_ids: MemoryStoreIds = None,
         include_documents: IncludeDocuments = None,
         include_memories: IncludeMemories = None,
         recency_half_life_days: RecencyHalfLifeDays = None,
+        include_content: IncludeContent = None,
     ) -> Annotated[CallToolResult, models.SearchKnowledgeOutput]:
         args = dict(locals())
         del args["self"]
@@ -381,9 +407,10 @@ class KbTools:
     def _query(self, args: dict[str, Any]) -> BaseModel:
         reject_given(
             args,
-            [*READ_ARGS, "chunk_ids"],
+            [*(name for name in READ_ARGS if name != "limit_chars"), "chunk_ids"],
             "cannot be combined with query: search first, then read or fetch what you "
-            "found in a second call",
+            "found in a second call (or pass include_content: true to get the text of the "
+            "first documents found)",
         )
         reject_given(args, SCAN_ONLY, "apply to scan mode (no query) only")
         # Values go to the service as they came: it is the single validator.
@@ -397,6 +424,8 @@ class KbTools:
             filters=_filters(args),
             candidates=self.options.search_candidates,
             recency_half_life_days=args["recency_half_life_days"],
+            include_content=args["include_content"],
+            content_limit_chars=args["limit_chars"],
         )
         response = search(self.workspace, self.principal(), request)
         return models.QueryOutput.model_validate(response)
@@ -464,6 +493,7 @@ class KbTools:
             until=args["until"],
             limit=_default(args["limit"], DEFAULT_LIMIT),
             filters=_filters(args),
+            sort=args["sort"],
         )
         return models.ScanOutput.model_validate(response)
 

@@ -20,13 +20,18 @@ from kbmcp.errors import ResourceUnavailable
 from kbmcp.ids import check_id, check_id_list
 from kbmcp.ingest.chunker import outline
 from kbmcp.neutralise import neutralise
-from kbmcp.search.models import MAX_KNOWLEDGE_BASE_IDS, Citation, page_of
+from kbmcp.search.models import (
+    DEFAULT_LIMIT_CHARS,
+    MAX_KNOWLEDGE_BASE_IDS,
+    MAX_LIMIT_CHARS,
+    Citation,
+    InlineContent,
+    page_of,
+)
 from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
 
-DEFAULT_LIMIT_CHARS = 4000
-MAX_LIMIT_CHARS = 10_000
 MAX_CHUNK_IDS = 50
 MAX_REVISIONS = 100  # revisions listed by a read or an outline, newest first
 # A chunk covers its whole revision when at most this many characters outside it, all blanks
@@ -281,10 +286,7 @@ def read_document(
     offset = integer(offset, "offset", 0)
     limit_chars = integer(limit_chars, "limit_chars", 1, MAX_LIMIT_CHARS)
     row = _document_revision(workspace, principal, document_id, revision_id, knowledge_base_ids)
-    content = row.content
-    window = content[offset : offset + limit_chars]
-    end = offset + len(window)
-    truncated = end < row.total_chars
+    window = _window(row, offset, limit_chars)
     revisions, more = _revisions(workspace, row)
     return DocumentWindow(
         document_id=row.document_id,
@@ -297,20 +299,50 @@ def read_document(
         status=row.status,
         revision_created_at=row.created_at,
         revision_sha256=row.sha256,
-        content=neutralise(window),
-        content_offset=offset,
-        content_limit=limit_chars,
-        content_total_chars=row.total_chars,
-        content_truncated=truncated,
-        next_offset=end if truncated else None,
-        line_start=_line_of(content, min(offset, row.total_chars)),
-        line_end=_line_of(content, max(min(end, row.total_chars) - 1, 0)),
+        content=window.content,
+        content_offset=window.content_offset,
+        content_limit=window.content_limit,
+        content_total_chars=window.content_total_chars,
+        content_truncated=window.content_truncated,
+        next_offset=window.next_offset,
+        line_start=_line_of(row.content, min(offset, row.total_chars)),
+        line_end=_line_of(row.content, max(min(offset + limit_chars, row.total_chars) - 1, 0)),
         knowledge_base_name=row.knowledge_base_name,
         owner_tenant_id=row.owner_tenant_id,
         owner_tenant=row.owner_tenant,
         source=row.source,
         revisions=revisions,
         revisions_truncated=more,
+    )
+
+
+def inline_content(
+    workspace: Workspace,
+    principal: Principal,
+    document_id: str,
+    revision_id: str,
+    limit_chars: int,
+    *,
+    whole: bool = False,
+) -> InlineContent:
+    """The start of a revision as include_content inlines it in a query result: the targeted
+    read's window from offset 0 (`whole`: all of it, for a memory)."""
+    row = _document_revision(workspace, principal, document_id, revision_id)
+    return _window(row, 0, max(row.total_chars, 1) if whole else limit_chars)
+
+
+def _window(row: _RevisionRow, offset: int, limit_chars: int) -> InlineContent:
+    """`limit_chars` characters of the revision from `offset` (past the end: empty)."""
+    text = row.content[offset : offset + limit_chars]
+    end = offset + len(text)
+    truncated = end < row.total_chars
+    return InlineContent(
+        content=neutralise(text),
+        content_offset=offset,
+        content_limit=limit_chars,
+        content_total_chars=row.total_chars,
+        content_truncated=truncated,
+        next_offset=end if truncated else None,
     )
 
 

@@ -21,17 +21,18 @@ from kbmcp.neutralise import neutralise
 from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
 from kbmcp.store.catalog import RESULT_KIND
-from kbmcp.validate import integer
+from kbmcp.validate import integer, shown
 from kbmcp.workspace import Workspace
 
 EXCERPT_CHARS = 240
 
 # The scope's documents come from the search engine's scope SQL (kbmcp/search/scope.py), so
-# scan and search validate and apply every filter the same way.
+# scan and search validate and apply every filter the same way. {time}: the timestamp the scan
+# is ordered and windowed by (SORTS), a column name, never caller text.
 SELECT_RECENT = """
 WITH scope_document AS MATERIALIZED ({documents})
 SELECT kb.kind, d.public_id, kb.public_id, r.public_id, r.number, d.path, d.title, d.updated_at,
-       r.char_count,
+       d.created_at, r.char_count,
        (SELECT json_group_array(json_array(t.key, t.value))
         FROM (SELECT key, value FROM document_tag
               WHERE document_id = d.id ORDER BY key, value) AS t),
@@ -41,11 +42,14 @@ FROM scope_document AS s
 JOIN document AS d ON d.id = s.id
 JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 JOIN revision AS r ON r.id = d.current_revision_id
-WHERE (:since IS NULL OR d.updated_at >= :since)
-  AND (:until IS NULL OR d.updated_at < :until)
-ORDER BY d.updated_at DESC, d.public_id
+WHERE (:since IS NULL OR {time} >= :since)
+  AND (:until IS NULL OR {time} < :until)
+ORDER BY {time} DESC, d.public_id
 LIMIT :limit
 """
+# sort -> the timestamp it orders by, newest first; since/until window the same timestamp.
+SORTS = {"updated_desc": "d.updated_at", "created_desc": "d.created_at"}
+DEFAULT_SORT = "updated_desc"
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class ScanItem:
     path: str
     title: str
     updated_at: str
+    created_at: Annotated[str, Described("When the document (or memory) was first added.")]
     size_chars: int
     tags: Annotated[list[tuple[str, str]], Described("[key, value] pairs.")]
     # the start of the first chunk, at most EXCERPT_CHARS characters
@@ -66,7 +71,13 @@ class ScanItem:
 
 @dataclass(frozen=True)
 class ScanResponse:
-    results: Annotated[list[ScanItem], Described("Most recently updated first.")]
+    results: Annotated[
+        list[ScanItem], Described("Newest first: most recently updated, or created (sort).")
+    ]
+    sort: Annotated[
+        Literal["updated_desc", "created_desc"],
+        Described("The order: updated_desc (default) or created_desc; since/until apply to it."),
+    ]
     since: str | None  # normalised to UTC
     until: str | None
     limit: int
@@ -82,9 +93,10 @@ def scan_recent(
     until: str | None = None,
     limit: int = DEFAULT_LIMIT,
     filters: SearchFilters | None = None,
+    sort: str | None = None,
 ) -> ScanResponse:
-    """The `limit` most recently updated published documents and memories in scope, newest
-    first."""
+    """The `limit` most recently updated (or, sort="created_desc", created) published documents
+    and memories in scope, newest first; `since`/`until` window the same timestamp."""
     can_read = readable(workspace.conn, principal)
     filters = filters or SearchFilters()
     since_ts = _timestamp(since, "since")
@@ -93,11 +105,12 @@ def scan_recent(
         raise InvalidRequest(
             "since must be earlier than until", details={"argument": "since", "until": until_ts}
         )
+    sort = _sort(sort)
     limit = integer(limit, "limit", 1)
     effective_limit = min(limit, MAX_LIMIT)
     scope = resolve_scope(workspace.conn, can_read, filters)
     rows = workspace.conn.execute(
-        SELECT_RECENT.format(documents=scope.documents_sql()),
+        SELECT_RECENT.format(documents=scope.documents_sql(), time=SORTS[sort]),
         {
             **scope.params(),
             "excerpt_chars": EXCERPT_CHARS,
@@ -108,12 +121,24 @@ def scan_recent(
     ).fetchall()
     return ScanResponse(
         results=[_item(row) for row in rows[:effective_limit]],
+        sort=sort,  # type: ignore[arg-type]
         since=since_ts,
         until=until_ts,
         limit=effective_limit,
         limit_clamped=limit > MAX_LIMIT,
         has_more=len(rows) > effective_limit,
     )
+
+
+def _sort(value: str | None) -> str:
+    if value is None:
+        return DEFAULT_SORT
+    if not isinstance(value, str) or value not in SORTS:
+        raise InvalidRequest(
+            f"sort must be one of: {', '.join(SORTS)} (got {shown(value)})",
+            details={"argument": "sort", "valid": list(SORTS)},
+        )
+    return value
 
 
 def _timestamp(value: str | None, argument: str) -> str | None:
@@ -132,7 +157,7 @@ def _timestamp(value: str | None, argument: str) -> str | None:
 
 
 def _item(row: tuple) -> ScanItem:
-    (store_kind, doc_id, kb_id, rev_id, number, path, title, updated, size, tag_json,
+    (store_kind, doc_id, kb_id, rev_id, number, path, title, updated, created, size, tag_json,
      first_text) = row  # fmt: skip
     text = (first_text or "").strip()
     excerpt = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…"
@@ -146,6 +171,7 @@ def _item(row: tuple) -> ScanItem:
         path=path,
         title=title,
         updated_at=updated,
+        created_at=created,
         size_chars=size,
         tags=[(key, value) for key, value in json.loads(tag_json or "[]")],
         excerpt=excerpt,

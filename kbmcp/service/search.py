@@ -28,6 +28,7 @@ from kbmcp.search.lexical.fts import ensure_vocabulary
 from kbmcp.search.models import SearchRequest, SearchResponse
 from kbmcp.search.request import check_arguments
 from kbmcp.search.scope import resolve_scope
+from kbmcp.service.inline_content import with_content
 from kbmcp.workspace import Workspace
 
 
@@ -59,7 +60,10 @@ def search(
         ensure_vocabulary(conn)
     with _read_transaction(conn):
         scope = resolve_scope(conn, readable(conn, principal), request.filters)
-        return run_search(conn, args, scope, vector, workspace.accelerator, started)
+        response = run_search(conn, args, scope, vector, workspace.accelerator, started)
+        if args.include_content:  # a step after ranking (kbmcp/service/inline_content.py)
+            response = with_content(workspace, principal, response, args.content_limit_chars)
+        return response
 
 
 def _embed_query(workspace: Workspace, query: str) -> np.ndarray:
