@@ -92,6 +92,13 @@ def is_valid_id(kind: str, value: object) -> bool:
     return bool(match) and match.group("prefix") == PREFIXES[kind]
 
 
+def looks_like_id(value: str) -> bool:
+    """Whether `value` has the shape of a public id of any kind (`kb_` and 16 hex digits, ...):
+    such a name would be taken for an id where either is accepted (`--kb NAME_OR_ID`)."""
+    match = _ID_PATTERN.match(value.strip())
+    return bool(match) and match.group("prefix") in PREFIXES.values()
+
+
 def check_id(kind: str, value: object, *, argument: str) -> str:
     """Return `value` stripped if it is a well-formed id of `kind`, else raise `InvalidRequest`."""
     candidate = value.strip() if isinstance(value, str) else value

@@ -49,7 +49,7 @@ def test_tenants_knowledge_bases_and_shares(kbmcp: Kbmcp, db: Path, tmp_path: Pa
         ("ops", "acme", ["beta"])
     ]
     # The local owner's own view is unchanged by tenants it does not belong to.
-    assert kbmcp("--db", db, "ls", "--json").json() == []
+    assert kbmcp("--db", db, "ls", "--json").json() == {"knowledge_bases": []}
 
     unshared = kbmcp("--db", db, "kb", "unshare", "ops", "--tenant", "beta", "--json").json()
     assert unshared["shared"] is False and unshared["changed"] is True

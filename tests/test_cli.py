@@ -15,6 +15,8 @@ from syrupy.assertion import SnapshotAssertion
 
 from kbmcp.cli import cli
 from kbmcp.cli.progress import file_progress, progress_line
+from kbmcp.embed.base import ModelFingerprint
+from kbmcp.embed.hashing import HashingEmbedder
 from tests.cli_support import assert_one_line_error
 
 PINNED_NOW = "2026-01-01T00:00:00Z"
@@ -75,7 +77,8 @@ def test_db_option_takes_precedence_over_the_environment(
     env_db, flag_db = tmp_path / "env.db", tmp_path / "flag.db"
     monkeypatch.setenv("KBMCP_DB", str(env_db))
     assert kbmcp("--db", flag_db, "add", corpus).code == 0
-    assert kbmcp("--db", flag_db, "ls", "--json").json()[0]["document_count"] == 3
+    listed = kbmcp("--db", flag_db, "ls", "--json").json()["knowledge_bases"]
+    assert listed[0]["document_count"] == 3
     # KBMCP_DB names a different file that does not exist: reading commands do not create it.
     assert_one_line_error(kbmcp("ls", "--json"), "no knowledge-base file", str(env_db))
     assert not env_db.exists()
@@ -117,7 +120,8 @@ def test_add_ls_and_read_in_text(kbmcp, corpus: Path, db: Path) -> None:
         "guides/keys.md",
         "README.md",
     }
-    assert "'Project Readme'" in docs.out
+    readme = next(line for line in docs.out.splitlines() if " README.md " in line)
+    assert readme.endswith("Z  Project Readme")  # the title as it reads, last, not a repr
     tagged = kbmcp("--db", db, "ls", "notes", "--tag", "tag=intro")
     assert [line.split()[1] for line in tagged.out.splitlines()] == ["README.md"]
 
@@ -170,10 +174,31 @@ def test_doctor_and_reembed_in_text(kbmcp, corpus: Path, db: Path) -> None:
     kbmcp("--db", db, "add", corpus)
     doctor = kbmcp("--db", db, "doctor")
     assert doctor.code == 0
-    assert f"db_path: {db}" in doctor.out and "schema_version: " in doctor.out
+    lines = doctor.out.splitlines()
+    assert lines[0].startswith("kbmcp 0.1.0 on Python ")
+    assert f"database: {db}" in lines
+    assert "model: ok: hashing (dimension 384, version 1), loaded in " in doctor.out
+    assert "contents: 1 knowledge base, 3 documents, 0 archived documents, " in doctor.out
+    for repr_mark in ("{", "}", "['", "':", "True", "False", "None"):  # words, no reprs
+        assert repr_mark not in doctor.out, repr_mark
     reembed = kbmcp("--db", db, "reembed")
     assert reembed.code == 0 and reembed.out.startswith("re-embedded ")
     assert "chunks with hashing" in reembed.out
+
+
+def test_doctor_in_text_names_a_model_mismatch(
+    kbmcp, corpus: Path, db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kbmcp("--db", db, "add", corpus)
+    other = ModelFingerprint(name="other-model", dimension=384, version="2")
+    monkeypatch.setattr(HashingEmbedder, "fingerprint", property(lambda self: other))
+    doctor = kbmcp("--db", db, "doctor")
+    assert doctor.code == 1
+    assert "model: NOT OK: the configured model differs from the recorded one" in doctor.out
+    assert (
+        "  configured: other-model (dimension 384, version 2); recorded in the file: "
+        "hashing (dimension 384, version 1)"
+    ) in doctor.out.splitlines()
 
 
 def test_snapshot_of_listings_and_a_read(

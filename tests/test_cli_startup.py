@@ -106,6 +106,8 @@ def every_help() -> list[list[str]]:
     ids=" ".join,
 )
 def test_help_and_ls_load_no_heavy_module(args: list[str], filled_db: Path) -> None:
+    # On failure: import the module named inside the function that needs it (see the top of
+    # kbmcp/cli/common.py); `python -X importtime -m kbmcp ARGS` shows which import pulled it in.
     assert loaded_heavy_modules(args, db=filled_db)["loaded"] == []
 
 

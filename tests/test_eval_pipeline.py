@@ -189,9 +189,7 @@ def test_cli_eval_table_and_bad_dataset(tmp_path: Path, dataset_dir: Path) -> No
     result = runner.invoke(cli, ["--db", db, "eval", str(dataset_dir), "--mode", "lexical"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].startswith(
-        "tinybeir: 30 documents (ingested in knowledge base 'beir-tinybeir')"
-    )
+    assert lines[0].startswith("tinybeir: 30 documents (ingested in knowledge base beir-tinybeir)")
     row = next(line for line in lines if line.startswith("lexical"))
     assert row.split()[1:5] == [
         f"{EXPECTED_LEXICAL[k]:.4f}" for k in ("ndcg@10", "recall@10", "recall@100", "mrr@10")

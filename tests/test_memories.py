@@ -669,7 +669,7 @@ def test_cli_memory_commands(kbmcp: Any, tmp_path: Path) -> None:
     found = kbmcp("--db", db, "search", "deploy key rotates", "--only", "memories")
     assert found.code == 0 and memory_id in found.out and "memory" in found.out
     stores = kbmcp("--db", db, "memory", "store", "list")
-    assert "ops  1 memories  tags team=ops" in stores.out
+    assert "ops  1 memory  tags team=ops" in stores.out
     fixed = kbmcp("--db", db, "remember", "The deploy key rotates weekly.", "--replace", memory_id)
     assert fixed.out.startswith(f"revised {memory_id} in ops")
     assert "rotates weekly" in kbmcp("--db", db, "memory", "list").out

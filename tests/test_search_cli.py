@@ -15,6 +15,7 @@ from kbmcp.config import Settings
 from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.service.search import search as service_search
 from kbmcp.workspace import Workspace
+from tests.mcp_support import connect
 from tests.ranked_output import stable
 from tests.search_corpus import write_small_corpus
 
@@ -59,7 +60,26 @@ def test_json_output_equals_the_service_response(db: Path) -> None:
             "keys", limit=2, filters=SearchFilters(document_paths=["handbook/"])
         )
         service = to_jsonable_python(service_search(ws, ws.local_principal(), request))
-    assert stable(cli_response) == stable(service)
+    assert stable(cli_response) == stable({"request_mode": "query", **service})
+
+
+@pytest.mark.anyio
+async def test_json_output_is_the_mcp_tools_result(db: Path) -> None:
+    """`search --json` and `search_knowledge` answer with the same object, request_mode first."""
+    cli_response = _run(db, "keys", "--path", "handbook/", "--limit", "2")
+    async with connect("inprocess", db) as client:
+        result = await client.call_tool(
+            "search_knowledge", {"query": "keys", "document_paths": ["handbook/"], "limit": 2}
+        )
+    assert not result.is_error
+    tool_response = result.structured_content
+    assert next(iter(cli_response)) == "request_mode" == next(iter(tool_response))
+    # How each channel ran differs by design: the server keeps in-memory accelerators, a one-shot
+    # CLI command answers from SQL (docs/search.md). Everything else is the same.
+    for response in (cli_response, tool_response):
+        for strategy in ("lexical_strategy", "vector_strategy"):
+            response["stats"].pop(strategy)
+    assert stable(cli_response) == stable(tool_response)
 
 
 def test_a_fusion_option_selects_its_mode_and_is_refused_by_another(db: Path, kbmcp: Any) -> None:

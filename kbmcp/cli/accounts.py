@@ -12,10 +12,11 @@ from typing import TypeVar
 import click
 
 from kbmcp.access import TOKEN_SCOPES, Principal
-from kbmcp.cli.common import echo_json, open_workspace, print_result
+from kbmcp.cli.common import echo_json, open_workspace, print_result, printable
 from kbmcp.service import tenants, tokens
 from kbmcp.service.tenants import KnowledgeBaseRecord
 from kbmcp.service.tokens import MAX_EXPIRY_DAYS, TokenInfo
+from kbmcp.wording import counted
 from kbmcp.workspace import Workspace
 
 T = TypeVar("T")
@@ -38,7 +39,7 @@ def tenant_create(ctx: click.Context, name: str, as_json: bool) -> None:
         ctx,
         as_json,
         lambda ws, admin: tenants.create_tenant(ws, admin, name),
-        lambda info: f"created tenant {info.name} ({info.tenant_id})",
+        lambda info: f"created tenant {printable(info.name)} ({info.tenant_id})",
     )
 
 
@@ -52,8 +53,9 @@ def tenant_list(ctx: click.Context, as_json: bool) -> None:
         as_json,
         tenants.list_tenants,
         lambda infos: [
-            f"{info.tenant_id}  {info.name}  {info.knowledge_base_count} knowledge bases, "
-            f"{info.active_token_count} active tokens"
+            f"{info.tenant_id}  {printable(info.name)}  "
+            f"{counted(info.knowledge_base_count, 'knowledge base')}, "
+            f"{counted(info.active_token_count, 'active token')}"
             for info in infos
         ],
     )
@@ -80,7 +82,10 @@ def kb_create(
         lambda ws, admin: tenants.create_knowledge_base(
             ws, admin, name, tenant=tenant_ref, description=description
         ),
-        lambda kb: f"created knowledge base {kb.name} ({kb.knowledge_base_id}) for {kb.owner}",
+        lambda kb: (
+            f"created knowledge base {printable(kb.name)} ({kb.knowledge_base_id}) "
+            f"for {printable(kb.owner)}"
+        ),
     )
 
 
@@ -92,8 +97,8 @@ def kb_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> None:
     """List knowledge bases with owner and the tenants they are shared with."""
 
     def line(kb: KnowledgeBaseRecord) -> str:
-        shared = f"  shared with {', '.join(kb.shared_with)}" if kb.shared_with else ""
-        return f"{kb.knowledge_base_id}  {kb.name}  owner {kb.owner}{shared}"
+        shared = f"  shared with {printable(', '.join(kb.shared_with))}" if kb.shared_with else ""
+        return f"{kb.knowledge_base_id}  {printable(kb.name)}  owner {printable(kb.owner)}{shared}"
 
     _admin(
         ctx,
@@ -138,8 +143,8 @@ def _change_share(
         as_json,
         lambda ws, admin: change(ws, admin, knowledge_base, tenant=tenant_ref),
         lambda info: (
-            f"{info.knowledge_base} ({info.knowledge_base_id}) "
-            f"{states[(share, info.changed)]} with {info.tenant}"
+            f"{printable(info.knowledge_base)} ({info.knowledge_base_id}) "
+            f"{states[(share, info.changed)]} with {printable(info.tenant)}"
         ),
     )
 
@@ -242,9 +247,9 @@ def _admin(
 
 def _token_line(info: TokenInfo) -> str:
     kbs = "all readable" if info.knowledge_base_ids is None else ",".join(info.knowledge_base_ids)
-    label = f" {info.name!r}" if info.name else ""
-    expires = f" expires {info.expires_at}" if info.expires_at else ""
+    expires = f"  expires {info.expires_at}" if info.expires_at else ""
+    label = f"  name {printable(info.name)}" if info.name else ""  # last: it may hold spaces
     return (
-        f"{info.token_id}{label}  tenant {info.tenant}  {info.status}  "
-        f"scopes {','.join(info.scopes)}  knowledge bases {kbs}{expires}"
+        f"{info.token_id}  tenant {printable(info.tenant)}  {info.status}  "
+        f"scopes {','.join(info.scopes)}  knowledge bases {kbs}{expires}{label}"
     )

@@ -8,6 +8,7 @@ import click
 
 from kbmcp.cli.common import echo_json, open_workspace
 from kbmcp.service.backup import backup as run_backup
+from kbmcp.wording import counted
 
 
 @click.command()
@@ -32,6 +33,7 @@ def backup(ctx: click.Context, destination: Path, force: bool, as_json: bool) ->
     else:
         click.echo(
             f"backed up {report.source} to {report.destination} "
-            f"({report.bytes / 1e6:.1f} MB, {report.pages} pages) in {report.seconds:.1f}s; "
+            f"({report.bytes / 1e6:.1f} MB, {counted(report.pages, 'page')}) "
+            f"in {report.seconds:.1f}s; "
             "integrity check ok"
         )

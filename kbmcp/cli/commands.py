@@ -9,11 +9,20 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kbmcp.cli.common import Utf8Path, echo_json, open_workspace, pairs_option, progress_bar
+from kbmcp.cli.common import (
+    Utf8Path,
+    echo_json,
+    open_workspace,
+    pairs_option,
+    printable,
+    progress_bar,
+)
+from kbmcp.cli.doctor_lines import doctor_lines
 from kbmcp.cli.ingest_options import ingest_options
 from kbmcp.cli.progress import file_progress
 from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
 from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
+from kbmcp.wording import counted
 
 if TYPE_CHECKING:
     from kbmcp.service.ingest import IngestOptions
@@ -90,8 +99,6 @@ def add(
 
 
 def _print_preview(preview: IngestPreview, as_json: bool) -> None:
-    from kbmcp.service.ingest_preview import counted
-
     if as_json:
         echo_json(
             {
@@ -103,9 +110,11 @@ def _print_preview(preview: IngestPreview, as_json: bool) -> None:
         )
     else:
         for file in preview.files:
-            click.echo(f"index  {file.path}  ({file.kind}, {counted(file.chunks, 'chunk')})")
+            click.echo(
+                f"index  {printable(file.path)}  ({file.kind}, {counted(file.chunks, 'chunk')})"
+            )
         for path, reason in preview.skipped:
-            click.echo(f"skip   {path}  ({reason})")
+            click.echo(f"skip   {printable(path)}  ({reason})")
         for error in preview.errors:
             click.echo(f"error: {error}", err=True)
         click.echo(preview.summary_line())
@@ -151,15 +160,15 @@ def ls(
         principal = workspace.local_principal()
         if not knowledge_bases and not all_documents:
             kbs = list_knowledge_bases(workspace, principal)
-            if as_json:
-                echo_json(kbs)
+            if as_json:  # the MCP tool's shape (and `ls KB --json`'s): an object, a named list
+                echo_json({"knowledge_bases": kbs})
                 return
             if not kbs:
                 click.echo("no knowledge bases yet: add some files with `kbmcp add PATH`")
             for kb in kbs:
                 click.echo(
-                    f"{kb.knowledge_base_id}  {kb.name}  "
-                    f"{kb.document_count} documents, {kb.chunk_count} chunks"
+                    f"{kb.knowledge_base_id}  {printable(kb.name)}  "
+                    f"{counted(kb.document_count, 'document')}, {counted(kb.chunk_count, 'chunk')}"
                 )
             return
         kb_ids = (
@@ -182,9 +191,10 @@ def ls(
         return
     for doc in page.documents:
         status = "" if doc.status == "published" else f"  [{doc.status}]"
+        # The title last: it may hold spaces, and every column before it is one word.
         click.echo(
-            f"{doc.document_id}  {doc.path}  {doc.title!r}  rev {doc.revision_number}  "
-            f"{doc.size_chars} chars  {doc.updated_at}{status}"
+            f"{doc.document_id}  {printable(doc.path)}  rev {doc.revision_number}  "
+            f"{counted(doc.size_chars, 'char')}  {doc.updated_at}{status}  {printable(doc.title)}"
         )
     if page.next_cursor:
         click.echo(f"more: --cursor {page.next_cursor}")
@@ -227,8 +237,8 @@ def read(
             offset=offset,
             limit_chars=limit_chars,
         )
-    if as_json:
-        echo_json(window)
+    if as_json:  # as the MCP tool's read result: led by its request_mode
+        echo_json({"request_mode": "read", **dataclasses.asdict(window)})
         return
     click.echo(window.content, nl=not window.content.endswith("\n"))
     if window.next_offset is not None:
@@ -252,7 +262,7 @@ def reembed(ctx: click.Context, as_json: bool) -> None:
         echo_json(result)
     else:
         click.echo(
-            f"re-embedded {result['chunks']} chunks with {result['model']['name']} "
+            f"re-embedded {counted(result['chunks'], 'chunk')} with {result['model']['name']} "
             f"in {result['seconds']:.1f}s"
         )
 
@@ -269,9 +279,8 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(report)
     else:
-        for key, value in report.items():
-            if key != "warnings":
-                click.echo(f"{key}: {value}")
+        for line in doctor_lines(report):
+            click.echo(line)
         for warning in report["warnings"]:
             click.echo(f"warning: {warning}", err=True)
     if not report["model"]["ok"]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import unicodedata
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -81,6 +82,29 @@ class Utf8Path(click.Path):
 
 
 UTF8_TEXT = Utf8Text()
+
+
+# Characters that would act on the terminal rather than show (escape sequences, carriage return,
+# bidirectional overrides) or break a one-item-per-line listing (line and paragraph separators).
+_ACTING_CATEGORIES = frozenset({"Cc", "Zl", "Zp"})
+_BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
+
+
+def printable(text: str) -> str:
+    """`text` for one line of a terminal: as it reads, without quotes (unlike repr), but with
+    control characters, line separators and bidirectional controls shown escaped (`\\x1b`,
+    `\\n`, `\\u202e`), so a document's title or path cannot move the cursor, recolour the
+    screen or fake another line."""
+    if text.isprintable():
+        return text
+    return "".join(
+        repr(ch)[1:-1]
+        if unicodedata.category(ch) in _ACTING_CATEGORIES or ch in _BIDI_CONTROLS
+        else ch
+        for ch in text
+    )
 
 
 def echo_json(value: Any) -> None:

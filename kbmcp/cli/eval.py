@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kbmcp.cli.common import echo_json, open_workspace, progress_bar
+from kbmcp.cli.common import echo_json, open_workspace, printable, progress_bar
 from kbmcp.config import MAX_RRF_K
 from kbmcp.ingest.chunker import ChunkingOptions
 from kbmcp.search.models import MAX_LIMIT, MODE_ALIASES, MODES
+from kbmcp.wording import counted
 
 if TYPE_CHECKING:
     from kbmcp.service.evaluate import EvalReport
@@ -49,8 +50,9 @@ def format_table(report: EvalReport) -> str:
 def _summary(report: EvalReport) -> str:
     how = "reused" if report.ingest.reused else "ingested"
     line = (
-        f"{report.dataset}: {report.documents} documents ({how} in knowledge base "
-        f"{report.knowledge_base!r}), {report.queries} queries with relevance judgements"
+        f"{report.dataset}: {counted(report.documents, 'document')} ({how} in knowledge base "
+        f"{printable(report.knowledge_base)}), {counted(report.queries, 'query')} with "
+        "relevance judgements"
     )
     if report.ingest.report is not None:
         line += f"\n{report.ingest.report.summary_line()}"

@@ -22,7 +22,7 @@ _OPTIONS = (
         default="default",
         show_default=True,
         type=UTF8_TEXT,
-        help="Knowledge base name (created if new).",
+        help="Knowledge base name or id (kb_...); a new name creates it.",
     ),
     click.option(
         "--include",

@@ -13,11 +13,12 @@ from typing import TypeVar
 import click
 
 from kbmcp.access import Principal
-from kbmcp.cli.common import UTF8_TEXT, open_workspace, pairs_option, print_result
+from kbmcp.cli.common import UTF8_TEXT, open_workspace, pairs_option, print_result, printable
 from kbmcp.errors import InvalidRequest
 from kbmcp.service import memories
 from kbmcp.service.memories import MemoryInfo
 from kbmcp.service.tenants import act_as_tenant
+from kbmcp.wording import counted
 from kbmcp.workspace import Workspace
 
 T = TypeVar("T")
@@ -85,7 +86,7 @@ def remember(
         lambda ws, who: memories.remember(
             ws, who, content, memory_store=store, tags=tag_map, source=source, memory_id=memory_id
         ),
-        lambda r: f"{r.outcome} {r.memory_id} in {r.memory_store} ({r.memory_store_id})",
+        lambda r: f"{r.outcome} {r.memory_id} in {printable(r.memory_store)} ({r.memory_store_id})",
         create=True,
     )
 
@@ -119,6 +120,7 @@ def memory() -> None:
     type=click.IntRange(1, memories.MAX_LIST),
     default=memories.DEFAULT_LIST,
     show_default=True,
+    help="Memories to list.",
 )
 @TENANT_OPTION
 @JSON_OPTION
@@ -164,7 +166,7 @@ def store_create(
         as_json,
         tenant_ref,
         lambda ws, who: memories.create_memory_store(ws, who, name, tags=tag_map),
-        lambda s: f"created memory store {s.name} ({s.memory_store_id})",
+        lambda s: f"created memory store {printable(s.name)} ({s.memory_store_id})",
         create=True,
     )
 
@@ -182,7 +184,7 @@ def store_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> Non
         memories.list_memory_stores,
         lambda stores: (
             [
-                f"{s.memory_store_id}  {s.name}  {s.memory_count} memories"
+                f"{s.memory_store_id}  {printable(s.name)}  {counted(s.memory_count, 'memory')}"
                 + (f"  tags {_tags_text(s.tags.items())}" if s.tags else "")
                 for s in stores
             ]
@@ -222,7 +224,7 @@ def _tag_map(tags: tuple[str, ...]) -> dict[str, str]:
 
 
 def _tags_text(pairs: Iterable[tuple[str, str]]) -> str:
-    return ",".join(f"{key}={value}" for key, value in pairs)
+    return printable(",".join(f"{key}={value}" for key, value in pairs))
 
 
 def _memory_line(item: MemoryInfo) -> str:
@@ -230,4 +232,7 @@ def _memory_line(item: MemoryInfo) -> str:
     preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
     status = "" if item.status == "published" else " [forgotten]"
     tags = f"  [{_tags_text(item.tags)}]" if item.tags else ""
-    return f"{item.memory_id}  {item.memory_store}  {item.updated_at}{status}{tags}  {preview}"
+    return (
+        f"{item.memory_id}  {printable(item.memory_store)}  {item.updated_at}{status}{tags}  "
+        f"{printable(preview)}"
+    )

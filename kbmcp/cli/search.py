@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
-from kbmcp.cli.common import UTF8_TEXT, echo_json, open_workspace, pairs_option
+from kbmcp.cli.common import UTF8_TEXT, echo_json, open_workspace, pairs_option, printable
 from kbmcp.config import MAX_RRF_K
 from kbmcp.search.models import (
     DEFAULT_ALPHA,
     DEFAULT_LIMIT,
     DEFAULT_MODE,
+    MAX_LIMIT,
     MODE_ALIASES,
     MODES,
     SearchFilters,
@@ -18,6 +21,7 @@ from kbmcp.search.models import (
 )
 from kbmcp.service.listing import resolve_knowledge_bases
 from kbmcp.service.memories import resolve_memory_stores
+from kbmcp.wording import counted
 
 
 @click.command()
@@ -45,7 +49,13 @@ from kbmcp.service.memories import resolve_memory_stores
 @click.option(
     "--min-similarity", type=float, default=None, help="Cosine floor for vector candidates."
 )
-@click.option("--limit", type=int, default=DEFAULT_LIMIT, show_default=True)
+@click.option(
+    "--limit",
+    type=int,
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    help=f"Results to return (at most {MAX_LIMIT}; more is clamped, as in the MCP tool).",
+)
 @click.option(
     "--kb", "kbs", multiple=True, type=UTF8_TEXT, metavar="ID_OR_NAME", help="Knowledge base."
 )
@@ -138,8 +148,8 @@ def search(
             recency_half_life_days=half_life,
         )
         response = run_search(workspace, principal, request)
-    if as_json:
-        echo_json(response)
+    if as_json:  # as the MCP tool's result: led by its request_mode
+        echo_json({"request_mode": "query", **dataclasses.asdict(response)})
     else:
         _print_readable(response)
 
@@ -156,16 +166,17 @@ def _print_readable(response: SearchResponse) -> None:
         return
     for rank, result in enumerate(response.results, start=1):
         lines = f"{result.citation.line_start}-{result.citation.line_end}"
-        title = "memory" if result.kind == "memory" else result.title
-        click.echo(f"{rank:>2}. {result.score:.4f}  {title}  {result.path}:{lines}")
+        title = "memory" if result.kind == "memory" else printable(result.title)
+        click.echo(f"{rank:>2}. {result.score:.4f}  {title}  {printable(result.path)}:{lines}")
         heading = " > ".join(result.heading_path)
         if heading:
-            click.echo(f"    § {heading}")
+            click.echo(f"    § {printable(heading)}")
         for line in result.excerpt.splitlines():
             if line.strip():
-                click.echo(f"    {line}")
+                click.echo(f"    {printable(line)}")
         click.echo(f"    [{result.chunk_id} {result.document_id}]")
     more = "; more results exist (raise --limit)" if stats.has_more else ""
     click.echo(
-        f"-- {stats.results} results, {response.mode}, {stats.elapsed_ms:.0f} ms{more}", err=True
+        f"-- {counted(stats.results, 'result')}, {response.mode}, {stats.elapsed_ms:.0f} ms{more}",
+        err=True,
     )

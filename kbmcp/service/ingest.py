@@ -32,7 +32,7 @@ import apsw
 from kbmcp.access import WRITE, Principal, readable_kb_ids
 from kbmcp.clock import now_iso
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
-from kbmcp.ids import check_id
+from kbmcp.ids import check_id, is_valid_id
 from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document, chunking_signature
 from kbmcp.ingest.parsing import ParsedDocument, parse_document
 from kbmcp.ingest.reader import read_source
@@ -50,6 +50,7 @@ from kbmcp.store import catalog as sql
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
 from kbmcp.store.connection import write_transaction
 from kbmcp.store.index import chunk_ids_of_revision, remove_from_index
+from kbmcp.wording import counted
 from kbmcp.workspace import Workspace, holding_lock
 
 # progress(files done, files total): a file is done when it is skipped, unchanged, or its
@@ -93,7 +94,7 @@ class IngestReport:
             f"{self.knowledge_base}: added {self.added}, updated {self.updated}, "
             f"unchanged {self.unchanged}, archived {self.archived}, "
             f"skipped {skipped}{f' ({reasons})' if reasons else ''}; "
-            f"{self.chunks_indexed} chunks indexed ({self.chunks_embedded} embedded) "
+            f"{counted(self.chunks_indexed, 'chunk')} indexed ({self.chunks_embedded} embedded) "
             f"in {self.seconds:.1f}s"
         )
 
@@ -309,7 +310,19 @@ def kb_name_of(name: str) -> str:
 
 
 def ensure_kb(conn: apsw.Connection, principal: Principal, name: str) -> KnowledgeBaseRef:
+    """The principal's knowledge base with this id (kb_...) or name; a new name creates one.
+    An id that is not one of the tenant's knowledge bases is `resource_unavailable`, whether it
+    exists elsewhere or not, never a new knowledge base named like it."""
     tenant = TenantRef(principal.tenant_id, principal.tenant_public_id)
+    if is_valid_id("knowledge_base", name):
+        found = sql.find_knowledge_base_by_id(conn, tenant, name)
+        if found is None:
+            raise ResourceUnavailable(
+                f"no knowledge base of this tenant has id {name} (`kbmcp ls` lists them; "
+                "another tenant's: --tenant)",
+                details={"argument": "knowledge_base", "value": name},
+            )
+        return found
     with write_transaction(conn):
         return sql.ensure_knowledge_base(conn, tenant, name)
 

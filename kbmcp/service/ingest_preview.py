@@ -11,6 +11,7 @@ from kbmcp.ingest.chunker import chunk_document
 from kbmcp.ingest.reader import read_source
 from kbmcp.ingest.walker import WalkReport, iter_source_files
 from kbmcp.service.ingest import IngestOptions, check_paths
+from kbmcp.wording import counted
 
 DEFAULT_OPTIONS = IngestOptions()
 
@@ -41,11 +42,6 @@ class IngestPreview:
             f"would index {counted(len(self.files), 'file')} ({counted(chunks, 'chunk')}), "
             f"skip {len(self.skipped)}{f' ({reasons})' if reasons else ''}"
         )
-
-
-def counted(number: int, noun: str) -> str:
-    """`1 file`, `2 files`."""
-    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def preview_paths(paths: Sequence[Path], options: IngestOptions = DEFAULT_OPTIONS) -> IngestPreview:

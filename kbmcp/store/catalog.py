@@ -10,6 +10,7 @@ import apsw
 
 from kbmcp.clock import now_iso
 from kbmcp.errors import InvalidRequest
+from kbmcp.ids import looks_like_id
 from kbmcp.store.id_key import id_key_of
 
 LOCAL_TENANT = "local"
@@ -35,6 +36,10 @@ ON CONFLICT (tenant_id, name) DO NOTHING
 # Either kind: knowledge bases and memory stores of a tenant share names (migration 6).
 SELECT_KB_BY_NAME = """
 SELECT id, public_id, kind FROM knowledge_base WHERE tenant_id = :tenant_id AND name = :name
+"""
+SELECT_KB_BY_PUBLIC_ID = """
+SELECT id, public_id, name, kind FROM knowledge_base
+WHERE tenant_id = :tenant_id AND public_id = :public_id
 """
 # Knowledge bases (not memory stores) named by public id (kb_...) or by name, with their owner,
 # across tenants.
@@ -185,6 +190,16 @@ def find_knowledge_base(
     return None if row is None else KnowledgeBaseRef(row[0], row[1], name, row[2])
 
 
+def find_knowledge_base_by_id(
+    conn: apsw.Connection, tenant: TenantRef, public_id: str
+) -> KnowledgeBaseRef | None:
+    """The tenant's knowledge base or memory store with this public id."""
+    row = conn.execute(
+        SELECT_KB_BY_PUBLIC_ID, {"tenant_id": tenant.id, "public_id": public_id}
+    ).fetchone()
+    return None if row is None else KnowledgeBaseRef(*row)
+
+
 def ensure_knowledge_base(
     conn: apsw.Connection,
     tenant: TenantRef,
@@ -198,6 +213,14 @@ def ensure_knowledge_base(
     if new. The name taken by the other kind is an `InvalidRequest` naming it."""
     found = find_knowledge_base(conn, tenant, name)
     if found is None:
+        if looks_like_id(name):
+            # `--kb kb_...` means an existing knowledge base: a new one named like an id would
+            # turn a mistyped or foreign id into a silently created, empty knowledge base.
+            raise InvalidRequest(
+                f"{name!r} looks like an id, not a name: no {KIND_NAME[kind]} of this tenant "
+                f"has that id; pick a name that is not shaped like an id to create one",
+                details={"argument": "name", "value": name},
+            )
         # Each kind's default name is kept for it, so neither default can be taken by the other.
         reserved = {DOCUMENTS: DEFAULT_MEMORY_STORE, MEMORIES: DEFAULT_KB}[kind]
         if name == reserved:

@@ -1,0 +1,115 @@
+"""`kbmcp doctor` as lines a person reads: the report's sections in words, never a Python repr.
+
+The report (kbmcp/service/admin.py `doctor`, also printed as is by `doctor --json`) is a dict
+of values and nested dicts. Known sections get a sentence each; a section added later still
+prints, as `label: key value, ...`, so nothing in the report is hidden from the text form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kbmcp.wording import counted
+
+# The order of `counts` in the contents line, with the noun each number counts.
+COUNTED = (
+    ("knowledge_bases", "knowledge base"),
+    ("documents", "document"),
+    ("archived_documents", "archived document"),
+    ("memory_stores", "memory store"),
+    ("memories", "memory"),
+    ("forgotten_memories", "forgotten memory"),
+    ("revisions", "revision"),
+    ("indexed_chunks", "indexed chunk"),
+)
+# Keys the sentences below consume.
+SHOWN = frozenset(
+    {
+        "kbmcp",
+        "python",
+        "platform",
+        "sqlite",
+        "apsw",
+        "sqlite_vec",
+        "mcp",
+        "db_path",
+        "schema_version",
+        "schema_latest",
+        "journal_mode",
+        "recorded_model",
+        "configured_embedder",
+        "counts",
+        "model",
+        "warnings",  # printed on stderr by the command
+    }
+)
+
+
+def doctor_lines(report: Mapping[str, Any]) -> list[str]:
+    lines = [
+        f"kbmcp {report['kbmcp']} on Python {report['python']} ({report['platform']})",
+        f"libraries: SQLite {report['sqlite']}, apsw {report['apsw']}, "
+        f"sqlite-vec {report['sqlite_vec']}, mcp {report['mcp']}",
+        f"database: {report['db_path']}",
+        f"schema: version {report['schema_version']} (latest {report['schema_latest']}), "
+        f"journal mode {report['journal_mode']}",
+        *_model_lines(report["model"], report.get("recorded_model")),
+        f"embedder setting: {report['configured_embedder']} (KBMCP_EMBEDDER)",
+        "contents: " + _contents(report["counts"]),
+    ]
+    for key, value in report.items():
+        if key not in SHOWN:
+            lines.append(f"{_label(key)}: {_words(value)}")
+    return lines
+
+
+def _model_lines(model: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> list[str]:
+    fingerprint = model.get("fingerprint")
+    if model["ok"]:
+        where = (
+            "the file has no vectors yet"
+            if recorded is None
+            else "the file's vectors were made with it"
+        )
+        return [
+            f"model: ok: {_fingerprint(fingerprint)}, loaded in {model['load_seconds']:.2f} s; "
+            + where
+        ]
+    lines = [f"model: NOT OK: {model.get('error', 'unusable')}"]
+    if fingerprint is not None:
+        lines.append(
+            f"  configured: {_fingerprint(fingerprint)}; recorded in the file: "
+            + ("none" if recorded is None else _fingerprint(recorded))
+        )
+    return lines
+
+
+def _fingerprint(fingerprint: Mapping[str, Any]) -> str:
+    return (
+        f"{fingerprint['name']} (dimension {fingerprint['dimension']}, "
+        f"version {fingerprint['version']})"
+    )
+
+
+def _contents(counts: Mapping[str, int]) -> str:
+    known = [counted(counts[key], noun) for key, noun in COUNTED if key in counts]
+    others = [f"{_label(key)} {value}" for key, value in counts.items() if key not in dict(COUNTED)]
+    return ", ".join(known + others)
+
+
+def _label(key: str) -> str:
+    return key.replace("_", " ")
+
+
+def _words(value: Any) -> str:
+    """A report value in words: `origin random, notes none`, `yes`, `a, b`."""
+    if isinstance(value, Mapping):
+        return ", ".join(f"{_label(str(key))} {_words(item)}" for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(_words(item) for item in value) if value else "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "none"
+    return str(value)
