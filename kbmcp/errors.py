@@ -62,3 +62,9 @@ class ReadOnly(KbError):
     """The file is open read-only (read-only mount, no write permission): writes are refused."""
 
     code = "read_only"
+
+
+class DiskFull(KbError):
+    """No space left for a write: it was rolled back whole, nothing stored before is lost."""
+
+    code = "disk_full"

@@ -77,17 +77,37 @@ def test_upgrade_keeps_rows_written_by_an_older_version(tmp_path: Path) -> None:
 def test_a_failing_migration_is_rolled_back_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An upgrade applies every pending migration or none: the file keeps its old version."""
+    path = tmp_path / "old.db"
+    conn = open_connection(path, apply_migrations=False)
+    migrations.migrate(conn, target=1)
+    conn.close()
+    first = all_migrations()[0]
+    fine = Migration(2, "fine", "CREATE TABLE fine_step (x);")
+    broken = Migration(3, "broken", "CREATE TABLE half_done (x); SELECT no_such_function();")
+    monkeypatch.setattr(migrations, "all_migrations", lambda: [first, fine, broken])
+    with pytest.raises(apsw.SQLError):
+        open_connection(path)
+    monkeypatch.undo()
+    conn = open_connection(path, apply_migrations=False)
+    assert current_version(conn) == 1
+    tables = {row[1] for row in schema(conn)}
+    assert not {"fine_step", "half_done"} & tables and "tenant" in tables
+    conn.close()
+
+
+def test_a_new_file_whose_migrations_fail_is_not_left_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Created and migrated in one transaction: complete or absent (no empty or half-migrated
+    file that every later command would trip on)."""
     first = all_migrations()[0]
     broken = Migration(2, "broken", "CREATE TABLE half_done (x); SELECT no_such_function();")
     monkeypatch.setattr(migrations, "all_migrations", lambda: [first, broken])
+    folder = tmp_path / "new"
     with pytest.raises(apsw.SQLError):
-        open_connection(tmp_path / "broken.db")
-    monkeypatch.undo()
-    conn = open_connection(tmp_path / "broken.db", apply_migrations=False)
-    assert current_version(conn) == 1
-    tables = {row[1] for row in schema(conn)}
-    assert "half_done" not in tables and "tenant" in tables
-    conn.close()
+        open_connection(folder / "kb.db")
+    assert list(folder.iterdir()) == []
 
 
 def test_a_newer_schema_is_a_clear_store_error(tmp_path: Path) -> None:

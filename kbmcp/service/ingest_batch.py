@@ -28,6 +28,7 @@ from kbmcp.ingest.parsing import ParsedDocument
 from kbmcp.store import catalog as sql
 from kbmcp.store.catalog import KnowledgeBaseRef, dump_json
 from kbmcp.store.connection import write_transaction
+from kbmcp.store.disk_full import is_disk_full
 from kbmcp.store.id_key import id_key_of
 from kbmcp.store.index import IndexRow, add_to_index, chunk_ids_of_revision, remove_from_index
 from kbmcp.store.vectors import check_model, drop_stored_vectors, store_vectors, to_blob
@@ -213,6 +214,8 @@ class IngestBatch:
         except DATABASE_ERRORS:
             raise
         except Exception as error:
+            if is_disk_full(error):  # sqlite-vec's full disk is a plain SQLError
+                raise
             self._fail(document, error)
             return None
 

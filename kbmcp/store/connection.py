@@ -24,9 +24,11 @@ from urllib.parse import quote
 import apsw
 
 from kbmcp.errors import ReadOnly, StoreError
+from kbmcp.store.disk_full import disk_full_error, is_disk_full
 from kbmcp.store.files import create_private_file, make_private_folder
 from kbmcp.store.id_key import ensure_id_key
 from kbmcp.store.migrations import current_version, latest_version, migrate
+from kbmcp.store.schema_check import schema_mismatch
 
 BUSY_TIMEOUT_MS = 10_000
 MMAP_BYTES = 1 << 30
@@ -65,12 +67,36 @@ def open_connection(
                 "--db / KBMCP_DB at an existing file",
                 details={"path": str(db_path)},
             )
-        _create_file(db_path)
+        created = _create_file(db_path)
+    else:
+        created = False
     read_only = db_path.exists() and not is_writable(db_path)
-    conn = _connect(db_path, read_only)
-    return _prepare(
-        conn, db_path, read_only=read_only, create=create, apply_migrations=apply_migrations
-    )
+    try:
+        conn = _connect(db_path, read_only)
+        return _prepare(
+            conn, db_path, read_only=read_only, create=create, apply_migrations=apply_migrations
+        )
+    except BaseException:
+        if created:
+            _remove_unfinished(db_path)
+        raise
+
+
+def _remove_unfinished(db_path: Path) -> None:
+    """Remove a file this call created and could not make a knowledge base (a full disk during
+    the migrations): "complete or absent". Only while it is still empty: another process that
+    opened the new file meanwhile and finished it keeps it."""
+    try:
+        probe = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
+        try:
+            empty = probe.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0] == 0
+        finally:
+            probe.close()
+    except apsw.Error:
+        return
+    if empty:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db_path}{suffix}").unlink(missing_ok=True)
 
 
 def is_writable(db_path: Path) -> bool:
@@ -86,9 +112,10 @@ def is_writable(db_path: Path) -> bool:
     return os.access(db_path, os.W_OK) and os.access(db_path.parent, os.W_OK)
 
 
-def _create_file(db_path: Path) -> None:
+def _create_file(db_path: Path) -> bool:
     """An empty, private (0600) file, in private folders if they are missing: SQLite gives its
-    -wal and -shm files the same mode (kbmcp/store/files.py)."""
+    -wal and -shm files the same mode (kbmcp/store/files.py). False if another process created
+    the file first."""
     try:
         make_private_folder(db_path.parent)
     except OSError as exc:
@@ -97,7 +124,7 @@ def _create_file(db_path: Path) -> None:
             f"{exc.strerror or exc}"
         ) from None
     try:
-        create_private_file(db_path)
+        return create_private_file(db_path)
     except OSError as exc:
         raise StoreError(
             f"cannot create database file {db_path}: {exc.strerror or exc}",
@@ -156,23 +183,32 @@ def _prepare(
                 f"{db_path} is an empty, read-only file: kbmcp cannot make it a knowledge base",
                 details={"path": str(db_path)},
             )
+        if apply_migrations:
+            # Before anything is written: a newer or inconsistent schema is refused untouched.
+            _check_version(conn, db_path, read_only=read_only)
         if not read_only:
             # Only now, once the file is known to be ours: switching to WAL writes to the file.
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
-        if apply_migrations:
-            _check_version(conn, db_path, read_only=read_only)
-            migrate(conn)
-            if not read_only:
-                ensure_id_key(conn)
+        if apply_migrations and not read_only:
+            # A new file gets its tables and its id key in one transaction: whole or empty.
+            migrate(conn, finish=ensure_id_key)
+            ensure_id_key(conn)  # a file migrated before it had a key (one read otherwise)
     except apsw.NotADBError:
         conn.close()
         raise StoreError(f"{db_path} is not a kbmcp database (not an SQLite file)") from None
     except apsw.CorruptError as exc:
         conn.close()
         raise StoreError(f"{db_path} is damaged ({exc}); restore it from a backup") from None
+    except Exception as exc:
+        if not is_disk_full(exc):
+            conn.close()
+            raise
+        error = disk_full_error(conn, exc)
+        conn.close()
+        raise error from None
     except BaseException:
         conn.close()
         raise
@@ -218,6 +254,14 @@ def _check_version(conn: apsw.Connection, db_path: Path, *, read_only: bool) -> 
             f"{db_path} has schema version {version}, newer than this kbmcp "
             f"understands ({latest_version()}); upgrade kbmcp"
         )
+    mismatch = schema_mismatch(conn, version)
+    if mismatch is not None:
+        raise StoreError(
+            f"{db_path} says it has schema version {version}, but its tables do not match that "
+            f"version ({mismatch.describe()}): it was changed outside kbmcp; kbmcp does not "
+            "migrate it. Restore it from a backup, or rebuild it with `kbmcp add` into a new file",
+            details={"path": str(db_path), "schema_version": version},
+        )
     if read_only and version < latest_version():
         raise ReadOnly(
             f"{db_path} has schema version {version} and this kbmcp needs "
@@ -249,9 +293,11 @@ def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     try:
         yield conn
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException as exc:
         # SQLite rolls back by itself after some errors (a full disk, an I/O error); rolling back
         # again would replace the real error with "no transaction is active".
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        if is_disk_full(exc):
+            raise disk_full_error(conn, exc) from None
         raise

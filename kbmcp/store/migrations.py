@@ -1,13 +1,15 @@
 """Versioned schema migrations.
 
-Migrations are the numbered `sql/NNN_name.sql` files, applied in order, each in its own transaction
-together with the `PRAGMA user_version` bump that records it. A fresh file and an upgraded file pass
-through the same steps, so they end in the same schema (tests/test_migrations.py checks it).
+Migrations are the numbered `sql/NNN_name.sql` files, applied in order, all pending ones in one
+transaction together with the `PRAGMA user_version` bumps that record them. A fresh file and an
+upgraded file pass through the same steps, so they end in the same schema
+(tests/test_migrations.py checks it).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -46,24 +48,32 @@ def current_version(conn: apsw.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def migrate(conn: apsw.Connection, *, target: int | None = None) -> list[int]:
-    """Apply the pending migrations up to `target` (default: all). Returns the versions applied."""
+def migrate(
+    conn: apsw.Connection,
+    *,
+    target: int | None = None,
+    finish: Callable[[apsw.Connection], None] | None = None,
+) -> list[int]:
+    """Apply the pending migrations up to `target` (default: all) in ONE transaction, then
+    `finish` (the id key of a new file) in the same one: a new file is created whole or stays
+    empty, an upgrade happens whole or not at all (a full disk half-way leaves the old version).
+    Returns the versions applied."""
     migrations = all_migrations()
     goal = len(migrations) if target is None else target
-    applied = []
-    for migration in migrations[current_version(conn) : goal]:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Re-check under the write lock: another process may have migrated meanwhile.
-            if current_version(conn) >= migration.version:
-                conn.execute("ROLLBACK")
-                continue
+    if current_version(conn) >= goal:
+        return []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Re-read under the write lock: another process may have migrated meanwhile.
+        pending = migrations[current_version(conn) : goal]
+        for migration in pending:
             conn.execute(migration.sql)
             conn.execute(f"PRAGMA user_version = {migration.version}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        applied.append(migration.version)
-    return applied
+        if pending and finish is not None:
+            finish(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return [migration.version for migration in pending]
