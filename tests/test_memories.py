@@ -474,6 +474,7 @@ ERRORS = {
     "empty_content": ("remember", {"content": "  "}),
     "content_not_text": ("remember", {"content": 42}),
     "unknown_store": ("remember", {"content": FACT, "memory_store_id": "mst_0000000000000000"}),
+    "store_by_name": ("remember", {"content": FACT, "memory_store_id": "memories"}),
     "bad_tags": ("remember", {"content": FACT, "tags": {"topic": 3}}),
     "forget_unknown": ("forget", {"memory_id": "mem_0000000000000000"}),
     "forget_malformed": ("forget", {"memory_id": "doc_0000000000000000"}),
@@ -601,6 +602,19 @@ async def test_memories_are_private_to_their_tenant(
     async with connect_with_token(url, secrets["acme"]) as acme:
         hits = await search(acme, query="deploy key rotates", include_documents=False)
         assert kinds(hits) == [("memory", mine["memory_id"])]
+
+
+async def test_remember_takes_a_store_id_as_its_schema_says(db: Path, client: Client) -> None:
+    """memory_store_id is an id (mst_...), never a name: a name, even of an existing store, is
+    invalid_request naming the argument (the CLI's --store resolves names itself)."""
+    ops = make_store(db, "ops")
+    await ok(client, "remember", content=QUOKKA)  # the default store 'memories' exists now
+    for name in ("ops", "memories"):
+        body = await call(client, "remember", content=FACT, memory_store_id=name)
+        assert body["error"]["code"] == "invalid_request", body
+        assert body["error"]["details"]["argument"] == "memory_store_id"
+    stored = await ok(client, "remember", content=FACT, memory_store_id=ops)
+    assert (stored["memory_store"], stored["outcome"]) == ("ops", "created")
 
 
 async def test_a_write_only_token_learns_nothing_of_what_is_stored(db: Path) -> None:

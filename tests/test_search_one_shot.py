@@ -56,10 +56,10 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workspace, 
         ingest(server, write_adversarial_corpus(root))
         ingest(server, write_small_corpus(root), kb="handbook")
         owner = server.local_principal()
-        memories.create_memory_store(server, owner, "team", tags={"team": "search"})
+        team = memories.create_memory_store(server, owner, "team", tags={"team": "search"})
         for index, text in enumerate(MEMORIES):
-            store = "team" if index % 2 else None
-            memories.remember(server, owner, text, memory_store=store)
+            store = team.memory_store_id if index % 2 else None
+            memories.remember(server, owner, text, memory_store_id=store)
         with Workspace(settings, embedder=HashingEmbedder()) as one_shot:
             yield server, one_shot
 

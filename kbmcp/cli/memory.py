@@ -84,7 +84,14 @@ def remember(
         as_json,
         tenant_ref,
         lambda ws, who: memories.remember(
-            ws, who, content, memory_store=store, tags=tag_map, source=source, memory_id=memory_id
+            ws,
+            who,
+            content,
+            # --store takes a name or an id; the service takes ids only, as the MCP tool does.
+            memory_store_id=memories.resolve_memory_stores(ws, who, [store])[0] if store else None,
+            tags=tag_map,
+            source=source,
+            memory_id=memory_id,
         ),
         lambda r: f"{r.outcome} {r.memory_id} in {printable(r.memory_store)} ({r.memory_store_id})",
         create=True,

@@ -370,7 +370,7 @@ class KbTools:
                 self.workspace,
                 self.principal(),
                 content,
-                memory_store=memory_store_id,
+                memory_store_id=memory_store_id,
                 tags=tags,
                 source=source,
                 memory_id=memory_id,

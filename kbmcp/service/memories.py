@@ -214,15 +214,17 @@ def remember(
     principal: Principal,
     content: Any,
     *,
-    memory_store: str | None = None,
+    memory_store_id: Any = None,
     tags: Mapping[str, str] | None = None,
     source: str | None = None,
     memory_id: Any = None,
 ) -> RememberResult:
-    """Store `content` as a memory in `memory_store` (a store id, or for the CLI a store name;
-    default: the tenant's 'memories' store, created on first use). The same content in the same
-    store is the same memory: its id is returned (outcome 'existing', or 'restored' when it had
-    been forgotten), the given tags are added to its own, and nothing is duplicated.
+    """Store `content` as a memory in the store `memory_store_id` (default: the tenant's
+    'memories' store, created on first use). It is an id (mst_...), as the tool's schema says: a
+    name is `invalid_request` (the CLI resolves names first, `resolve_memory_stores`). The same
+    content in the same store is the same memory: its id is returned (outcome 'existing', or
+    'restored' when it had been forgotten), the given tags are added to its own, and nothing is
+    duplicated.
 
     With `memory_id`, that memory's content is replaced instead (outcome 'revised'): a new
     immutable revision under the same id, in its own store; older revisions stay readable.
@@ -241,7 +243,12 @@ def remember(
     given_tags = check_tags(tags, "tags") if tags is not None else {}
     given_source = _source(source)
     revised = None if memory_id is None else check_id("memory", memory_id, argument="memory_id")
-    if revised is not None and memory_store is not None:
+    store_id = (
+        None
+        if memory_store_id is None
+        else check_id("memory_store", memory_store_id, argument="memory_store_id")
+    )
+    if revised is not None and store_id is not None:
         raise InvalidRequest(
             "memory_store_id: a revised memory stays in its store; pass memory_id alone",
             details={"argument": "memory_store_id"},
@@ -252,7 +259,7 @@ def remember(
     with workspace.lock:
         conn = workspace.conn
         if revised is None:
-            store = _store_for_write(conn, principal, memory_store)
+            store = _store_for_write(conn, principal, store_id)
             target = None
         else:
             store, target = _memory_to_revise(conn, principal, revised)
@@ -524,13 +531,18 @@ def _existing_store(
 
 
 def _store_for_write(
-    conn: apsw.Connection, principal: Principal, ref: str | None
+    conn: apsw.Connection, principal: Principal, store_id: str | None
 ) -> KnowledgeBaseRef:
-    """The store a memory goes to: the one named, or the default store (created if new)."""
-    if ref is not None:
-        if isinstance(ref, str) and ref.strip().startswith("mst_"):
-            check_id("memory_store", ref, argument="memory_store_id")
-        return _existing_store(conn, principal, ref)
+    """The store a memory goes to: the tenant's store with this id (mst_..., checked), or the
+    default store (created if new)."""
+    if store_id is not None:
+        found = [store for store in _store_refs(conn, principal) if store.public_id == store_id]
+        if not found:
+            raise ResourceUnavailable(
+                f"memory_store_id: no memory store {store_id} of this tenant",
+                details={"argument": "memory_store_id", "value": store_id},
+            )
+        return found[0]
     with write_transaction(conn):
         return ensure_knowledge_base(conn, _tenant(principal), DEFAULT_STORE, kind=MEMORIES)
 
