@@ -30,9 +30,16 @@ class Settings:
     embedder: str = DEFAULT_EMBEDDER
     rrf_k: int = DEFAULT_RRF_K
     recency_half_life_days: float = DEFAULT_RECENCY_HALF_LIFE_DAYS
+    # The file is frozen: read it without locking (`--immutable` / KBMCP_IMMUTABLE=1;
+    # docs/operations.md, read-only files).
+    immutable: bool = False
 
     def with_db(self, db_path: Path | str | None) -> Settings:
         return self if db_path is None else replace(self, db_path=Path(db_path).expanduser())
+
+    def with_immutable(self, immutable: bool) -> Settings:
+        """`--immutable` turns it on; without the flag KBMCP_IMMUTABLE decides."""
+        return replace(self, immutable=True) if immutable else self
 
 
 def default_db_path() -> Path:
@@ -59,7 +66,17 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         embedder=embedder,
         rrf_k=rrf_k,
         recency_half_life_days=_half_life(env),
+        immutable=_flag(env, "KBMCP_IMMUTABLE"),
     )
+
+
+def _flag(env: os._Environ[str] | dict[str, str], name: str) -> bool:
+    text = env.get(name, "").strip().lower()
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    if text in ("1", "true", "yes", "on"):
+        return True
+    raise InvalidRequest(f"{name}={text!r} must be 1 or 0 (true or false)")
 
 
 def _half_life(env: os._Environ[str] | dict[str, str]) -> float:

@@ -66,7 +66,9 @@ class Workspace:
         self._leases: list[_Lease] = []
         self._leases_lock = threading.Lock()
         # The first connection creates and migrates the file; the others only open it.
-        self._local.conn = self._register(open_connection(settings.db_path, create=create))
+        self._local.conn = self._register(
+            open_connection(settings.db_path, create=create, immutable=settings.immutable)
+        )
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         # The process's writer lock: service functions that write hold it while they use the
@@ -79,7 +81,12 @@ class Workspace:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._take_over() or self._register(
-                open_connection(self.settings.db_path, create=False, apply_migrations=False)
+                open_connection(
+                    self.settings.db_path,
+                    create=False,
+                    apply_migrations=False,
+                    immutable=self.settings.immutable,
+                )
             )
             self._local.conn = conn
         return conn

@@ -15,8 +15,8 @@ import pytest
 
 from kbmcp.server.host_check import is_loopback_name, loopback_host, loopback_origin
 from tests.access_support import make_token
-from tests.http_process import HttpProcess
 from tests.mcp_support import build_corpus, rpc_line
+from tests.server_process import HttpProcess
 
 HOSTS = ["127.0.0.1", "127.0.0.2", "127.1.2.3", "LOCALHOST", "0:0:0:0:0:0:0:1", "::1"]
 INITIALIZE = rpc_line(

@@ -9,16 +9,12 @@ hundreds of requests see hundreds of thread expiries in seconds.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import queue
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -27,9 +23,9 @@ from mcp import Client
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
-from tests.http_process import HttpProcess
-from tests.mcp_support import REPO_ROOT, payload, rpc_line, subprocess_env
+from tests.mcp_support import payload
 from tests.search_corpus import ingest, write_small_corpus
+from tests.server_process import HttpProcess, StdioProcess
 
 BURSTS = 60
 HTTP_BURSTS = 30  # an HTTP call costs ~3x a stdio one
@@ -94,52 +90,10 @@ def test_thread_churn_reuses_the_connections_of_ended_threads(
     assert len(set(counts[WARM_UP_BURSTS - 1 :])) == 1, counts
 
 
-class ChurningStdio:
-    """`kbmcp serve` over stdio with fast worker expiry, driven with raw JSON-RPC lines."""
-
-    def __init__(self, db: Path) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", FAST_EXPIRY, "--db", str(db), "serve"],
-            env=subprocess_env(db),
-            cwd=REPO_ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        self.replies: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        self.next_id = 1
-        initialize = {"protocolVersion": "2025-06-18", "capabilities": {},
-                      "clientInfo": {"name": "churn", "version": "0"}}  # fmt: skip
-        self.exchange([("initialize", initialize)])
-        self._send(rpc_line(None, "notifications/initialized"))
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.replies.put(line)
-
-    def _send(self, line: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(line)
-        self.process.stdin.flush()
-
-    def exchange(self, calls: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
-        """Send every call at once, then wait for all replies."""
-        for method, params in calls:
-            self._send(rpc_line(self.next_id, method, params))
-            self.next_id += 1
-        return [json.loads(self.replies.get(timeout=60)) for _ in calls]
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait()
-
-
 @pytest.fixture
-def churning_stdio(corpus_db: Path) -> Iterator[ChurningStdio]:
-    server = ChurningStdio(corpus_db)
+def churning_stdio(corpus_db: Path) -> Iterator[StdioProcess]:
+    command = [sys.executable, "-c", FAST_EXPIRY, "--db", str(corpus_db), "serve"]
+    server = StdioProcess(corpus_db, command)
     try:
         yield server
     finally:
@@ -147,7 +101,7 @@ def churning_stdio(corpus_db: Path) -> Iterator[ChurningStdio]:
 
 
 def test_stdio_server_descriptors_stay_flat_across_worker_expiry(
-    churning_stdio: ChurningStdio, corpus_db: Path
+    churning_stdio: StdioProcess, corpus_db: Path
 ) -> None:
     pid = churning_stdio.process.pid
     counts = []

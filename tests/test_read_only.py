@@ -21,11 +21,13 @@ import pytest
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import ReadOnly, StoreError
+from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.store import migrations
 from kbmcp.store.connection import open_connection, write_transaction
 from kbmcp.workspace import Workspace
 from tests.cli_support import assert_one_line_error
 from tests.mcp_support import REPO_ROOT, HttpServer, connect, payload, subprocess_env
+from tests.server_process import StdioProcess
 
 READING_COMMANDS: list[tuple[str, ...]] = [
     ("ls",),
@@ -216,15 +218,21 @@ def _can_mount_read_only() -> bool:
 
 
 @pytest.mark.skipif(not _can_mount_read_only(), reason="needs mount namespaces (root)")
-def test_a_wal_file_on_a_read_only_mount_is_searched(read_only_db: Path, tmp_path: Path) -> None:
-    """The hard case: a WAL-mode file on a read-only file system, where SQLite cannot create the
-    `-shm` file a WAL reader needs. Runs in a private mount namespace (nothing leaks out)."""
+def test_a_frozen_wal_file_on_a_read_only_mount_needs_immutable(
+    read_only_db: Path, tmp_path: Path
+) -> None:
+    """A WAL-mode file on a read-only file system, without the `-shm` file a WAL reader needs
+    (nobody has it open) and no way to create it. Read with locking it is refused, naming the
+    ways out; `--immutable` (the user's promise that nobody writes it) reads it. Runs in a
+    private mount namespace (nothing leaks out)."""
     mount_point = tmp_path / "ro-mount"
     mount_point.mkdir()
+    kbmcp = f"{sys.executable} -m kbmcp --db {mount_point}/kb.db"
     script = (
         f"mount -t tmpfs none {mount_point} && cp {read_only_db} {mount_point}/kb.db && "
         f"mount -o remount,ro {mount_point} && "
-        f"{sys.executable} -m kbmcp --db {mount_point}/kb.db search herons --json"
+        f"{{ {kbmcp} search herons --json; echo exit=$?; }} && "
+        f"{kbmcp} --immutable search herons --json"
     )
     run = subprocess.run(
         ["unshare", "-m", "sh", "-c", script],
@@ -235,7 +243,30 @@ def test_a_wal_file_on_a_read_only_mount_is_searched(read_only_db: Path, tmp_pat
         timeout=60,
     )
     assert run.returncode == 0, run.stderr
+    refused = run.stderr.splitlines()
+    assert len(refused) == 1 and refused[0].startswith("error: cannot read "), run.stderr
+    assert "-shm file is missing" in refused[0] and "--immutable" in refused[0]
+    assert "exit=1" in run.stdout
     assert '"path": "herons.md"' in run.stdout
+
+
+def test_immutable_refuses_a_file_with_changes_still_in_its_wal(tmp_path: Path) -> None:
+    db = tmp_path / "kb.db"
+    writer = open_connection(db)  # open: its last commits are in kb.db-wal
+    try:
+        writer.execute("INSERT INTO tenant (public_id, name, created_at) VALUES ('t', 'x', '0')")
+        with pytest.raises(StoreError, match="holds changes not yet in the file"):
+            open_connection(db, create=False, immutable=True)
+    finally:
+        writer.close()
+    frozen = open_connection(db, create=False, immutable=True)  # closed: folded into the file
+    try:
+        assert frozen.readonly("main")
+        assert frozen.execute("SELECT name FROM tenant WHERE public_id = 't'").fetchall() == [
+            ("x",)
+        ]
+    finally:
+        frozen.close()
 
 
 def test_a_read_only_knowledge_base_without_a_model_is_searched_without_vectors(
@@ -256,3 +287,105 @@ def test_a_read_only_knowledge_base_without_a_model_is_searched_without_vectors(
         assert digest(db) == before
     finally:
         db.chmod(stat.S_IRUSR | stat.S_IWUSR)
+
+
+# ------------------------------------------------------- a live file behind a read-only mount
+
+
+def serve_through_read_only_mount(live: Path, mount_point: Path) -> StdioProcess:
+    """`kbmcp serve` (stdio) reading live/kb.db through a read-only bind mount of `live`, as a
+    container does with `-v /srv/kb:/kb:ro`, in a private mount namespace."""
+    mount_point.mkdir()
+    db = mount_point / "kb.db"
+    script = (
+        f"mount --bind {live} {mount_point} && mount -o remount,ro,bind {mount_point} && "
+        f"exec {sys.executable} -m kbmcp --db {db} serve"
+    )
+    return StdioProcess(db, ["unshare", "-m", "sh", "-c", script])
+
+
+def found_paths(server: StdioProcess, query: str) -> list[str]:
+    result = server.call_tool("search_knowledge", {"query": query, "mode": "lexical"})
+    assert "error" not in result, result
+    return [hit["path"] for hit in result["results"]]
+
+
+@pytest.fixture
+def live_folder(corpus: Path, tmp_path: Path) -> Path:
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) for a private mount namespace")
+    probe = subprocess.run(
+        ["unshare", "-m", "sh", "-c", f"mount --bind {tmp_path} {tmp_path}"],
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a bind mount here: {probe.stderr.strip()}")
+    live = tmp_path / "live"
+    settings = Settings(db_path=live / "kb.db", embedder="hash")
+    with Workspace(settings, embedder=HashingEmbedder()) as ws:
+        add_paths(ws, ws.local_principal(), [corpus], IngestOptions(knowledge_base="default"))
+    return live
+
+
+def test_a_server_on_a_read_only_mount_sees_the_hosts_writes(
+    live_folder: Path, tmp_path: Path
+) -> None:
+    """The host keeps the file open (so its -shm exists) and writes through its own path; the
+    server behind the read-only mount answers from what the host commits, across checkpoints
+    and the host closing and reopening the file (before: opened immutable, it saw nothing new
+    and then read "database disk image is malformed")."""
+    settings = Settings(db_path=live_folder / "kb.db", embedder="hash")
+    host = Workspace(settings, embedder=HashingEmbedder())
+    server = serve_through_read_only_mount(live_folder, tmp_path / "ro")
+    try:
+        assert found_paths(server, "herons") == ["herons.md"]
+        assert found_paths(server, "kestrels") == []
+        news = tmp_path / "news"
+        news.mkdir()
+        (news / "kestrels.md").write_text("# Kestrels\n\nKestrels hover before they dive.\n")
+        add_paths(host, host.local_principal(), [news], IngestOptions(knowledge_base="default"))
+        assert found_paths(server, "kestrels") == ["kestrels.md"]
+
+        host.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # pages move into the file
+        host.close()  # the host lets go; the server's open -shm keeps the WAL in place
+        host = Workspace(settings, embedder=HashingEmbedder())
+        many = tmp_path / "many"
+        many.mkdir()
+        for number in range(60):
+            (many / f"owl{number:02}.md").write_text(f"# Owl {number}\n\nOwls {number} hunt.\n")
+        add_paths(host, host.local_principal(), [many], IngestOptions(knowledge_base="default"))
+        host.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        assert len(found_paths(server, "owls")) == 10  # the default limit: all are there
+        assert found_paths(server, "kestrels") == ["kestrels.md"]
+        assert "malformed" not in server.stderr
+    finally:
+        server.stop()
+        host.close()
+
+
+def test_a_server_on_a_read_only_mount_without_the_shm_is_refused_clearly(
+    live_folder: Path, tmp_path: Path
+) -> None:
+    """Nobody on the host has the file open: no -shm, and the mount cannot create one. The
+    server stops at start with one line (before: it served the file as immutable, stale or
+    corrupt as soon as the host wrote)."""
+    mount_point = tmp_path / "ro"
+    mount_point.mkdir()
+    script = (
+        f"mount --bind {live_folder} {mount_point} && mount -o remount,ro,bind {mount_point} && "
+        f"exec {sys.executable} -m kbmcp --db {mount_point}/kb.db serve"
+    )
+    run = subprocess.run(
+        ["unshare", "-m", "sh", "-c", script],
+        env=subprocess_env(mount_point / "kb.db"),
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 1
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and "-shm file is missing" in lines[0], run.stderr
+    assert "--immutable" in lines[0] and "keep a process there that has it open" in lines[0]

@@ -28,9 +28,15 @@ from kbmcp.errors import KbError
     default=None,
     help="The knowledge-base file (default: $KBMCP_DB, else the user data dir).",
 )
+@click.option(
+    "--immutable",
+    is_flag=True,
+    help="The file is frozen (nobody writes it while kbmcp runs): read it without locking, "
+    "e.g. a shipped WAL-mode file on a read-only medium (also $KBMCP_IMMUTABLE=1).",
+)
 @click.version_option(__version__, prog_name="kbmcp")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None) -> None:
+def cli(ctx: click.Context, db: str | None, immutable: bool) -> None:
     """kbmcp: a local-first knowledge base for AI agents, in one SQLite file, served over MCP.
 
     \b
@@ -42,7 +48,7 @@ def cli(ctx: click.Context, db: str | None) -> None:
       kbmcp watch ./docs --kb handbook    # keep a knowledge base in step with a folder
       kbmcp backup ~/kbmcp-backup.db      # a consistent copy, safe while in use
     """
-    ctx.obj = {"db": db}
+    ctx.obj = {"db": db, "immutable": immutable}
 
 
 for command in (

@@ -31,7 +31,8 @@ def open_workspace(
     """The workspace of the command's --db / KBMCP_DB file. Only commands that write documents
     pass create=True: a mistyped path for `ls` or `search` is an error, not a new empty file.
     Only commands that run many queries (`serve`, `eval`) pass long_lived=True (see Workspace)."""
-    settings = load_settings().with_db(ctx.find_root().obj.get("db"))
+    root = ctx.find_root().obj
+    settings = load_settings().with_db(root.get("db")).with_immutable(root.get("immutable", False))
     workspace = Workspace(settings, create=create, long_lived=long_lived)
     try:
         yield workspace

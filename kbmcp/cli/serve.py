@@ -128,7 +128,8 @@ def http_verifier(workspace: Workspace, host: str) -> FileTokenVerifier | None:
     from kbmcp.server.auth import FileTokenVerifier, is_loopback
 
     if count_usable_tokens(workspace, workspace.local_principal()) > 0:
-        return FileTokenVerifier(workspace.settings.db_path)
+        settings = workspace.settings
+        return FileTokenVerifier(settings.db_path, immutable=settings.immutable)
     if not is_loopback(host):
         raise click.UsageError(
             f"refusing to serve {host} without authentication: this file has no usable token. "

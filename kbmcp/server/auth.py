@@ -89,8 +89,8 @@ class FileTokenVerifier:
     request never waits for the workspace lock held by a running search (WAL: readers never
     block). The lookup is one indexed row and a constant-time hash comparison."""
 
-    def __init__(self, db_path: Path | str) -> None:
-        self._conn = open_connection(db_path, create=False)
+    def __init__(self, db_path: Path | str, *, immutable: bool = False) -> None:
+        self._conn = open_connection(db_path, create=False, immutable=immutable)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         principal = principal_for_secret(self._conn, token)

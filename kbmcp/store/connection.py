@@ -43,10 +43,16 @@ class FileKind(enum.Enum):
 
 
 def open_connection(
-    path: Path | str, *, apply_migrations: bool = True, create: bool = True
+    path: Path | str,
+    *,
+    apply_migrations: bool = True,
+    create: bool = True,
+    immutable: bool = False,
 ) -> apsw.Connection:
     """Open the knowledge-base file, ready for use (`create`: a missing or empty file may become
-    a new knowledge base; otherwise it is a StoreError).
+    a new knowledge base; otherwise it is a StoreError). `immutable`: the caller promises that
+    nobody writes the file while it is open (a shipped, frozen file): it is read without any
+    locking, which works on any read-only medium (see _connect_immutable).
 
     WAL lets the stdio server, the HTTP server and the CLI share one file: readers never block the
     writer. Writers wait up to BUSY_TIMEOUT_MS for each other instead of failing with "locked".
@@ -70,9 +76,9 @@ def open_connection(
         created = _create_file(db_path)
     else:
         created = False
-    read_only = db_path.exists() and not is_writable(db_path)
+    read_only = immutable or (db_path.exists() and not is_writable(db_path))
     try:
-        conn = _connect(db_path, read_only)
+        conn = _connect_immutable(db_path) if immutable else _connect(db_path, read_only)
         return _prepare(
             conn, db_path, read_only=read_only, create=create, apply_migrations=apply_migrations
         )
@@ -144,20 +150,61 @@ def _connect(db_path: Path, read_only: bool) -> apsw.Connection:
 
 
 def _connect_read_only(db_path: Path) -> apsw.Connection:
-    """A read-only connection. A WAL-mode file needs its `-shm` file; on a read-only folder that
-    cannot be created, so the file is opened `immutable` instead: no process can be writing it
-    then (a writer would have created the `-shm` file, and this one could open it)."""
-    uri = "file:" + quote(str(db_path.resolve()))
+    """A read-only connection with normal locking, so it sees what writers commit meanwhile
+    (the host writing through its own path while a container reads a read-only mount).
+
+    A WAL-mode file needs its `-shm` file (the index of the WAL, shared by every process that
+    has the file open). If it exists, a read-only connection uses it even on a read-only mount.
+    If it does not and the folder is read-only, it cannot be created: the file is refused with
+    the ways out, never opened `immutable` behind the user's back (immutable skips all locking
+    and change detection, so a later write by anyone makes it read garbage:
+    "database disk image is malformed")."""
     flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-    conn = apsw.Connection(uri + "?mode=ro", flags=flags)
+    conn = apsw.Connection(_uri(db_path) + "?mode=ro", flags=flags)
     try:
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
-        return conn
     except apsw.CantOpenError:
         conn.close()
+        raise StoreError(
+            f"cannot read {db_path}: it is a WAL-mode file whose -shm file is missing, and its "
+            "folder is read-only so the -shm cannot be created. If it is written elsewhere (the "
+            "host of a read-only mount), keep a process there that has it open (`kbmcp serve`, "
+            "`kbmcp watch`), so its -shm exists; if nobody ever writes it, pass --immutable; or "
+            "ship a single-file copy made with `kbmcp backup`",
+            details={"path": str(db_path)},
+        ) from None
     except apsw.Error:
-        return conn  # not a database, damaged...: reported by _prepare with the usual message
-    return apsw.Connection(uri + "?mode=ro&immutable=1", flags=flags)
+        pass  # not a database, damaged...: reported by _prepare with the usual message
+    return conn
+
+
+def _connect_immutable(db_path: Path) -> apsw.Connection:
+    """A connection that reads the file as a constant: no locks, no -shm, no WAL. Only what
+    the main file holds is seen, so a -wal file with content (changes not yet copied into the
+    file) is refused rather than silently ignored."""
+    if not db_path.exists():
+        raise StoreError(
+            f"there is no knowledge-base file at {db_path}", details={"path": str(db_path)}
+        )
+    wal = Path(f"{db_path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise StoreError(
+            f"{db_path} cannot be read as immutable: {wal} holds changes not yet in the file "
+            "(a writer has it open, or stopped without a checkpoint). Run any kbmcp command on "
+            "it with write access to fold them in, or make a frozen copy with `kbmcp backup`",
+            details={"path": str(db_path)},
+        )
+    flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    try:
+        return apsw.Connection(_uri(db_path) + "?mode=ro&immutable=1", flags=flags)
+    except apsw.CantOpenError as exc:
+        raise StoreError(
+            f"cannot open database file {db_path}: {exc}", details={"path": str(db_path)}
+        ) from None
+
+
+def _uri(db_path: Path) -> str:
+    return "file:" + quote(str(db_path.resolve()))
 
 
 def _prepare(
