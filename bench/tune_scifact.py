@@ -5,11 +5,13 @@ Reads the chunks and their stored vectors straight from the file (SQL + numpy), 
 tables in memory for tokenizer variants, and prints nDCG@10 / recall@10 / recall@100 / MRR@10 for:
 tokenizer (porter or not), query-term combination (OR / AND) and splitting, column weights,
 exact dense, alpha-weighted hybrid over an alpha grid, RRF over an rrf_k grid, candidate depths,
-chunk-level vs document-level fusion. Every chunk ranking is collapsed to documents (a document
-ranks where its best chunk ranks) before the metrics.
+chunk-level vs document-level fusion, hybrid normalisations that keep weak keyword evidence weak
+(`fusion`). Every chunk ranking is collapsed to documents (a document ranks where its best chunk
+ranks) before the metrics. A dataset of files (corpus.paths, e.g. bench/docs-questions) is read
+from the file its `kbmcp eval` built.
 
     python bench/tune_scifact.py /tmp/kbmcp-eval/scifact.db [--dataset DIR] [--kb NAME]
-        [--section lexical,dense,hybrid,norm,noise,depth]
+        [--section lexical,dense,hybrid,norm,noise,depth,fusion]
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 import apsw
 import numpy as np
 
-from kbmcp.eval.beir import BeirDataset, load_beir
+from kbmcp.eval.beir import BeirDataset, CorpusFiles, load_beir
 from kbmcp.eval.metrics import evaluate_run, ndcg_at_k
 from kbmcp.service.evaluate import beir_id_from_path
 
@@ -37,7 +39,7 @@ TOKENIZERS = {
     "unicode61": "unicode61 remove_diacritics 2",
 }
 SELECT_CHUNKS = """
-SELECT c.id, d.path, d.title, c.heading_path, c.text, v.embedding
+SELECT c.id, d.path, d.source, d.title, c.heading_path, c.text, v.embedding
 FROM knowledge_base AS kb
 JOIN document AS d ON d.knowledge_base_id = kb.id AND d.status = 'published'
 JOIN chunk AS c ON c.revision_id = d.current_revision_id
@@ -56,14 +58,21 @@ class Corpus:
     vectors: np.ndarray  # (rows, dim) float32, unit length
 
 
-def load_corpus(db: Path, kb: str) -> Corpus:
+def load_corpus(db: Path, kb: str, files: CorpusFiles | None = None) -> Corpus:
+    """The knowledge base's chunks; a chunk's document is its BEIR id, or for a corpus of
+    files (corpus.paths) its file's corpus id."""
     conn = apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)
     rows = conn.execute(SELECT_CHUNKS, (kb,)).fetchall()
     conn.close()
     if not rows:
         raise SystemExit(f"{db}: knowledge base {kb!r} has no indexed chunks")
+    if files is not None:
+        doc_of_row = [files.corpus_id(source) or path for _id, path, source, *_ in rows]
+    else:
+        doc_of_row = [beir_id_from_path(path) or path for _id, path, *_ in rows]
+    rows = [(row_id, path, *rest) for row_id, path, _source, *rest in rows]
     return Corpus(
-        doc_of_row=[beir_id_from_path(path) or path for _id, path, *_ in rows],
+        doc_of_row=doc_of_row,
         titles=[title for _id, _p, title, *_ in rows],
         headings=[" > ".join(json.loads(h)) for *_x, h, _t, _e in rows],
         bodies=[text for *_x, text, _e in rows],
@@ -221,13 +230,13 @@ class Bench:
 
 def row(label: str, metrics: dict[str, float], extra: str = "") -> str:
     return (
-        f"{label:<44} {metrics['ndcg@10']:.4f}  {metrics['recall@10']:.4f}  "
+        f"{label:<52} {metrics['ndcg@10']:.4f}  {metrics['recall@10']:.4f}  "
         f"{metrics['recall@100']:.4f}  {metrics['mrr@10']:.4f} {extra}"
     )
 
 
 def header(title: str) -> None:
-    print(f"\n## {title}\n{'config':<44} nDCG@10 R@10    R@100   MRR@10", flush=True)
+    print(f"\n## {title}\n{'config':<52} nDCG@10 R@10    R@100   MRR@10", flush=True)
 
 
 def _lex(b: Bench, _index: int, text: str, **kwargs: object) -> Ranking:
@@ -310,6 +319,107 @@ def section_norm(b: Bench, weights: tuple[float, float, float], depth: int) -> N
             )
 
 
+def query_ceiling(conn: apsw.Connection, table: str, text: str) -> float:
+    """The sum of FTS5's idf over the query's phrases, with FTS5's N and n (the engine's
+    ceiling: a chunk of average length holding each phrase once scores exactly this)."""
+    phrases = [p for p in fts_query(text).split(" OR ") if p]
+    rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+    total = 0.0
+    for phrase in phrases:
+        n = conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (phrase,))
+        total += idf(rows, n.fetchone()[0])
+    return total
+
+
+def idf(rows: int, containing: int) -> float:
+    value = float(np.log((rows - containing + 0.5) / (containing + 0.5)))
+    return 1e-6 if value <= 0.0 else value
+
+
+def fuse_scaled(
+    lex: Sequence, sem: Sequence, alpha: float, lex_norm: Callable, sem_norm: Callable
+) -> list:
+    """alpha * lex_norm(lexical) + (1 - alpha) * sem_norm(semantic); a missing channel is 0."""
+    a, b = lex_norm(lex), sem_norm(sem)
+    keys = dict.fromkeys([*a, *b])
+    fused = {k: alpha * a.get(k, 0.0) + (1 - alpha) * b.get(k, 0.0) for k in keys}
+    return sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def against(ceiling: float, floor_share: float = 1.0) -> Callable:
+    """Lexical scores divided by max(best score, floor_share * ceiling)."""
+
+    def norm(ranking: Sequence[tuple[object, float]]) -> dict[object, float]:
+        if not ranking:
+            return {}
+        top = max(max(s for _k, s in ranking), floor_share * ceiling)
+        return {key: s / top if top > 0 else 0.0 for key, s in ranking}
+
+    return norm
+
+
+def minmax_scaled(ceiling: float, weak_share: float = 1.0) -> Callable:
+    """min-max, times the channel's strength min(1, best / (weak_share * ceiling)) (the
+    engine's keyword normalisation with weak_share = ranking.WEAK_KEYWORD_SHARE)."""
+
+    def norm(ranking: Sequence[tuple[object, float]]) -> dict[object, float]:
+        if not ranking:
+            return {}
+        best = max(s for _k, s in ranking)
+        strength = min(1.0, best / (weak_share * ceiling)) if ceiling > 0 else 1.0
+        return {key: v * strength for key, v in minmax(ranking).items()}
+
+    return norm
+
+
+def over_best(ranking: Sequence[tuple[object, float]]) -> dict[object, float]:
+    """max(cosine, 0) / best cosine (0 if none is > 0)."""
+    top = max((s for _k, s in ranking), default=0.0)
+    return {key: max(s, 0.0) / top if top > 0 else 0.0 for key, s in ranking}
+
+
+def section_fusion(b: Bench, weights: tuple[float, float, float], depth: int) -> None:
+    """Normalisations that keep a channel's weak evidence weak: a lone keyword candidate that
+    matches one common word of a question must not get the keyword channel's full weight."""
+    channels = _channels(b, weights, depth)
+    ceilings = {q.id: query_ceiling(b.fts, "porter", q.text) for q in b.data.queries}
+    ratios = np.array([lex[0][1] / ceilings[qid] if lex else 0.0 for qid, lex, _ in channels])
+    print(
+        f"\nbest bm25 / ceiling: quantiles 0, 10, 50, 90% {np.quantile(ratios, [0, 0.1, 0.5, 0.9])}"
+    )
+    print(
+        f"queries below 1/4, 1/2, 1 of the ceiling: {[(ratios < x).sum() for x in (0.25, 0.5, 1)]}"
+    )
+    variants: dict[str, Callable[[float], tuple[Callable, Callable]]] = {
+        "min-max / min-max (before)": lambda c: (minmax, minmax),
+        "min-max * strength at 1/4 ceiling (engine)": lambda c: (minmax_scaled(c, 0.25), minmax),
+        "min-max * strength at 1/3 ceiling": lambda c: (minmax_scaled(c, 1 / 3), minmax),
+        "min-max * strength at 1/2 ceiling": lambda c: (minmax_scaled(c, 0.5), minmax),
+        "min-max * strength at the ceiling": lambda c: (minmax_scaled(c, 1.0), minmax),
+        "lex / max(best, ceiling), min-max": lambda c: (against(c), minmax),
+        "lex / max(best, ceiling/2), min-max": lambda c: (against(c, 0.5), minmax),
+        "lex / max(best, ceiling), cos / best": lambda c: (against(c), over_best),
+        "lex / best, cos / best": lambda c: (max_norm, over_best),
+    }
+    header(f"hybrid fusion variants (lexical, semantic normalisation), depth {depth}")
+    at_half: dict[str, dict[str, list[str]]] = {}
+    for name, make in variants.items():
+        for alpha in (0.3, 0.4, 0.5, 0.6, 0.7):
+            runs = {}
+            for qid, lex, sem in channels:
+                lex_norm, sem_norm = make(ceilings[qid])
+                fused = fuse_scaled(lex, sem, alpha, lex_norm, sem_norm)
+                runs[qid] = to_docs(fused, b.corpus.doc_of_row, limit=100)  # as the service
+            print(row(f"{name}, alpha {alpha}", b.score(runs)), flush=True)
+            if alpha == 0.5:
+                at_half[name] = runs
+    print("\n## paired nDCG@10 differences at alpha 0.5 (95% interval)")
+    before = at_half["min-max / min-max (before)"]
+    for name, runs in at_half.items():
+        if runs is not before:
+            paired(b, f"{name}  vs  min-max", runs, before)
+
+
 def section_depth(b: Bench, weights: tuple[float, float, float], alpha: float, k: int) -> None:
     header(f"candidate depth per channel (alpha {alpha}, rrf_k {k}, chunk-level)")
     for depth in (10, 20, 50, 100, 200, 300, 500, 1000):
@@ -334,7 +444,7 @@ def paired(b: Bench, label: str, run_a: dict, run_b: dict) -> None:
         ]
     )
     se = diffs.std(ddof=1) / np.sqrt(len(diffs))
-    print(f"{label:<60} {diffs.mean():+.4f} +- {1.96 * se:.4f}", flush=True)
+    print(f"{label:<66} {diffs.mean():+.4f} +- {1.96 * se:.4f}", flush=True)
 
 
 def section_noise(b: Bench, weights: tuple[float, float, float], depth: int) -> None:
@@ -394,7 +504,7 @@ def main(argv: Iterable[str] | None = None) -> None:
     args = parser.parse_args(None if argv is None else list(argv))
     started = time.perf_counter()
     data = load_beir(args.dataset)
-    corpus = load_corpus(args.db, args.kb or f"beir-{args.dataset.resolve().name}")
+    corpus = load_corpus(args.db, args.kb or f"beir-{args.dataset.resolve().name}", data.files)
     docs = len(set(corpus.doc_of_row))
     chunks = len(corpus.doc_of_row)
     print(f"{args.db}: {chunks} chunks of {docs} documents; {len(data.queries)} queries")
@@ -411,6 +521,8 @@ def main(argv: Iterable[str] | None = None) -> None:
         section_norm(bench, args.weights, args.depth)
     if "noise" in sections:
         section_noise(bench, args.weights, args.depth)
+    if "fusion" in sections:
+        section_fusion(bench, args.weights, args.depth)
     if "depth" in sections:
         section_depth(bench, args.weights, args.alpha, args.rrf_k)
     print(f"\n({time.perf_counter() - started:.0f} s)")

@@ -19,6 +19,7 @@ from tests.cli_support import Run
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCS_QUESTIONS = REPO_ROOT / "bench" / "docs-questions"
+README = REPO_ROOT / "README.md"
 
 PAGES = {
     "notes/herons.md": "# Herons\n\nHerons wait motionless in shallow water for fish.\n",
@@ -124,10 +125,15 @@ def test_cli_eval_on_files_prints_the_table(kbmcp: Callable[..., Run], tmp_path:
     assert report["modes"]["lexical"]["mrr@10"] == 1.0  # type: ignore[index]
 
 
-def test_the_docs_questions_set_judges_files_that_exist() -> None:
+def test_the_docs_questions_set_judges_existing_files_it_does_not_quote() -> None:
     data = load_beir(DOCS_QUESTIONS)
     assert data.files is not None and data.files.root == REPO_ROOT
     assert len(data.queries) >= 40
     judged = {path for grades in data.qrels.values() for path in grades}
     assert {path for path in judged if not (REPO_ROOT / path).is_file()} == set()
     assert {q.id for q in data.queries} == set(data.qrels)
+    # The questions are not quoted in their own corpus (a page quoting one would answer it).
+    pages = [path.read_text().casefold() for path in [*REPO_ROOT.glob("docs/*.md"), README]]
+    quoted = [q.text for q in data.queries if len(q.text.split()) > 3
+              and any(q.text.casefold() in page for page in pages)]  # fmt: skip
+    assert quoted == []

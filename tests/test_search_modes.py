@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.query_text import match_expression, query_terms
-from kbmcp.search.ranking import bound, rank
+from kbmcp.search.ranking import WEAK_KEYWORD_SHARE, bound, rank
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
 from tests.search_corpus import SMALL_CORPUS, ingest, write_small_corpus
@@ -67,18 +69,46 @@ def test_alpha_extremes_equal_the_single_channel_rankings(ws: Workspace) -> None
     assert _ids(_search(ws, alpha=0.0)) == _ids(_search(ws, mode="semantic"))
 
 
-def test_hybrid_is_the_alpha_weighted_sum_of_min_max_scores(ws: Workspace) -> None:
-    lexical = {r.chunk_id: r.score for r in _search(ws, mode="lexical", limit=100).results}
-    semantic = {r.chunk_id: r.score for r in _search(ws, mode="semantic", limit=100).results}
+def fts5_idf_sum(ws: Workspace, query: str) -> float:
+    """The reference ceiling: the sum of FTS5's idf over the query's terms, with N and each
+    term's n counted by FTS5 itself."""
+    rows = ws.conn.execute("SELECT count(*) FROM chunk_fts").fetchone()[0]
+    total = 0.0
+    for term in query_terms(query):
+        match = match_expression([term])
+        query_rows = "SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH ?"
+        n = ws.conn.execute(query_rows, (match,)).fetchone()[0]
+        idf = math.log((rows - n + 0.5) / (n + 0.5))
+        total += idf if idf > 0 else 1e-6  # FTS5 clamps a common term's idf
+    return total
+
+
+# Matches "token" and "a" of the corpus, nothing it asks about: a weak keyword channel.
+WEAK_QUESTION = "how do I bake rye bread at home without a token"
+
+
+@pytest.mark.parametrize("query", [WEAK_QUESTION, QUERY, "rotate"])
+def test_hybrid_is_min_max_with_the_keyword_channel_scaled_by_its_strength(
+    ws: Workspace, query: str
+) -> None:
+    """hybrid = alpha * strength * min-max(bm25) + (1 - alpha) * min-max(cosine), strength =
+    min(1, best bm25 / (a quarter of the query's ceiling)). The weak question's best chunk
+    matches a small part of it (strength < 1); the others are matched well (strength 1)."""
+    lexical = {r.chunk_id: r.score for r in _search(ws, query, mode="lexical", limit=100).results}
+    semantic = {r.chunk_id: r.score for r in _search(ws, query, mode="semantic", limit=100).results}
+    strength = min(1.0, max(lexical.values()) / (WEAK_KEYWORD_SHARE * fts5_idf_sum(ws, query)))
+    assert (strength < 1.0) is (query == WEAK_QUESTION)
 
     def normalised(scores: dict[str, float]) -> dict[str, float]:
         low, high = min(scores.values()), max(scores.values())
         return {k: (v - low) / (high - low) for k, v in scores.items()}
 
     lex, sem = normalised(lexical), normalised(semantic)
-    for result in _search(ws, alpha=0.3, limit=100).results:
-        expected = 0.3 * lex.get(result.chunk_id, 0) + 0.7 * sem.get(result.chunk_id, 0)
-        assert result.score == pytest.approx(expected)
+    results = _search(ws, query, alpha=0.3, limit=100).results
+    assert results
+    for result in results:
+        expected = 0.3 * strength * lex.get(result.chunk_id, 0) + 0.7 * sem.get(result.chunk_id, 0)
+        assert result.score == pytest.approx(expected, rel=1e-12, abs=1e-15)
 
 
 def test_rrf_sums_reciprocal_ranks_with_the_given_k(ws: Workspace) -> None:
@@ -104,18 +134,24 @@ def _fuse(
     semantic: list[tuple[int, float]],
     *,
     rrf_k: int = 60,
-) -> list[int]:
+    lexical_ceiling: float = 0.0,
+) -> list[tuple[int, float]]:
     """The ranking statement over given candidates ((n, score): the n-th chunk of the file),
-    returning the fused order as those n."""
+    returning the fused order as (n, fused score)."""
     chunk = [row[0] for row in ws.conn.execute("SELECT id FROM chunk ORDER BY id")]
     sources = [
         bound(name, "given", np.array([chunk[n] for n, _ in pairs], dtype=np.int64),
               np.array([score for _, score in pairs]))
         for name, pairs in (("lexical_candidates", lexical), ("semantic_candidates", semantic))
     ]  # fmt: skip
-    ranking = rank(ws.conn, scope_ids=None, lexical=sources[0], semantic=sources[1], mode=mode,
-                   alpha=0.5, rrf_k=rrf_k, depth=100, limit=100)  # fmt: skip
-    return [chunk.index(row.chunk_row_id) for row in ranking.rows]
+    lexical_source = replace(sources[0], ceiling=lexical_ceiling)
+    ranking = rank(ws.conn, scope_ids=None, lexical=lexical_source, semantic=sources[1],
+                   mode=mode, alpha=0.5, rrf_k=rrf_k, depth=100, limit=100)  # fmt: skip
+    return [(chunk.index(row.chunk_row_id), row.score) for row in ranking.rows]
+
+
+def _order(fused: list[tuple[int, float]]) -> list[int]:
+    return [n for n, _ in fused]
 
 
 def test_rrf_k_changes_the_ranking(ws: Workspace) -> None:
@@ -124,9 +160,31 @@ def test_rrf_k_changes_the_ranking(ws: Workspace) -> None:
     2 and 4 tie at 1/2; ties go by public id.)"""
     lexical = [(0, 9.0), (3, 8.0), (4, 7.0), (1, 6.0)]
     semantic = [(2, 0.9), (5, 0.8), (4, 0.7), (1, 0.6)]
-    small = _fuse(ws, "rrf", lexical, semantic, rrf_k=1)
+    small = _order(_fuse(ws, "rrf", lexical, semantic, rrf_k=1))
     assert set(small[:3]) == {0, 2, 4} and small.index(1) > 2
-    assert _fuse(ws, "rrf", lexical, semantic, rrf_k=60)[:2] == [4, 1]
+    assert _order(_fuse(ws, "rrf", lexical, semantic, rrf_k=60))[:2] == [4, 1]
+
+
+def test_a_weak_keyword_channel_weighs_what_it_matched_of_the_query(ws: Workspace) -> None:
+    """Chunk 0 is the keyword channel's only candidate, chunk 1 the vector channel's best. With
+    a ceiling of 8, chunk 0's bm25 of 0.8 is a fifth of the quarter (2) that counts as strong:
+    it keeps a fifth of the keyword weight (min-max gave it all, and first place); from 2 on,
+    all of it."""
+    semantic = [(1, 0.6), (0, 0.3), (2, 0.1)]  # min-max: 1.0, 0.4, 0.0
+    weak = _fuse(ws, "hybrid", [(0, 0.8)], semantic, lexical_ceiling=8.0)
+    assert weak == [(1, 0.5), (0, pytest.approx(0.5 * 0.4 + 0.5 * 0.4)), (2, 0.0)]
+    before = _fuse(ws, "hybrid", [(0, 0.8)], semantic)  # no ceiling: min-max alone
+    assert before[0] == (0, pytest.approx(0.5 * 1.0 + 0.5 * 0.4))
+    strong = _fuse(ws, "hybrid", [(0, 2.0)], semantic, lexical_ceiling=8.0)
+    assert strong[0] == (0, pytest.approx(0.5 * 1.0 + 0.5 * 0.4))
+    # Several candidates: min-max among them, all scaled by the best one's strength.
+    shared = dict(_fuse(ws, "hybrid", [(2, 1.0), (3, 0.5), (0, 0.25)], semantic,
+                        lexical_ceiling=8.0))  # fmt: skip
+    assert shared[2] == pytest.approx(0.5 * 0.5 * 1.0 + 0.5 * 0.0)
+    assert shared[3] == pytest.approx(0.5 * 0.5 * (0.25 / 0.75))
+    assert shared[0] == pytest.approx(0.5 * 0.0 + 0.5 * 0.4)
+    # The other modes ignore the ceiling.
+    assert _fuse(ws, "lexical", [(0, 0.8)], [], lexical_ceiling=8.0) == [(0, 0.8)]
 
 
 def test_min_similarity_drops_vector_candidates_but_not_lexical_hits(ws: Workspace) -> None:
@@ -141,7 +199,7 @@ def test_min_similarity_drops_vector_candidates_but_not_lexical_hits(ws: Workspa
 
 def test_ties_are_broken_by_chunk_id_and_results_are_deterministic(ws: Workspace) -> None:
     public = [row[0] for row in ws.conn.execute("SELECT public_id FROM chunk ORDER BY id")]
-    tied = _fuse(ws, "lexical", [(1, 1.0), (2, 1.0), (3, 1.0)], [])
+    tied = _order(_fuse(ws, "lexical", [(1, 1.0), (2, 1.0), (3, 1.0)], []))
     assert [public[n] for n in tied] == sorted(public[n] for n in (1, 2, 3))
     for mode in MODES:
         first, second = _search(ws, mode=mode), _search(ws, mode=mode)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import apsw
 import numpy as np
@@ -21,6 +22,7 @@ from kbmcp.neutralise import neutralise
 from kbmcp.search.accelerator import Accelerator
 from kbmcp.search.excerpt import make_excerpt
 from kbmcp.search.floor import SimilarityFloor, similarity_floor
+from kbmcp.search.lexical.ceiling import query_ceiling
 from kbmcp.search.lexical.fts import (
     TOKENIZER,
     WEIGHTS,
@@ -132,6 +134,10 @@ def _sources(
         and all(quote_term(t) in accelerator.postings.phrases for t in terms),
     )
     lexical = _lexical_source(conn, plan, terms, allowed, args.depth, accelerator)
+    if args.mode == "hybrid" and plan.lexical is not None:  # hybrid's keyword scale
+        phrases = [(term, tuple(term_tokens(conn, term))) for term in terms]
+        known = accelerator.postings.row_counts if accelerator is not None else {}
+        lexical = replace(lexical, ceiling=query_ceiling(conn, phrases, known))
     semantic = _semantic_source(conn, plan, query_vector, allowed, args.depth, floor, accelerator)
     return lexical, semantic
 

@@ -22,6 +22,12 @@ NO_CANDIDATES = "SELECT NULL, NULL WHERE 0"
 SCOPE_IDS = "SELECT value FROM carray(:scope_ids)"
 NO_SCOPE_IDS = "SELECT NULL WHERE 0"
 
+# Hybrid: the share of the query's keyword ceiling below which the keyword channel's weight is
+# cut in proportion (step 4 of RANKING). Measured (docs/retrieval-quality.md): a quarter leaves
+# every SciFact query as it was (nDCG@10 0.7268) and the docs questions within +0.002; a half
+# lifted the docs questions (+0.012 to +0.019) but cost SciFact (-0.0014).
+WEAK_KEYWORD_SHARE = 0.25
+
 # Candidates computed outside SQL: a JSON array of [chunk id, score] pairs. JSON, not two
 # carrays joined on rowid: SQLite joins two table-valued functions with a nested loop (1000
 # candidates: 28 ms), and SQLite's JSON parser reads Python's shortest float repr back to the
@@ -57,12 +63,25 @@ channel_hit(channel, chunk_id, score, rank) AS (
     JOIN chunk AS c ON c.id = h.chunk_id
 ),
 -- 4. The :depth best of each channel, their scores min-max normalised over those candidates
---    for hybrid ((s - min) / (max - min); 1.0 when every candidate scores the same).
+--    for hybrid ((s - min) / (max - min); 1.0 when every candidate scores the same). The
+--    keyword channel's are then scaled by its strength, so that its weak evidence stays weak:
+--    min(1, best bm25 / (:weak_share * :lexical_ceiling)), the ceiling being what a chunk of
+--    average length holding every query term once scores (the sum of the terms' idf,
+--    search/lexical/ceiling.py). A lone candidate matching one common word of a question no
+--    longer gets the channel's full weight; a best match of a quarter of the ceiling or more
+--    keeps it. Two-argument min() is SQLite's scalar minimum, not the aggregate; no ceiling
+--    (not hybrid) divides by NULL and keeps the full weight.
 candidate AS (
     SELECT channel, chunk_id, score, rank,
            coalesce((score - min(score) OVER per_channel)
                     / nullif(max(score) OVER per_channel - min(score) OVER per_channel, 0.0),
-                    1.0) AS normalized
+                    1.0)
+           * CASE channel
+             WHEN 'lexical' THEN
+                 min(1.0, coalesce(max(score) OVER per_channel
+                                   / nullif(:weak_share * :lexical_ceiling, 0.0), 1.0))
+             ELSE 1.0
+             END AS normalized
     FROM channel_hit
     WHERE rank <= :depth
     WINDOW per_channel AS (PARTITION BY channel)
@@ -121,12 +140,14 @@ LIMIT :limit
 @dataclass(frozen=True)
 class ChannelSource:
     """How one channel's candidates enter RANKING: a CTE body yielding (chunk id, score), best
-    first, at most depth + 1 rows; CTEs it needs before it; its parameters; its strategy name."""
+    first, at most depth + 1 rows; CTEs it needs before it; its parameters; its strategy name;
+    for the keyword channel, the query's ceiling (search/lexical/ceiling.py), hybrid's scale."""
 
     strategy: str | None  # None: the channel is not run
     body: str = NO_CANDIDATES
     params: dict[str, Any] = field(default_factory=dict)
     ctes: str = ""
+    ceiling: float = 0.0
 
     @classmethod
     def off(cls) -> ChannelSource:
@@ -199,6 +220,8 @@ def rank(
     params: dict[str, Any] = {
         "mode": mode,
         "alpha": alpha,
+        "lexical_ceiling": lexical.ceiling,
+        "weak_share": WEAK_KEYWORD_SHARE,
         "rrf_k": rrf_k,
         "depth": depth,
         "limit": limit,

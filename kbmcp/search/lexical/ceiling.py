@@ -1,0 +1,42 @@
+"""The keyword channel's yardstick in hybrid fusion: what the query's bm25 can be expected to reach.
+
+The ceiling is the sum of FTS5's idf over the query's phrases, which is exactly the bm25 of a
+chunk of average length that holds every phrase once (bm25.py: with f = 1 and D = avgdl the
+frequency factor f * (k1 + 1) / (f + k1 * (1 - b + b * D / avgdl)) is 1). Hybrid fusion
+(search/ranking.py) cuts the keyword channel's weight in proportion when its best chunk scores
+below a share of it: a best match on one common word of a question whose telling words occur
+nowhere is weak evidence, and min-max normalisation alone would give it the channel's full
+weight.
+
+A phrase that occurs in no chunk counts with FTS5's idf for n = 0: the query asked for it and
+the keyword channel found nothing, which is what makes a lone hit on another word weak.
+
+The statistics (N, each phrase's n) are the ones the channel's scores are computed with, on
+every path, so the ceiling, like the scores, is identical on the plain and accelerated paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apsw
+
+from kbmcp.search.lexical import bm25
+from kbmcp.search.lexical.scan import Phrase, rows_containing
+
+
+def query_ceiling(
+    conn: apsw.Connection, phrases: Sequence[Phrase], known_counts: dict[str, int]
+) -> float:
+    """The sum over `phrases` (in query order) of FTS5's idf; 0.0 for an empty index.
+    `known_counts` (quoted phrase -> rows containing it) is used and filled, as by
+    scan.rows_containing."""
+    phrases = [(term, tokens) for term, tokens in phrases if tokens]
+    stats = bm25.index_stats(conn)
+    if not phrases or stats.rows == 0:
+        return 0.0
+    containing = rows_containing(conn, phrases, known_counts)
+    ceiling = 0.0
+    for term, _tokens in phrases:
+        ceiling += bm25.idf(stats.rows, containing[term])
+    return ceiling
