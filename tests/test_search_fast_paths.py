@@ -6,9 +6,23 @@ exactly what the straightforward version computes.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import apsw
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from kbmcp.search.excerpt import make_excerpt, make_excerpts
+from kbmcp.search.lexical.fts import document_tokenizer
+from kbmcp.search.matches import (
+    ANCHOR_TRIMMED,
+    QueryMatches,
+    Tokenize,
+    anchor,
+    reference_matches,
+)
 from kbmcp.search.vector import matrix as vector_matrix
 from kbmcp.search.vector.matrix import FULL_PASS_BLOCK_ELEMENTS, all_similarities
 
@@ -38,3 +52,147 @@ def test_all_similarities_equal_row_by_row_products_in_small_blas_calls(
     # Every call small enough to run on the calling thread, and every row scored once.
     assert all(size <= max(FULL_PASS_BLOCK_ELEMENTS, dimension) for size in calls)
     assert sum(calls) == matrix.size
+
+
+# --- Excerpts: the query's matches found without tokenising whole texts (search/matches.py).
+
+SUFFIXES = (  # noqa: SIM905 - a word list reads better as text
+    "s es sses ies ss ed eed ing at ate bl ble iz ize y ly ational tional enci anci izer logi bli "
+    "alli entli eli ousli ization ation ator alism iveness fulness ousness aliti iviti biliti "
+    "icate ative alize iciti ical ful ness al ance ence er ic able ible ant ement ment ent ion "
+    "sion tion ou ism iti ous ive e ll"
+).split()
+STEMS = (  # noqa: SIM905 - a word list reads better as text
+    "a b c y ab ba by ey hop fil happ sens possib rel gener conflat troubl siz fall hiss tann "
+    "control roll agree plaster motor sing cr bl tr ag orch dr spr oy  x q z mob stab"
+).split()
+
+
+@pytest.fixture(scope="module")
+def tokenize() -> Tokenize:
+    return document_tokenizer(apsw.Connection(":memory:"))
+
+
+def _tokens_of(tokenize: Tokenize, words: list[str]) -> list[str]:
+    tokens = [token for _, _, token, *_ in tokenize(" ".join(words).encode())]
+    assert len(tokens) == len(words)
+    return tokens
+
+
+def test_ascii_words_are_letters_and_digits_folded_to_lower_case(tokenize: Tokenize) -> None:
+    for code in range(1, 128):
+        character = chr(code)
+        tokens = [token for _, _, token, *_ in tokenize(f"a{character}B".encode())]
+        expected = [f"a{character.lower()}b"] if character.isalnum() else ["a", "b"]
+        assert tokens == expected, repr(character)
+
+
+def test_every_ascii_word_starts_with_the_anchor_of_its_token(tokenize: Tokenize) -> None:
+    """Porter rewrites only the end of a word, and the one character it may change besides
+    removing a suffix becomes e, i or l: every word of up to four letters, and stems followed by
+    one or two of porter's suffixes (every rule, chained)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = [""]
+    everything: list[str] = []
+    for _ in range(4):
+        words = [word + letter for word in words for letter in letters]
+        everything.extend(words)
+    everything += [stem + a + b for stem in STEMS for a in ["", *SUFFIXES] for b in SUFFIXES]
+    everything += ["x" * 70 + "ing", "0ies", "12ing", "a1ational"]  # long, digits
+    tokens = _tokens_of(tokenize, everything)
+    wrong = [(w, t) for w, t in zip(everything, tokens, strict=True) if not w.startswith(anchor(t))]
+    assert not wrong, wrong[:10]
+    # The anchor is not a weaker rule than needed: each trimmed letter does occur.
+    changed = {t[-1] for w, t in zip(everything, tokens, strict=True) if not w.startswith(t)}
+    assert changed == set(ANCHOR_TRIMMED)
+
+
+# Words of every kind the fast path treats differently: ASCII, folded non-ASCII letters, a
+# combining diacritic, non-ASCII separators, digits, WORD_MARK itself, long words.
+WORDS = [
+    "running",
+    "runs",
+    "run",
+    "The",
+    "THE",
+    "of",
+    "keys",
+    "key",
+    "rotate",
+    "rotation",
+    "happy",
+    "happiness",
+    "sensibility",
+    "relational",
+    "relate",
+    "hoping",
+    "hope",
+    "café",
+    "cafe",
+    "Müller",
+    "muller",
+    "straße",
+    "strasse",
+    "αβγ",
+    "β-cell",
+    "e\u0301toile",
+    "\u0301lead",
+    "中文",
+    "İstanbul",
+    "ﬁle",
+    "sqlite-vec",
+    "C++",
+    "what's",
+    "0.76",
+    "p53",
+    "x" * 70,
+    "a_b",
+    "foo\x01bar",
+    "🚀",
+    "“quoted”",
+    "dash–dash",
+    "non\u00a0breaking",
+    "ends.",
+    "(paren)",
+    "naïve",
+]
+SEPARATORS = [" ", " ", " ", "\n", ", ", ". ", " – ", "\u3000", "\x01", "/"]
+
+
+@given(
+    st.lists(st.sampled_from(WORDS), min_size=0, max_size=120),
+    st.lists(st.sampled_from(SEPARATORS), min_size=120, max_size=120),
+    st.lists(st.sampled_from(WORDS), min_size=0, max_size=6),
+    st.sampled_from([20, 60, 300]),
+)
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_excerpts_equal_the_reference(
+    tokenize: Tokenize, words: list[str], separators: list[str], query: list[str], size: int
+) -> None:
+    text = "".join(word + separator for word, separator in zip(words, separators, strict=False))
+    query_tokens = {t for _, _, t, *_ in tokenize(" ".join(query).encode())}
+    texts = [text, text[len(text) // 3 :], "short"]
+    fast = make_excerpts(texts, query_tokens, tokenize, size)
+    assert fast == [make_excerpt(t, query_tokens, tokenize, size) for t in texts]
+    found = QueryMatches(query_tokens, tokenize).of(texts)
+    assert found == [reference_matches(t, query_tokens, tokenize) for t in texts]
+
+
+def test_excerpts_of_real_prose_equal_the_reference(tokenize: Tokenize) -> None:
+    """The repository's own documentation as chunks, each queried with words of another."""
+    chunks = [
+        part
+        for path in sorted((Path(__file__).parent.parent / "docs").glob("*.md"))
+        for part in path.read_text(encoding="utf-8").split("\n\n")
+        if len(part) > 100
+    ]
+    assert len(chunks) > 50
+    for i in range(0, len(chunks), 7):
+        query = " ".join(chunks[(i * 31) % len(chunks)].split()[:12])
+        query_tokens = {t for _, _, t, *_ in tokenize(query.encode())}
+        batch = chunks[i : i + 20]
+        assert make_excerpts(batch, query_tokens, tokenize, 120) == [
+            make_excerpt(t, query_tokens, tokenize, 120) for t in batch
+        ]

@@ -5,7 +5,7 @@ Runs inside the caller's read transaction (one snapshot for scope, candidates an
 2. the plan (search/plan.py): a strategy per channel;
 3. each channel's source: SQL (plain) or candidates from the accelerator (search/accelerator.py);
 4. the ranking statement (search/ranking.py): rank, fuse, tie-break, limit, join;
-5. excerpts around the query's terms.
+5. excerpts around the query's terms, for the returned rows only (search/excerpt.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 from kbmcp.clock import now_iso
 from kbmcp.neutralise import neutralise
 from kbmcp.search.accelerator import Accelerator
-from kbmcp.search.excerpt import make_excerpt
+from kbmcp.search.excerpt import make_excerpts
 from kbmcp.search.floor import SimilarityFloor, similarity_floor
 from kbmcp.search.lexical.ceiling import query_ceiling
 from kbmcp.search.lexical.fts import (
@@ -198,8 +198,9 @@ def _semantic_source(
 
 def _results(conn: apsw.Connection, ranking: Ranking, query_tokens: set[str]) -> list[SearchResult]:
     tokenize = document_tokenizer(conn)
+    excerpts = make_excerpts([row.text for row in ranking.rows], query_tokens, tokenize)
     results = []
-    for row in ranking.rows:
+    for row, excerpt in zip(ranking.rows, excerpts, strict=True):
         heading_path = json.loads(row.heading_path)
         results.append(
             SearchResult(
@@ -211,7 +212,7 @@ def _results(conn: apsw.Connection, ranking: Ranking, query_tokens: set[str]) ->
                 title=row.title,
                 path=row.path,
                 heading_path=heading_path,
-                excerpt=neutralise(make_excerpt(row.text, query_tokens, tokenize)),
+                excerpt=neutralise(excerpt),
                 citation=Citation(
                     row.path,
                     row.revision_id,
