@@ -6,6 +6,9 @@ exactly what the straightforward version computes.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import apsw
@@ -14,6 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kbmcp.clock import format_timestamp, now
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.excerpt import make_excerpt, make_excerpts
 from kbmcp.search.lexical.fts import document_tokenizer
 from kbmcp.search.matches import (
@@ -23,8 +29,14 @@ from kbmcp.search.matches import (
     anchor,
     reference_matches,
 )
+from kbmcp.search.models import MODES, SearchFilters, SearchRequest
+from kbmcp.search.ranking import bound
 from kbmcp.search.vector import matrix as vector_matrix
 from kbmcp.search.vector.matrix import FULL_PASS_BLOCK_ELEMENTS, all_similarities
+from kbmcp.service import memories
+from kbmcp.service.search import search
+from kbmcp.workspace import Workspace
+from tests.search_corpus import ingest, write_small_corpus
 
 
 @pytest.mark.parametrize("rows", [0, 1, 5, 683, 2049, 5183])
@@ -196,3 +208,74 @@ def test_excerpts_of_real_prose_equal_the_reference(tokenize: Tokenize) -> None:
         assert make_excerpts(batch, query_tokens, tokenize, 120) == [
             make_excerpt(t, query_tokens, tokenize, 120) for t in batch
         ]
+
+
+# --- The ranking statement: candidates bound as JSON, citations joined for the limit only.
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_bound_candidates_equal_the_row_by_row_json(dtype: type) -> None:
+    rng = np.random.default_rng(5)
+    ids = np.sort(rng.choice(10**12, 500, replace=False)).astype(np.int64)
+    scores = (rng.standard_normal(500) * 10.0 ** rng.integers(-8, 8, 500)).astype(dtype)
+    source = bound("lexical_candidates", "postings", ids, scores)
+    reference = json.dumps([[int(i), float(s)] for i, s in zip(ids, scores, strict=True)])
+    assert source.params == {"lexical_candidates": reference}
+    assert bound("x", "postings", ids[:0], scores[:0]).params == {"x": "[]"}
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    """Documents and memories (a store with tags), the server's workspace."""
+    root = tmp_path_factory.mktemp("fast_paths")
+    settings = Settings(db_path=root / "kb.db", embedder="hash", recency_half_life_days=30.0)
+    with Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as ws:
+        ingest(ws, write_small_corpus(root))
+        owner = ws.local_principal()
+        memories.create_memory_store(ws, owner, "team", tags={"team": "search"})
+        for index, text in enumerate(MEMORY_TEXTS):
+            memories.remember(ws, owner, text, memory_store="team" if index % 2 else None)
+        yield ws
+
+
+MEMORY_TEXTS = [
+    "Remember: rotate keys before the vector index backups run.",
+    "The search team keeps sqlite-vec pinned; keys rotate monthly.",
+    "Scope filters apply before ranking, then the limit: rotate the keys.",
+    "Backups of the index run nightly.",
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "filters",
+    [
+        SearchFilters(),
+        SearchFilters(include_memories=False),
+        SearchFilters(tags={"team": "search"}),
+    ],
+)
+def test_every_limit_returns_the_head_of_the_whole_order(
+    searched: Workspace, mode: str, filters: SearchFilters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Citations are joined for the limit's rows only: the first k results of any limit are the
+    first k of the whole order (every fused chunk: the corpus is smaller than the limit 100),
+    memories decayed by age, documents not."""
+    monkeypatch.setenv("KBMCP_NOW", format_timestamp(now() + timedelta(days=10)))
+    principal = searched.local_principal()
+    for query in ["rotate keys", "vector index backups", "keys"]:
+        whole = search(
+            searched, principal, SearchRequest(query, mode=mode, limit=100, filters=filters)
+        )
+        assert whole.results and not whole.stats.has_more
+        if filters.include_memories is None and mode != "lexical":
+            assert {r.kind for r in whole.results} == {"document", "memory"}
+        for result in whole.results:
+            assert (result.recency_weight is not None) == (result.kind == "memory")
+        count = len(whole.results)
+        for limit in sorted({1, 2, 3, count // 2, count - 1, count} - {0}):
+            head = search(
+                searched, principal, SearchRequest(query, mode=mode, limit=limit, filters=filters)
+            )
+            assert head.results == whole.results[:limit]
+            assert head.stats.has_more == (limit < len(whole.results))

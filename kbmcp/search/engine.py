@@ -84,7 +84,8 @@ def run_search(
         rrf_k=args.rrf_k,
         depth=args.depth,
         limit=args.limit,
-        half_life_days=args.recency_half_life_days,
+        # Only memories decay: without a memory store in the scope there is nothing to weigh.
+        half_life_days=args.recency_half_life_days if scope.memory_store_ids else 0.0,
         now=now_iso(),
     )
     query_tokens = {token for term in terms for token in term_tokens(conn, term)}

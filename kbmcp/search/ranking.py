@@ -105,35 +105,46 @@ fused AS (
     GROUP BY chunk_id
 ),
 -- 6. Recency decay, memories only, after fusion: score * 2^(-age_days / :half_life), the age
---    from the memory's updated_at (never negative); :half_life = 0 turns it off. Documents keep
---    their fused score. Each fused chunk is joined once here to what its result cites.
-decayed AS (
-    SELECT f.chunk_id, c.public_id AS chunk_public_id, d.public_id AS document_public_id,
-           r.public_id AS revision_public_id, kb.public_id AS store_public_id, d.title, d.path,
-           c.heading_path, c.char_start, c.char_end, c.line_start, c.line_end, c.text,
+--    from the memory's updated_at (never negative); :half_life = 0 turns it off (the engine
+--    passes 0 when no memory store is searched). Documents keep their fused score. Per fused
+--    chunk only what the order needs is read: its public id, and its document's store kind and
+--    age in the subquery, which the CASE skips (and so does not run) when :half_life is 0.
+weighted AS (
+    SELECT f.chunk_id, c.public_id AS chunk_public_id,
            f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_score, f.score,
-           d.kind AS format, r.content_hash, kb.kind AS store_kind,
-           CASE WHEN kb.kind = 'memories' AND :half_life > 0
-                THEN pow(2.0, -max(julianday(:now) - julianday(d.updated_at), 0.0) / :half_life)
+           CASE WHEN :half_life > 0 THEN (
+               SELECT pow(2.0, -max(julianday(:now) - julianday(d.updated_at), 0.0) / :half_life)
+               FROM revision AS r
+               JOIN document AS d ON d.id = r.document_id
+               JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+               WHERE r.id = c.revision_id AND kb.kind = 'memories')
            END AS recency_weight
     FROM fused AS f
     JOIN chunk AS c ON c.id = f.chunk_id
-    JOIN revision AS r ON r.id = c.revision_id
-    JOIN document AS d ON d.id = r.document_id
-    JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+),
+-- 7. Order by the decayed score, break ties by public id, limit. MATERIALIZED: the citation
+--    joins below run for these :limit rows only, never for every fused chunk.
+ranked AS MATERIALIZED (
+    SELECT chunk_id, chunk_public_id, lexical_rank, lexical_score, semantic_rank,
+           semantic_score, score * coalesce(recency_weight, 1.0) AS final_score, recency_weight,
+           count(*) OVER () AS fused_count
+    FROM weighted
+    ORDER BY final_score DESC, chunk_public_id
+    LIMIT :limit
 )
--- 7. Order by the decayed score, break ties by public id, limit.
-SELECT chunk_id, chunk_public_id, document_public_id, revision_public_id, store_public_id,
-       title, path, heading_path, char_start, char_end, line_start, line_end, text,
-       lexical_rank, lexical_score, semantic_rank, semantic_score,
-       score * coalesce(recency_weight, 1.0) AS final_score, format, content_hash,
-       store_kind, recency_weight,
-       count(*) OVER () AS fused_count,
+-- 8. What each result cites.
+SELECT k.chunk_id, k.chunk_public_id, d.public_id, r.public_id, kb.public_id,
+       d.title, d.path, c.heading_path, c.char_start, c.char_end, c.line_start, c.line_end,
+       c.text, k.lexical_rank, k.lexical_score, k.semantic_rank, k.semantic_score,
+       k.final_score, d.kind, r.content_hash, kb.kind, k.recency_weight, k.fused_count,
        (SELECT count(*) FROM lexical_hit) AS lexical_found,
        (SELECT count(*) FROM semantic_hit) AS semantic_found
-FROM decayed
-ORDER BY final_score DESC, chunk_public_id
-LIMIT :limit
+FROM ranked AS k
+JOIN chunk AS c ON c.id = k.chunk_id
+JOIN revision AS r ON r.id = c.revision_id
+JOIN document AS d ON d.id = r.document_id
+JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+ORDER BY k.final_score DESC, k.chunk_public_id
 """
 
 
@@ -155,8 +166,10 @@ class ChannelSource:
 
 
 def bound(name: str, strategy: str, ids: np.ndarray, scores: np.ndarray) -> ChannelSource:
-    """Candidates computed by an accelerator, bound into the statement as parameter `name`."""
-    pairs = json.dumps([[int(i), float(s)] for i, s in zip(ids, scores, strict=True)])
+    """Candidates computed by an accelerator, bound into the statement as parameter `name`:
+    `[[id, score], ...]`, built by numpy and the json module's C encoder (no Python per row)."""
+    scores_list = np.asarray(scores, dtype=np.float64).tolist()
+    pairs = json.dumps(list(zip(ids.tolist(), scores_list, strict=True)))
     return ChannelSource(strategy, BOUND_CANDIDATES.format(name=name), {name: pairs})
 
 
