@@ -623,6 +623,12 @@ ERROR_CASES: dict[str, tuple[str, dict[str, Any], str, str]] = {
         "cursor",
     ),
     "list_documents_limit_too_big": ("list_documents", {"limit": 201}, "invalid_request", "limit"),
+    "list_documents_tags_not_an_object": (
+        "list_documents",
+        {"tags": ["tag"]},
+        "invalid_request",
+        "tags",
+    ),
     "list_knowledge_bases_argument": (
         "list_knowledge_bases",
         {"name": "x"},

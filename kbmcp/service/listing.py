@@ -128,7 +128,7 @@ def list_documents(
     filters = SearchFilters(
         knowledge_base_ids=None if knowledge_base_ids is None else list(knowledge_base_ids),
         document_paths=[path_prefix] if path_prefix else None,
-        tags=dict(tags) if tags else None,
+        tags=tags if tags else None,  # validated with the scope (a Mapping, or invalid_request)
     )
     # Documents only: memories are listed by kbmcp.service.memories.
     scope = resolve_scope(conn, Readable(readable_kb_ids(conn, principal), None), filters)
