@@ -232,9 +232,10 @@ def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     with Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as ws:
         ingest(ws, write_small_corpus(root))
         owner = ws.local_principal()
-        memories.create_memory_store(ws, owner, "team", tags={"team": "search"})
+        team = memories.create_memory_store(ws, owner, "team", tags={"team": "search"})
         for index, text in enumerate(MEMORY_TEXTS):
-            memories.remember(ws, owner, text, memory_store="team" if index % 2 else None)
+            store = team.memory_store_id if index % 2 else None
+            memories.remember(ws, owner, text, memory_store_id=store)
         yield ws
 
 
