@@ -12,12 +12,14 @@ from collections.abc import Iterator
 
 import pytest
 
+from kbmcp.access import readable
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search import plan
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
-from kbmcp.search.scope import Scope, scope_chunk_ids
+from kbmcp.search.scope import Scope, filter_documents, resolve_scope, scope_chunk_ids
 from kbmcp.service import memories
+from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
 from tests.search_corpus import (
@@ -189,3 +191,61 @@ def test_stores_in_memory_equal_the_scope_sql(pair: tuple[Workspace, Workspace])
             forgotten = memories.list_memories(server, owner)[0].memory_id
             memories.forget(server, owner, forgotten)
             memories.remember(server, owner, "A memory written after the copy was built.")
+
+
+def _filter_combinations(ws: Workspace) -> list[SearchFilters]:
+    conn = ws.conn
+    handbook = conn.execute("SELECT public_id FROM knowledge_base WHERE name = 'handbook'")
+    kb = handbook.fetchone()[0]
+    team = conn.execute("SELECT public_id FROM knowledge_base WHERE name = 'team'").fetchone()[0]
+    documents = [row[0] for row in conn.execute(
+        "SELECT public_id FROM document WHERE status = 'published' AND path NOT LIKE 'mem_%' "
+        "ORDER BY id LIMIT 3"
+    )]  # fmt: skip
+    combinations = [filters for filters in SCOPES.values() if filters.knowledge_base_ids is None]
+    combinations += [
+        SearchFilters(knowledge_base_ids=[kb]),
+        SearchFilters(knowledge_base_ids=[kb], document_paths=["notes/", "guide"]),
+        SearchFilters(document_ids=documents),
+        SearchFilters(document_ids=documents[:1], tags={"team": "search"}),
+        SearchFilters(document_paths=["notes/note1", TARGET_PATH], tags={"team": "search"}),
+        SearchFilters(document_paths=["nowhere/"]),
+        SearchFilters(metadata={"owner": "engine"}, tags={"team": "search"}),
+        SearchFilters(tags={"team": "search"}, include_memories=False),
+        SearchFilters(tags={"team": "search"}, include_memories=True),
+        SearchFilters(memory_store_ids=[team]),
+        SearchFilters(memory_store_ids=[team], tags={"team": "search"}),
+        SearchFilters(include_documents=False),
+    ]
+    return combinations
+
+
+def test_filtered_scopes_in_memory_equal_the_scope_sql(pair: tuple[Workspace, Workspace]) -> None:
+    """An accelerator maps a filtered scope to chunks from the filters' document ids and its
+    vector copy: exactly the scope SQL's chunks, for every filter and combination, before and
+    after a document and a memory leave the index and others join it in place."""
+    server, _ = pair
+    conn = server.conn
+    owner = server.local_principal()
+    for round_ in range(2):
+        assert server.accelerator is not None
+        with server.accelerator.lock:
+            assert server.accelerator.refresh(conn)
+            vectors = server.accelerator.vectors(conn)
+            for filters in _filter_combinations(server):
+                scope = resolve_scope(conn, readable(conn, owner), filters)
+                if scope.everything:  # no allow-list at all: nothing to map
+                    continue
+                expected = scope_chunk_ids(conn, scope)
+                parts = [(p.stores, p.documents) for p in filter_documents(conn, scope)]
+                got = vectors.ids_of_scope(parts)
+                assert expected is not None and got.tolist() == expected.tolist(), filters
+        if round_ == 0:
+            forgotten = memories.list_memories(server, owner)[-1].memory_id
+            memories.forget(server, owner, forgotten)
+            memories.remember(server, owner, "Another memory, after the copy.", tags={"team": "x"})
+            document = conn.execute(
+                "SELECT public_id FROM document WHERE path = 'notes/note1.md'"
+            ).fetchone()
+            if document is not None:
+                archive_document(server, owner, document[0])

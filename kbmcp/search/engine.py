@@ -36,7 +36,7 @@ from kbmcp.search.plan import Plan, choose_plan
 from kbmcp.search.query_text import query_terms, quote_term
 from kbmcp.search.ranking import ChannelSource, Ranking, bound, rank
 from kbmcp.search.request import SearchArguments
-from kbmcp.search.scope import Scope, scope_chunk_ids, unmatched_filters
+from kbmcp.search.scope import Scope, filter_documents, scope_chunk_ids, unmatched_filters
 from kbmcp.search.top_k import top_k
 from kbmcp.search.vector.candidates import matrix_pool, unit
 from kbmcp.search.vector.sql import has_vector_index, pool_source, sql_source
@@ -51,10 +51,13 @@ def run_search(
     accelerator: Accelerator | None,
     started: float,
 ) -> SearchResponse:
-    # A scope of whole stores is found in the accelerator's memory (~2 ms) instead of SQL
-    # (~50 ms for 100k chunks), once it is current.
-    store_ids = scope.store_ids if accelerator is not None else None
-    allowed = None if store_ids is not None else scope_chunk_ids(conn, scope)
+    # With an accelerator, a scope's chunks are found in its memory once it is current: the
+    # filters' index searches give document ids (no document row read) and the vector copy,
+    # which knows every indexed chunk's document and store, gives their chunks (10k one-chunk
+    # documents: ~7 ms in SQL, ~1 ms this way; whole stores: ~50 ms against ~2 ms at 100k).
+    in_memory = accelerator is not None and not scope.everything
+    parts = filter_documents(conn, scope) if in_memory else []
+    allowed = None if in_memory else scope_chunk_ids(conn, scope)
     terms = query_terms(args.query)
     # A user-selected set of documents is never emptied by a similarity floor (search/floor.py).
     floor = similarity_floor(conn, scope, args.min_similarity)
@@ -63,9 +66,11 @@ def run_search(
     else:
         with accelerator.lock:
             current = accelerator.refresh(conn)
-            if store_ids is not None:
+            if in_memory:
                 allowed = (
-                    accelerator.vectors(conn).ids_of_stores(store_ids)
+                    accelerator.vectors(conn).ids_of_scope(
+                        [(part.stores, part.documents) for part in parts]
+                    )
                     if current
                     else scope_chunk_ids(conn, scope)
                 )

@@ -70,39 +70,38 @@ WHERE d.knowledge_base_id IN (SELECT value FROM json_each(:readable_store_ids)){
 PUBLISHED = "\n  AND d.status = 'published'"
 NOTHING = "SELECT NULL AS id, NULL AS current_revision_id WHERE 0"
 
-# One clause per filter, ANDed onto BASE_DOCUMENTS. Each reads only its own parameter, so the same
-# clause can be tested alone to say which filter selected nothing.
-FILTER_CLAUSES = {
-    "knowledge_base_ids": """
-        d.knowledge_base_id IN (SELECT value FROM json_each(:knowledge_base_ids))""",
-    "document_ids": "d.id IN (SELECT value FROM json_each(:document_ids))",
+# The documents each filter selects, as a subquery of document ids, whatever their store or
+# status (the scope's base part narrows those). Index searches that read no document row, so an
+# accelerator can intersect them and find their chunks in memory (`filter_documents`).
+FILTER_DOCUMENTS = {
+    "document_ids": "SELECT value FROM json_each(:document_ids)",
     # Each prefix is an index range on document(path) (migration 3): paths that start with it
     # sort from the prefix itself up to the prefix followed by U+10FFFF, the largest code point
     # (UTF-8 byte order is code point order). substr() confirms the prefix; it is not LIKE
     # because '%' and '_' in a path are literal characters. The one path the range leaves out is
     # one with the noncharacter U+10FFFF right after the prefix.
-    "document_paths": """d.id IN (
+    "document_paths": """
         SELECT pd.id
         FROM json_each(:document_paths) AS p
         JOIN document AS pd
           ON pd.path >= p.value AND pd.path < p.value || char(1114111)
-        WHERE substr(pd.path, 1, length(p.value)) = p.value)""",
+        WHERE substr(pd.path, 1, length(p.value)) = p.value""",
     # Every requested pair must be among the document's tags: one search of the index on
     # (key, value) per pair (migration 1), then the documents that matched all of them. Not a
     # NOT EXISTS per document, which tested every document (~100 ms at 100k chunks).
-    "tags": """d.id IN (
+    "tags": """
         SELECT t.document_id
         FROM json_each(:tags) AS want
         JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
         GROUP BY t.document_id
-        HAVING count(*) = (SELECT count(*) FROM json_each(:tags)))""",
+        HAVING count(*) = (SELECT count(*) FROM json_each(:tags))""",
     # Every requested key must be present with an equal value. Equality is typed (docs/search.md):
     # numbers compare numerically (1 = 1.0), true/false/null only match themselves, and a string
     # also matches a number or boolean written the same way ("2" matches 2, "true" matches true),
     # because command-line filters are always strings. Each probe [key, value, want_type,
     # want_value] (see `metadata_probes`) is one search of the index on document_metadata(key,
     # value) (migration 4); the CASE then applies the typed rule to the few rows found.
-    "metadata": """d.id IN (
+    "metadata": """
         SELECT m.document_id
         FROM json_each(:metadata) AS p
         JOIN document_metadata AS m ON m.key = p.value ->> 0 AND m.value IS p.value ->> 1
@@ -116,22 +115,16 @@ FILTER_CLAUSES = {
               END
         GROUP BY m.document_id
         HAVING count(DISTINCT m.key) = (SELECT count(DISTINCT value ->> 0)
-                                        FROM json_each(:metadata)))""",
+                                        FROM json_each(:metadata))""",
 }
-
-# The filters that narrow memories, ANDed onto BASE_MEMORIES. Document-only filters (knowledge
-# bases, document ids, paths, metadata) never touch this part, and memory_store_ids never the
-# documents part: when both kinds are searched (`_kinds` decides), each is narrowed by its own.
-MEMORY_FILTER_CLAUSES = {
-    "memory_store_ids": """
-        d.knowledge_base_id IN (SELECT value FROM json_each(:memory_store_ids))""",
-    # A memory matches when every pair is among its own tags or its store's tags (a pair may
-    # come from either): (memory, key) hits from the tag index, UNION those from the tags of the
-    # readable memory stores, then memories that hit every key. CROSS JOIN fixes the order of the
-    # second part: stores first (few; one JSON object each), then their memories by the
-    # (knowledge_base_id, path) index. Left to itself the planner scanned every document and
-    # parsed its store's tags per row (5 ms for 10k memories; 0.3 ms this way).
-    "tags": """d.id IN (
+# The memories each memory filter selects. A memory matches tags when every pair is among its
+# own tags or its store's tags (a pair may come from either): (memory, key) hits from the tag
+# index, UNION those from the tags of the readable memory stores, then memories that hit every
+# key. CROSS JOIN fixes the order of the second part: stores first (few; one JSON object each),
+# then their memories by the (knowledge_base_id, path) index. Left to itself the planner scanned
+# every document and parsed its store's tags per row (5 ms for 10k memories; 0.3 ms this way).
+MEMORY_FILTER_DOCUMENTS = {
+    "tags": """
         SELECT hit.document_id
         FROM (SELECT t.document_id, t.key
               FROM json_each(:tags) AS want
@@ -147,17 +140,37 @@ MEMORY_FILTER_CLAUSES = {
                 AND have.key = want.key AND have.value = want.value
                 AND memory.knowledge_base_id = store.id) AS hit
         GROUP BY hit.document_id
-        HAVING count(*) = (SELECT count(*) FROM json_each(:tags)))""",
+        HAVING count(*) = (SELECT count(*) FROM json_each(:tags))""",
+}
+# One clause per filter, ANDed onto BASE_DOCUMENTS. Each reads only its own parameter, so the same
+# clause can be tested alone to say which filter selected nothing.
+FILTER_CLAUSES = {
+    "knowledge_base_ids": """
+        d.knowledge_base_id IN (SELECT value FROM json_each(:knowledge_base_ids))""",
+    **{name: f"d.id IN ({documents})" for name, documents in FILTER_DOCUMENTS.items()},
+}
+# The filters that narrow memories, ANDed onto BASE_MEMORIES. Document-only filters (knowledge
+# bases, document ids, paths, metadata) never touch this part, and memory_store_ids never the
+# documents part: when both kinds are searched (`_kinds` decides), each is narrowed by its own.
+MEMORY_FILTER_CLAUSES = {
+    "memory_store_ids": """
+        d.knowledge_base_id IN (SELECT value FROM json_each(:memory_store_ids))""",
+    **{name: f"d.id IN ({documents})" for name, documents in MEMORY_FILTER_DOCUMENTS.items()},
 }
 
-# MATERIALIZED: without it SQLite flattens the subquery and evaluates the filter clauses once
-# per chunk after the join instead of once per document (48 ms -> 8 ms for a path prefix at 100k).
+# A scope's chunks: its documents' current revisions' chunks (what `indexed_chunk` holds for a
+# published document). MATERIALIZED: without it SQLite flattens the subquery and evaluates the
+# filter clauses once per chunk after the join instead of once per document (48 ms -> 8 ms for a
+# path prefix at 100k). The ids come back as one text, parsed by numpy (10k rows as tuples
+# cost ~1 ms more), and are sorted there.
 CHUNKS_OF_DOCUMENTS = """
 WITH scope_document AS MATERIALIZED ({documents})
-SELECT i.chunk_id
+SELECT c.id
 FROM scope_document AS s
-JOIN indexed_chunk AS i ON i.document_id = s.id
+JOIN chunk AS c ON c.revision_id = s.current_revision_id
 """
+ID_LIST = "WITH listed(id) AS ({rows}) SELECT group_concat(id) FROM listed"
+INTERSECT = "\nINTERSECT\n"
 
 COUNT_KNOWLEDGE_BASES = "SELECT count(*) FROM knowledge_base"
 RESOLVE_MEMORY_STORE_IDS = """
@@ -187,15 +200,6 @@ class Scope:
     @property
     def filtered(self) -> bool:
         return bool(self.filters)
-
-    @property
-    def store_ids(self) -> list[int] | None:
-        """When the scope is every indexed chunk of some whole stores (no filters, but not
-        every store: a token's readable set, one kind left out), those knowledge base and
-        memory store ids; else None. An accelerator finds such a scope in memory."""
-        if self.everything or self.filters:
-            return None
-        return [*(self.readable_kb_ids or ()), *(self.memory_store_ids or ())]
 
     def documents_sql(self, only: str | None = None, *, include_archived: bool = False) -> str:
         """The scope's documents and memories (id, current_revision_id); `only`: with one filter
@@ -341,11 +345,47 @@ def scope_chunk_ids(conn: apsw.Connection, scope: Scope) -> np.ndarray | None:
     """The allowed chunk ids (sorted int64), or None when the scope is every indexed chunk."""
     if scope.everything:
         return None
-    sql = CHUNKS_OF_DOCUMENTS.format(documents=scope.documents_sql()) + "ORDER BY i.chunk_id"
-    rows = conn.execute(sql, scope.params()).fetchall()
+    rows = CHUNKS_OF_DOCUMENTS.format(documents=scope.documents_sql())
+    return _id_array(conn.execute(ID_LIST.format(rows=rows), scope.params()).fetchone()[0])
+
+
+@dataclass(frozen=True)
+class KindScope:
+    """One kind's part of a scope as an accelerator maps it to chunks (vector/matrix.py): the
+    stores searched, and the documents the filters select (None: every document of them)."""
+
+    stores: list[int]
+    documents: np.ndarray | None  # sorted ids
+
+
+def filter_documents(conn: apsw.Connection, scope: Scope) -> list[KindScope]:
+    """The scope per kind, with no document row read: the filters' index searches intersected
+    (one statement per filtered kind), stores narrowed by the store filters. Its chunks are
+    those of `scope_chunk_ids` (tests/test_search_one_shot.py)."""
+    parts = []
+    params = scope.params()
+    for stores, store_filter, filter_documents_of in (
+        (scope.readable_kb_ids, "knowledge_base_ids", FILTER_DOCUMENTS),
+        (scope.memory_store_ids, "memory_store_ids", MEMORY_FILTER_DOCUMENTS),
+    ):
+        if not stores:
+            continue
+        chosen = set(scope.filters.get(store_filter, stores))
+        selects = [sql for name, sql in filter_documents_of.items() if name in scope.filters]
+        documents = None
+        if selects:
+            rows = INTERSECT.join(f"SELECT * FROM ({sql})" for sql in selects)
+            text = conn.execute(ID_LIST.format(rows=rows), params).fetchone()[0]
+            documents = _id_array(text)
+        parts.append(KindScope([s for s in stores if s in chosen], documents))
+    return parts
+
+
+def _id_array(text: str | None) -> np.ndarray:
+    """Sorted int64 ids from group_concat's comma-separated text (NULL: none)."""
     import numpy as np
 
-    return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    return np.sort(np.fromstring(text or "", dtype=np.int64, sep=","))
 
 
 def unmatched_filters(conn: apsw.Connection, scope: Scope) -> list[str]:

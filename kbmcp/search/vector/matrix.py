@@ -64,6 +64,8 @@ class VectorMatrix:
         self._matrix = rows.matrix
         self._alive = np.ones(self._size, dtype=bool)
         self._live_rows: np.ndarray | None = None
+        # The live rows ordered by document: (their document ids, sorted; their positions).
+        self._by_document: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def load(cls, conn: apsw.Connection) -> VectorMatrix:
@@ -91,9 +93,40 @@ class VectorMatrix:
         """The ids (ascending) of the indexed chunks of these knowledge bases / memory stores:
         the same rows as the scope SQL over `indexed_chunk` (every indexed chunk has a vector;
         tests/test_search_one_shot.py compares the two)."""
-        rows = self.live_rows()
-        wanted = np.asarray(sorted(set(store_ids)), dtype=np.int64)
-        return self.ids[rows[np.isin(self._stores[rows], wanted)]]
+        return self.ids[self._rows_of_stores(self.live_rows(), store_ids)]
+
+    def ids_of_scope(self, parts: Sequence[tuple[Sequence[int], np.ndarray | None]]) -> np.ndarray:
+        """The ids (ascending) of the indexed chunks of a scope given per kind as (stores,
+        documents): the chunks of those stores, of only those documents (sorted ids) when given.
+        A document's rows are found by a binary search in the rows ordered by document, so the
+        cost follows the scope, not the file (search/scope.py `filter_documents` gives the
+        parts; tests/test_search_one_shot.py compares with the scope SQL)."""
+        found = []
+        for stores, documents in parts:
+            if documents is None:
+                found.append(self._rows_of_stores(self.live_rows(), stores))
+                continue
+            by_document, rows = self._document_order()
+            first = np.searchsorted(by_document, documents, side="left")
+            counts = np.searchsorted(by_document, documents, side="right") - first
+            # Each document's run of rows, laid end to end: run start + position within run.
+            within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+            found.append(self._rows_of_stores(rows[np.repeat(first, counts) + within], stores))
+        rows = np.sort(np.concatenate(found)) if found else np.zeros(0, dtype=np.intp)
+        return self.ids[rows]
+
+    def _rows_of_stores(self, rows: np.ndarray, stores: Sequence[int]) -> np.ndarray:
+        wanted = np.asarray(sorted(set(stores)), dtype=np.int64)
+        return rows[np.isin(self._stores[rows], wanted)]
+
+    def _document_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(document id of each live row, ascending; the rows in that order), kept until the
+        rows change."""
+        if self._by_document is None:
+            rows = self.live_rows()
+            order = np.argsort(self._documents[rows], kind="stable")
+            self._by_document = (self._documents[rows][order], rows[order])
+        return self._by_document
 
     def rows_of(self, chunk_ids: np.ndarray) -> np.ndarray:
         """Positions of the live rows among `chunk_ids` (ascending ids; others are skipped: a
@@ -131,6 +164,7 @@ class VectorMatrix:
                 return False
             self._append(fresh, new)
         self._live_rows = None
+        self._by_document = None
         if self._size and np.count_nonzero(~self._alive[: self._size]) > (
             COMPACT_DEAD_FRACTION * self._size
         ):
