@@ -7,6 +7,7 @@ readable set: own knowledge bases + shares in force, intersected with the token'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from kbmcp.cli import main
 from kbmcp.cli.serve import http_verifier
 from kbmcp.server.auth import is_loopback
+from kbmcp.server.scope_guard import TOOL_SCOPES
 from kbmcp.service.tenants import share_knowledge_base, unshare_knowledge_base
 from kbmcp.service.tokens import revoke_token
 from kbmcp.store.connection import open_connection
@@ -253,6 +255,22 @@ async def test_scopes_hide_and_refuse_tools(corpus: Corpus) -> None:
         body = await call(client, "remember", {"content": "narwhals are real"})
         assert body["error"]["code"] == "forbidden"
         assert body["error"]["details"] == {"tool": "remember", "required_scope": "memory:write"}
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 discover; 2025 initialize
+@pytest.mark.parametrize("token", ["beta", "beta-memory"])
+async def test_the_instructions_mention_only_the_tools_the_token_sees(
+    corpus: Corpus, token: str, mode: str
+) -> None:
+    async with (
+        bearer_client(corpus.secrets[token]) as http,
+        Client(streamable_http_client(corpus.url, http_client=http), mode=mode) as client,
+    ):
+        visible = {tool.name for tool in (await client.list_tools()).tools}
+        instructions = client.instructions or ""
+    mentioned = {name for name in TOOL_SCOPES if re.search(rf"\b{name}\b", instructions)}
+    assert mentioned == visible, instructions
+    assert ("list_knowledge_bases" in visible) == ("Scope first" in instructions)
 
 
 async def post_initialize(

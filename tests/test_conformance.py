@@ -47,5 +47,10 @@ def test_every_applicable_conformance_scenario_passes(tmp_path: Path) -> None:
     ), installing
     summary = run.stdout.splitlines()[1]
     applicable, total = summary.removeprefix("applies to kbmcp: ").split(" pass")[0].split(" of ")
-    assert applicable == total and int(total) >= 11, run.stdout
-    assert "logging-set-level" in run.stdout and "completion-complete" in run.stdout
+    assert applicable == total and int(total) >= 8, run.stdout
+    assert "  pass  completion-complete" in run.stdout
+    # The honest count: scenarios that could only pass through a deviation from the
+    # specification (an unknown tool answered as a tool result; a logging capability without log
+    # notifications) are counted as not applicable, with the reason.
+    for scenario in ("tools-call-simple-text", "tools-call-error", "logging-set-level"):
+        assert f"  {scenario}: " in run.stdout and f"pass  {scenario}" not in run.stdout

@@ -118,6 +118,8 @@ def test_stdio_errors_for_other_methods_have_valid_codes(raw_stdio: RawStdio) ->
             -32602,
         ),
         (rpc_line(7, "logging/setLevel", {"level": "loudest"}), -32602),
+        # An unknown tool is a JSON-RPC error, as the MCP specification says, not a tool result.
+        (rpc_line(8, "tools/call", {"name": "delete_everything", "arguments": {}}), -32602),
     ]
     for line, code in cases:
         reply = raw_stdio.reply(line)
@@ -137,10 +139,16 @@ async def test_an_unknown_prompt_is_invalid_params(
         assert "no-such-prompt" in caught.value.error.message
 
 
-def test_logging_and_completions_are_declared_and_answered(raw_stdio: RawStdio) -> None:
-    """Both are 2025 protocol utilities (gone in 2026-07-28): a 2025 client sends them."""
-    assert set(raw_stdio.capabilities) >= {"logging", "completions", "tools"}
-    assert raw_stdio.reply(rpc_line(3, "logging/setLevel", {"level": "info"}))["result"] == {}
+def test_only_served_capabilities_are_declared(raw_stdio: RawStdio) -> None:
+    """A 2025 client over stdio: no logging (kbmcp sends no log notifications, so setLevel is
+    not served), nothing to subscribe to; completions are answered (with nothing)."""
+    capabilities = raw_stdio.capabilities
+    assert set(capabilities) == {"completions", "tools", "prompts", "resources"}
+    assert capabilities["resources"] == {"subscribe": False, "listChanged": False}
+    assert capabilities["tools"] == capabilities["prompts"] == {"listChanged": False}
+    assert raw_stdio.reply(rpc_line(3, "logging/setLevel", {"level": "info"}))["error"]["code"] == (
+        -32601
+    )
     completion = raw_stdio.reply(rpc_line(4, "completion/complete", {
         "ref": {"type": "ref/prompt", "name": "anything"},
         "argument": {"name": "arg", "value": "x"}}))  # fmt: skip

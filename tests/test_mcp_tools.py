@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
-from mcp import Client
+from mcp import Client, MCPError
 from syrupy.assertion import SnapshotAssertion
 
 from kbmcp import __version__
@@ -691,9 +691,64 @@ async def test_fusion_parameter_of_another_mode_names_both(client: Client) -> No
     assert "rrf_k" in error["message"] and "'hybrid'" in error["message"]
 
 
-async def test_unknown_tool_error_has_a_code(client: Client) -> None:
-    body = payload(await client.call_tool("delete_everything", {}))
-    assert body["error"]["code"] == "invalid_request"
+async def test_an_unknown_tool_is_a_json_rpc_error(client: Client) -> None:
+    """The MCP specification: an unknown tool is a protocol error (-32602), not a tool result."""
+    with pytest.raises(MCPError) as caught:
+        await client.call_tool("delete_everything", {})
+    assert caught.value.error.code == -32602
+    assert "delete_everything" in caught.value.error.message
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 discover; 2025 initialize
+async def test_only_served_capabilities_are_declared(corpus_db: Path, mode: str) -> None:
+    """No logging (no log notifications are sent), no subscriptions (no resources; the tool
+    list never changes during a connection), on both protocol eras."""
+    with hash_workspace(corpus_db) as ws:
+        async with Client(build_server(ws), mode=mode) as client:
+            capabilities = client.server_capabilities
+            assert capabilities is not None
+            declared = capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert declared == {
+        "completions": {},
+        "prompts": {"listChanged": False},
+        "resources": {"subscribe": False, "listChanged": False},
+        "tools": {"listChanged": False},
+    }
+
+
+def _type_arrays(schema: Any, where: str = "") -> list[str]:
+    """Where a schema uses a list as "type" (strict checkers want anyOf)."""
+    found = []
+    if isinstance(schema, dict):
+        if isinstance(schema.get("type"), list):
+            found.append(where)
+        for key, value in schema.items():
+            found += _type_arrays(value, f"{where}/{key}")
+    elif isinstance(schema, list):
+        for index, value in enumerate(schema):
+            found += _type_arrays(value, f"{where}/{index}")
+    return found
+
+
+async def test_input_schemas_are_strict_and_say_what_is_required(client: Client) -> None:
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    for name, tool in tools.items():
+        assert _type_arrays(tool.input_schema) == [], name
+    metadata = tools["search_knowledge"].input_schema["properties"]["metadata"]
+    assert [option["type"] for option in metadata["additionalProperties"]["anyOf"]] == [
+        "string", "number", "boolean", "null"
+    ]  # fmt: skip
+    required = {name: tool.input_schema.get("required", []) for name, tool in tools.items()}
+    assert required == {
+        "search_knowledge": [],
+        "list_knowledge_bases": [],
+        "list_documents": [],
+        "list_memory_stores": [],
+        "remember": ["content"],
+        "forget": ["memory_id"],
+    }
+    missing = payload(await client.call_tool("remember", {"tags": {"topic": "x"}}))["error"]
+    assert (missing["code"], missing["details"]["argument"]) == ("invalid_request", "content")
 
 
 async def test_crash_becomes_internal_error(

@@ -17,6 +17,7 @@ from kbmcp import __version__
 from kbmcp.errors import InvalidRequest
 from kbmcp.server.auth import AUTH_SETTINGS, BearerPrincipals, LocalOwner, PrincipalSource
 from kbmcp.server.errors import RequestErrorGuard, ToolCallGuard
+from kbmcp.server.instructions import instructions_for
 from kbmcp.server.protocol import add_protocol_handlers
 from kbmcp.server.scope_guard import TOOL_SCOPES, ScopeGuard
 from kbmcp.server.tools import KbTools, ServerOptions
@@ -25,25 +26,6 @@ from kbmcp.workspace import Workspace
 SERVER_NAME = "kbmcp"
 CANDIDATES_ENV = "KBMCP_SEARCH_CANDIDATES"
 HEALTH_PATH = "/health"
-
-INSTRUCTIONS = """\
-kbmcp is a local knowledge base of documents (notes, docs, runbooks, code) split into chunks and \
-searchable by keyword and meaning. Work in this order:
-1. Scope first. Call list_knowledge_bases once to see what exists; if the question concerns one \
-knowledge base, folder or document, pass knowledge_base_ids, document_paths or document_ids to \
-search_knowledge. Scoping is exact (filters apply before ranking), so a narrow scope finds \
-passages a broad search would rank too low.
-2. Search. Call search_knowledge with a query; the default hybrid mode suits most questions. Use \
-mode="lexical" for exact names, error messages and identifiers; mode="semantic" for paraphrases.
-3. Then read. Results are short excerpts with ids and a citation (path, line range, revision). \
-Fetch full chunks with chunk_ids, or read around a hit with document_id + offset/limit_chars. For \
-a long document, ask for outline=true first and read only the section you need.
-Memories: call remember to keep a fact you learned (search_knowledge then finds it with \
-documents, kind="memory"), and forget to retract one. \
-Cite sources by path and line range. Without a query, search_knowledge lists recently updated \
-documents (since/until narrow the time window). Errors are JSON {"error": {"code", "message", \
-"details"}}; details.argument names the argument to fix.\
-"""
 
 SEARCH_DESCRIPTION = """\
 Search the knowledge base, read documents and fetch chunks. The mode follows from the arguments \
@@ -167,7 +149,12 @@ def build_server(
         "remember": tools.remember,
         "forget": tools.forget,
     }
-    known = {name: set(inspect.signature(fn).parameters) for name, fn in registered.items()}
+    signatures = {name: inspect.signature(fn).parameters for name, fn in registered.items()}
+    known = {name: set(parameters) for name, parameters in signatures.items()}
+    required = {
+        name: {p.name for p in parameters.values() if p.default is inspect.Parameter.empty}
+        for name, parameters in signatures.items()
+    }
     unguarded = sorted(set(registered) - set(TOOL_SCOPES))
     if unguarded:
         raise RuntimeError(f"tools without a scope in TOOL_SCOPES: {', '.join(unguarded)}")
@@ -175,13 +162,17 @@ def build_server(
         SERVER_NAME,
         title="kbmcp knowledge base",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        # Each caller gets the instructions for the tools it sees (ScopeGuard).
+        instructions=instructions_for(registered),
         token_verifier=token_verifier,
         auth=AUTH_SETTINGS if token_verifier else None,
+        # Nothing to subscribe to: no resources, and the tool list never changes during a
+        # connection (kbmcp/server/protocol.py).
+        subscriptions=False,
         middleware=[
             RequestErrorGuard(),
-            ScopeGuard(TOOL_SCOPES, principals),
-            ToolCallGuard(known.get),
+            ScopeGuard(TOOL_SCOPES, principals, instructions_for),
+            ToolCallGuard(known.get, required.get),
         ],
     )
     server.custom_route(HEALTH_PATH, methods=["GET"])(health)

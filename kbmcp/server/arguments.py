@@ -4,8 +4,9 @@ Every parameter is annotated `Any` at the Python level with an explicit JSON sch
 the SDK then never rejects arguments itself (its own validation errors are plain text without an
 error code). Values go to the service layer as they came; it is the single validator, and every
 malformed argument becomes an `invalid_request` tool error that names the argument. Every
-parameter defaults to None, so a tool can tell "not given" from "given"; the documented default
-is shown in the schema instead.
+optional parameter defaults to None, so a tool can tell "not given" from "given"; the documented
+default is shown in the schema instead. A parameter without a default is `required` in the
+schema; the server's ToolCallGuard reports it missing before the SDK would (in plain text).
 """
 
 from __future__ import annotations

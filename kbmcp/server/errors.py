@@ -3,11 +3,14 @@
 Every failed tool call is a tool result with `isError: true` whose single text block is the JSON
 body `{"error": {"code", "message", "details"}}` (see kbmcp/errors.py). Three sources:
 - a `KbError` raised by the service layer or our argument checks: rendered by `error_result`;
-- an argument the tool does not have (a typo, or a parameter of another mode): `invalid_request`
-  from `ToolCallGuard`, before the tool runs (the SDK would silently ignore it);
-- anything the SDK reports itself (an unexpected crash, an unknown tool): its plain text is
-  wrapped by `ToolCallGuard` into `internal_error` / `invalid_request` so no error lacks a code.
-Other requests fail with JSON-RPC errors; `RequestErrorGuard` makes sure each has a valid code.
+- an argument the tool does not have (a typo, or a parameter of another mode), or a required one
+  missing: `invalid_request` from `ToolCallGuard`, before the tool runs (the SDK would silently
+  ignore the first and answer the second in plain text);
+- anything the SDK reports itself (an unexpected crash): its plain text is wrapped by
+  `ToolCallGuard` into `internal_error` so no error lacks a code.
+A tool that does not exist is not a tool result but a JSON-RPC error, -32602 (invalid params), as
+the MCP specification says. Other requests fail with JSON-RPC errors too; `RequestErrorGuard`
+makes sure each has a valid code.
 """
 
 from __future__ import annotations
@@ -42,12 +45,18 @@ def kb_error_result(error: KbError) -> CallToolResult:
 
 
 class ToolCallGuard:
-    """Server middleware for `tools/call`: rejects unknown arguments and gives every error result
-    a stable code. `known_arguments(tool_name)` returns the tool's parameter names (None for a
-    tool that does not exist: the SDK reports that one)."""
+    """Server middleware for `tools/call`: rejects unknown tools (JSON-RPC -32602), unknown and
+    missing arguments, and gives every error result a stable code. `known_arguments(tool_name)`
+    returns the tool's parameter names (None for a tool it does not know: the SDK decides
+    whether it exists) and `required_arguments(tool_name)` those it cannot do without."""
 
-    def __init__(self, known_arguments: Callable[[str], set[str] | None]) -> None:
+    def __init__(
+        self,
+        known_arguments: Callable[[str], set[str] | None],
+        required_arguments: Callable[[str], set[str] | None] = lambda name: None,
+    ) -> None:
         self._known_arguments = known_arguments
+        self._required_arguments = required_arguments
 
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -61,6 +70,15 @@ class ToolCallGuard:
             unknown = sorted(key for key in arguments if key not in known)
             if unknown:
                 return error_result(_unknown_arguments(name, unknown, known))
+            missing = sorted((self._required_arguments(name) or set()) - set(arguments))
+            if missing:
+                return error_result(
+                    error_body(
+                        "invalid_request",
+                        f"{', '.join(missing)}: required by {name} (see its input schema)",
+                        {"argument": missing[0], "arguments": missing},
+                    )
+                )
         result = await call_next(ctx)
         return _with_code(result, name)
 
@@ -85,8 +103,10 @@ def _unknown_arguments(tool: str, unknown: list[str], known: set[str]) -> dict[s
 
 
 def _with_code(result: HandlerResult, tool: object) -> HandlerResult:
-    """Wrap a plain-text SDK error into our JSON error body; leave everything else alone.
-    Results reach middleware in wire form (a dict with camelCase keys) or as a model."""
+    """Wrap a plain-text SDK error into our JSON error body; leave everything else alone. The
+    SDK answers a tool it does not have with a tool result; that becomes the JSON-RPC error the
+    MCP specification asks for. Results reach middleware in wire form (a dict with camelCase
+    keys) or as a model."""
     if isinstance(result, CallToolResult):
         wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     elif isinstance(result, dict):
@@ -99,9 +119,9 @@ def _with_code(result: HandlerResult, tool: object) -> HandlerResult:
     text = "\n".join(texts)
     if _is_error_body(text):
         return result
-    code = "invalid_request" if text.startswith("Unknown tool") else "internal_error"
-    message = text if code == "invalid_request" else f"{text} (see the server log on stderr)"
-    body = error_body(code, message, {"tool": tool})
+    if text.startswith("Unknown tool"):  # the SDK's text for a name it has no tool for
+        raise MCPError(code=INVALID_PARAMS, message=text, data=tool)
+    body = error_body("internal_error", f"{text} (see the server log on stderr)", {"tool": tool})
     content = [{"type": "text", "text": json.dumps(body, ensure_ascii=False)}]
     return {**wire, "content": content}
 

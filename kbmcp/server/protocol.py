@@ -1,11 +1,15 @@
-"""Protocol utilities beyond tools: `logging/setLevel` and `completion/complete`.
+"""Protocol utilities beyond tools, and only the capabilities kbmcp really serves.
 
-Both are declared capabilities (the SDK declares a capability when its handler is registered),
-so clients that send them routinely get an answer instead of "Method not found":
-- `logging/setLevel` is accepted and validated; kbmcp sends no log notifications to clients (its
-  logs go to stderr, docs/operations.md), so there is nothing to filter;
-- `completion/complete` answers an empty list: kbmcp has no prompts or resource templates whose
-  arguments could be completed.
+The SDK declares a capability when its handler is registered, so what is registered here is
+what a client is promised, on both protocol eras (the 2025 initialize handshake and the
+2026-07-28 discover):
+- `completion/complete` answers an empty list: kbmcp has no prompts or resource templates
+  whose arguments could be completed, and a client that asks gets an answer;
+- no `logging/setLevel`: kbmcp sends no log notifications (its logs go to stderr,
+  docs/operations.md), so there is nothing a level could filter and no `logging` capability;
+- no subscriptions: kbmcp has no resources and its tool list never changes while a client is
+  connected, so `resources.subscribe` and every `listChanged` are false (`build_server` turns
+  the SDK's `subscriptions/listen` off, which is what the 2026-07-28 flags derive from).
 """
 
 from __future__ import annotations
@@ -18,10 +22,8 @@ from mcp_types import (
     Completion,
     CompletionArgument,
     CompletionContext,
-    EmptyResult,
     PromptReference,
     ResourceTemplateReference,
-    SetLevelRequestParams,
 )
 
 
@@ -31,8 +33,6 @@ def lowlevel(server: MCPServer) -> Server[Any]:
 
 
 def add_protocol_handlers(server: MCPServer) -> None:
-    lowlevel(server).add_request_handler("logging/setLevel", SetLevelRequestParams, _set_level)
-
     @server.completion()
     async def _complete(
         ref: PromptReference | ResourceTemplateReference,
@@ -40,7 +40,3 @@ def add_protocol_handlers(server: MCPServer) -> None:
         context: CompletionContext | None,
     ) -> Completion:
         return Completion(values=[], total=0, has_more=False)
-
-
-async def _set_level(ctx: object, params: SetLevelRequestParams) -> EmptyResult:
-    return EmptyResult()

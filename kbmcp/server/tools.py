@@ -150,7 +150,11 @@ Metadata = param(
     {
         "type": "object",
         "minProperties": 1,
-        "additionalProperties": {"type": ["string", "number", "boolean", "null"]},
+        # anyOf, not a type array: strict schema checkers (the MCP inspector's --strict) warn
+        # about type arrays.
+        "additionalProperties": {
+            "anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]
+        },
     },
     "Query and scan modes: only documents whose metadata has these exact values, e.g. "
     '{"owner": "infra"} (a document filter: memories are not searched unless asked for).',
@@ -359,7 +363,7 @@ class KbTools:
 
     def remember(
         self,
-        content: Content = None,
+        content: Content,
         memory_store_id: RememberStoreId = None,
         tags: MemoryTags = None,
         source: MemorySource = None,
@@ -386,7 +390,7 @@ class KbTools:
 
         return self._run(run)
 
-    def forget(self, memory_id: MemoryId = None) -> Annotated[CallToolResult, models.ForgetOutput]:
+    def forget(self, memory_id: MemoryId) -> Annotated[CallToolResult, models.ForgetOutput]:
         def run() -> BaseModel:
             result = memories.forget(self.workspace, self.principal(), memory_id)
             return models.ForgetOutput.model_validate(result)
