@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -106,6 +107,65 @@ def test_stdio_answers_unparseable_lines_and_keeps_serving(raw_stdio: RawStdio) 
         assert len(listed["result"]["tools"]) == len(TOOL_SCOPES)
     stderr = raw_stdio.close()
     assert "unparseable message on stdin" in stderr and "Traceback" not in stderr
+
+
+INVALID_IDS = ["null", "1.5", "2.0", "true", "[1]", '{"a": 1}']
+
+
+@pytest.mark.parametrize("request_id", INVALID_IDS)
+def test_stdio_answers_a_request_with_an_invalid_id(raw_stdio: RawStdio, request_id: str) -> None:
+    """MCP ids are strings or integers: the SDK took these for notifications and never
+    answered, leaving the client waiting for its time-out."""
+    reply = raw_stdio.reply(f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "ping"}}')
+    assert reply["id"] is None and reply["error"]["code"] == -32600, reply
+    assert "the id must be a string or an integer" in reply["error"]["message"]
+    assert raw_stdio.reply(rpc_line(2, "ping")) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    stderr = raw_stdio.close()
+    assert "request with an invalid id on stdin" in stderr and "Traceback" not in stderr
+
+
+def test_stdio_deeply_nested_json_is_one_log_line(raw_stdio: RawStdio) -> None:
+    depth = 100_000
+    reply = raw_stdio.reply("[" * depth + "]" * depth)
+    assert reply["error"] == {
+        "code": -32700,
+        "message": "Parse error: the message is nested too deeply to read",
+    }
+    assert raw_stdio.reply(rpc_line(2, "ping"))["result"] == {}
+    stderr = raw_stdio.close()
+    assert "Traceback" not in stderr and "RecursionError" not in stderr, stderr[-2000:]
+    assert len([line for line in stderr.splitlines() if "kbmcp" in line]) == 1, stderr[-2000:]
+
+
+def test_stdio_stops_at_once_when_the_client_closes_stdout(corpus_db: Path) -> None:
+    """Nothing can reach the client any more: the server exits cleanly now, not when stdin
+    closes (before: it ran on, then ended with "unexpected ExceptionGroup")."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kbmcp", "--db", str(corpus_db), "serve"],
+        env=subprocess_env(corpus_db),
+        cwd=REPO_ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        initialize = {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
+        process.stdin.write(rpc_line(1, "initialize", initialize))
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == 1
+        process.stdout.close()  # the client stops reading; stdin stays open
+        started = time.monotonic()
+        assert process.wait(timeout=10) == 0
+        assert time.monotonic() - started < 5
+        _, stderr = process.communicate(timeout=10)
+        assert "Traceback" not in stderr and "unexpected" not in stderr, stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
 
 
 def test_stdio_errors_for_other_methods_have_valid_codes(raw_stdio: RawStdio) -> None:

@@ -1,15 +1,37 @@
-"""stdio serving that answers every line: a line that is not JSON, not valid Unicode (a lone
-surrogate escape such as "\\ud800") or not a JSON-RPC message gets a JSON-RPC error (-32700 or
--32600) and the server keeps serving. The SDK drops such lines silently, so a client would wait
-for its time-out. When the request id can still be read, the error carries it."""
+"""stdio serving that answers every line and stops cleanly.
+
+- A line that is not JSON, not valid Unicode (a lone surrogate escape such as "\\ud800") or not
+  a JSON-RPC message gets a JSON-RPC error (-32700 or -32600) and the server keeps serving. The
+  SDK drops such lines silently, so a client would wait for its time-out. When the request id
+  can still be read, the error carries it.
+- A request whose id is not a string or an integer (`null`, `1.5`, `true`, a list) is -32600:
+  the SDK would read it as a notification (no reply ever).
+- JSON nested too deeply to parse is one log line and a parse error, never a traceback.
+- When the client closes the server's stdout (nothing can reach it any more) the server stops
+  at once, exit status 0, instead of serving until stdin closes and then failing.
+
+The server reads its own stdin and writes its own private duplicate of stdout (fd 1 itself
+points at stderr meanwhile, so nothing a library prints can corrupt the stream), so it can see
+each raw line before the SDK parses it and notice the client hanging up.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
+import os
+import select
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
@@ -20,25 +42,184 @@ from kbmcp.server.protocol import lowlevel
 
 logger = logging.getLogger(__name__)
 SHOWN_CHARS = 200  # of the offending input, in the log (never the whole line)
+HANGUP_POLL_MS = 200  # how often the stdout watcher wakes up to see whether to stop
+READ_BYTES = 1 << 16
 
 
 async def serve_stdio(server: MCPServer) -> None:
+    try:
+        await _serve(server)
+    except* (BrokenPipeError, ConnectionResetError):
+        # A reply found stdout closed before the watcher noticed: the same clean stop.
+        logger.info("the client closed stdout: stopping")
+
+
+async def _serve(server: MCPServer) -> None:
     low = lowlevel(server)
-    async with stdio_server() as (read_stream, write_stream):
-        send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    with private_stdio() as (input_fd, stdout):
+        rejected_send, rejected = anyio.create_memory_object_stream[JSONRPCError](16)
+        lines = checked_lines(stdin_lines(input_fd), rejected_send)
+        streams = stdio_server(stdin=lines, stdout=anyio.wrap_file(stdout))  # type: ignore[arg-type]
+        # The SDK's transport waits for the end of stdin on exit; a closed stdout must not.
+        with anyio.CancelScope() as everything:
+            async with streams as (read_stream, write_stream):
+                send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
 
-        async def relay() -> None:
-            async with send:
-                async for item in read_stream:
-                    if isinstance(item, Exception):
-                        await _answer(write_stream, item)
-                    else:
-                        await send.send(item)
+                async def relay() -> None:
+                    async with send:
+                        async for item in read_stream:
+                            if isinstance(item, Exception):
+                                await _answer(write_stream, item)
+                            else:
+                                await send.send(item)
 
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(relay)
-            await low.run(receive, write_stream, low.create_initialization_options())
-            tasks.cancel_scope.cancel()
+                async def answer_rejected() -> None:
+                    async with rejected:
+                        async for reply in rejected:
+                            await write_stream.send(SessionMessage(reply))
+
+                async with anyio.create_task_group() as tasks:
+                    tasks.start_soon(relay)
+                    tasks.start_soon(answer_rejected)
+                    tasks.start_soon(_stop_when_stdout_closes, stdout.fileno(), everything)
+                    await low.run(receive, write_stream, low.create_initialization_options())
+                    tasks.cancel_scope.cancel()
+
+
+async def stdin_lines(fd: int) -> AsyncIterator[str]:
+    """The lines of the input descriptor, read by a daemon thread with plain os.read: a blocking
+    read never holds up a stop (an anyio worker thread reading stdin can be neither cancelled
+    nor left behind at exit), and no Python file object is left locked by the thread when the
+    interpreter shuts down. Undecodable bytes become U+FFFD, as in the SDK's own reader."""
+    send, receive = anyio.create_memory_object_stream[str](8)
+    token = anyio.lowlevel.current_token()
+
+    def pump() -> None:
+        gone = (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError)
+        with contextlib.suppress(*gone):  # the loop or the reader has stopped
+            try:
+                for line in _read_lines(fd):
+                    anyio.from_thread.run(send.send, line, token=token)
+            finally:
+                anyio.from_thread.run(send.aclose, token=token)  # end of input
+
+    threading.Thread(target=pump, name="kbmcp-stdin", daemon=True).start()
+    async with receive:
+        async for line in receive:
+            yield line
+
+
+def _read_lines(fd: int) -> Iterator[str]:
+    pending = b""
+    while True:
+        try:
+            chunk = os.read(fd, READ_BYTES)
+        except OSError:
+            chunk = b""
+        if not chunk:
+            if pending:
+                yield pending.decode("utf-8", errors="replace")
+            return
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for line in complete:
+            yield line.decode("utf-8", errors="replace") + "\n"
+
+
+@contextlib.contextmanager
+def private_stdio() -> Iterator[tuple[int, io.TextIOWrapper]]:
+    """The protocol's input descriptor and output stream: private duplicates of stdin and
+    stdout, while fd 0 reads /dev/null and fd 1 writes to stderr (nothing else can take the
+    client's input or corrupt the stream). Both restored on exit."""
+    sys.stdout.flush()
+    wire_in, wire_out = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    stdout = _unowned_text(os.fdopen(wire_out, "wb", closefd=False))
+    try:
+        yield wire_in, stdout
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            stdout.flush()
+        os.dup2(wire_out, 1)
+        os.dup2(wire_in, 0)
+        os.close(wire_out)
+        # wire_in stays open: the reader thread may still be blocked on it until the process
+        # exits (closing a descriptor under a blocked read could hand its number to a new file).
+
+
+class _UnownedText(io.TextIOWrapper):
+    """UTF-8 text over a buffer it does not own: closing (or collecting) it leaves the buffer."""
+
+    def close(self) -> None:
+        with contextlib.suppress(ValueError):
+            self.detach()
+
+
+def _unowned_text(buffer: Any) -> io.TextIOWrapper:
+    return _UnownedText(buffer, encoding="utf-8", newline="\n")
+
+
+async def checked_lines(
+    lines: AsyncIterator[str], rejected: MemoryObjectSendStream[JSONRPCError]
+) -> AsyncIterator[str]:
+    """The lines of stdin, except requests with an id that is not a string or an integer:
+    those are answered with -32600 through `rejected` instead."""
+    async with rejected:
+        async for line in lines:
+            reply = invalid_id_reply(line)
+            if reply is None:
+                yield line
+            else:
+                await rejected.send(reply)
+
+
+def invalid_id_reply(line: str) -> JSONRPCError | None:
+    """-32600 for a request (it has a method) whose id is there but not a string or an integer.
+    MCP forbids a null id and JSON-RPC fractional ones; the SDK would drop the line as a
+    notification. Lines that are not JSON objects are left to the SDK (and `_answer`)."""
+    parsed = _parsed(line)
+    if not isinstance(parsed, dict) or "method" not in parsed or "id" not in parsed:
+        return None
+    request_id = parsed["id"]
+    if isinstance(request_id, str) or (
+        isinstance(request_id, int) and not isinstance(request_id, bool)
+    ):
+        return None
+    shown = json.dumps(request_id)[:SHOWN_CHARS]
+    logger.warning("request with an invalid id on stdin: %s", shown)
+    message = f"Invalid request: the id must be a string or an integer, got {shown}"
+    return JSONRPCError(
+        jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=message)
+    )
+
+
+async def _stop_when_stdout_closes(fd: int, scope: anyio.CancelScope) -> None:
+    """Cancel `scope` when the client closes its end of stdout (POLLERR/POLLHUP on the pipe):
+    no reply can reach it any more. Not available without poll(2) (Windows): there the server
+    stops at the next write."""
+    if not hasattr(select, "poll"):
+        return
+    stop = threading.Event()
+    try:
+        closed = await anyio.to_thread.run_sync(_wait_for_hangup, fd, stop, abandon_on_cancel=True)
+    finally:
+        stop.set()
+    if closed:
+        logger.info("the client closed stdout: stopping")
+        scope.cancel()
+
+
+def _wait_for_hangup(fd: int, stop: threading.Event) -> bool:
+    poller = select.poll()
+    poller.register(fd, 0)  # no events asked: only errors and hang-ups are reported
+    while not stop.is_set():
+        for _, events in poller.poll(HANGUP_POLL_MS):
+            if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+                return True
+    return False
 
 
 async def _answer(write_stream: Any, error: Exception) -> None:
@@ -61,13 +242,22 @@ def unparseable_reply(error: Exception) -> JSONRPCError:
     )
     if not_json:
         code, message = PARSE_ERROR, "Parse error: the message is not valid JSON"
-        if _lone_surrogate(raw):
+        if _too_deep(error):
+            message = "Parse error: the message is nested too deeply to read"
+        elif _lone_surrogate(raw):
             message = "Parse error: the message contains a lone surrogate (\\ud800-\\udfff escape)"
     else:
         code = INVALID_REQUEST
         message = "Invalid request: not a JSON-RPC 2.0 request, notification or response"
     return JSONRPCError(
         jsonrpc="2.0", id=_request_id(raw), error=ErrorData(code=code, message=message)
+    )
+
+
+def _too_deep(error: Exception) -> bool:
+    """pydantic's JSON parser stops at its recursion limit (a few hundred levels)."""
+    return isinstance(error, ValidationError) and any(
+        "recursion limit" in e["msg"] for e in error.errors()
     )
 
 
@@ -82,7 +272,7 @@ def _parsed(raw: Any) -> Any:
     if isinstance(raw, str | bytes):
         try:
             return json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
             return None
     return raw
 
