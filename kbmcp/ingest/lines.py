@@ -45,8 +45,12 @@ class Lines:
                 position += 1
                 self.starts.append(position)
         self.ends.append(len(content))
-        if self.texts[0].startswith("\ufeff"):
-            self.texts[0] = self.texts[0].lstrip("\ufeff")
+        # A leading byte-order mark is not text: the first line starts after it, so no chunk
+        # (and no heading) ever holds it, whatever else the file contains.
+        bom = len(self.texts[0]) - len(self.texts[0].lstrip("\ufeff"))
+        if bom:
+            self.texts[0] = self.texts[0][bom:]
+            self.starts[0] = bom
 
     def __len__(self) -> int:
         return len(self.texts)
