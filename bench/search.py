@@ -43,7 +43,6 @@ import numpy as np
 from kbmcp.clock import now_iso
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder, _hash_feature, text_features
-from kbmcp.ids import make_id
 from kbmcp.search.lexical import fts
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest
 from kbmcp.service.ingest_batch import sha256
@@ -55,6 +54,7 @@ from kbmcp.store.catalog import (
     ensure_tenant,
     find_knowledge_base,
 )
+from kbmcp.store.id_key import id_key_of
 from kbmcp.store.index import IndexRow, add_to_index
 from kbmcp.store.vectors import record_model, store_vectors
 from kbmcp.workspace import Workspace
@@ -204,7 +204,7 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[n
         scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "rest")
         # The same scopes as tags and metadata: {"bucket": "s01"} / tag bucket=s01.
         bucket = scope_prefix(scope).rstrip("/") if scope != "rest" else "rest"
-        doc_public = make_id("document", kb.public_id, path)
+        doc_public = id_key_of(conn).make("document", kb.public_id, path)
         insert_document(conn, corpus, kb.id, doc_public, path, f"Document {doc}", chunk_ids, now,
                         bucket=bucket)  # fmt: skip
         scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "unscoped")
@@ -240,7 +240,7 @@ def insert_document(
     if bucket:
         conn.execute("INSERT INTO document_tag (document_id, key, value) VALUES (?, 'bucket', ?)",
                      (document_id, bucket))  # fmt: skip
-    rev_public = make_id("revision", public_id, 1)
+    rev_public = id_key_of(conn).make("revision", public_id, 1)
     conn.execute(
         """INSERT INTO revision (public_id, document_id, number, content, content_hash,
            char_count, line_count, created_at) VALUES (?, ?, 1, ?, ?, ?, ?, ?)""",
@@ -256,7 +256,7 @@ def insert_document(
         conn.execute(
             """INSERT INTO chunk (public_id, revision_id, ordinal, heading_path, char_start,
                char_end, line_start, line_end, text) VALUES (?, ?, ?, '[]', ?, ?, ?, ?, ?)""",
-            (make_id("chunk", rev_public, ordinal), revision_id, ordinal, offset,
+            (id_key_of(conn).make("chunk", rev_public, ordinal), revision_id, ordinal, offset,
              offset + len(text), 2 * ordinal + 1, 2 * ordinal + 1, text),
         )  # fmt: skip
         offset += len(text) + 2
@@ -289,7 +289,7 @@ def add_memories(ws: Workspace, corpus: Corpus, count: int, seed: int = 13) -> t
     now = now_iso()
     for i in range(held, count):
         words = corpus.chunk_words(i, np.random.default_rng([seed, i]), WORDS_PER_MEMORY)
-        memory = make_id("memory", store.public_id, i)
+        memory = id_key_of(conn).make("memory", store.public_id, i)
         insert_document(conn, corpus, store.id, memory, memory, "", [words], now)
     conn.execute("COMMIT")
     return count, count - held
