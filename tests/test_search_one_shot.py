@@ -3,7 +3,8 @@
 Two workspaces on one file: a long-lived one (the server: vector copy and bm25 impact cache) and
 a one-shot one (vec0 / vec_distance_cosine for vectors, the Python scan or FTS5 for keywords).
 Every mode and several scopes must give the same chunks in the same order, the same bm25 scores
-and the same scores (sqlite-vec similarities, bm25), bit for bit.
+and the same scores (sqlite-vec similarities, bm25), bit for bit: for a caller who reads every
+store (the index's own keyword statistics) and for one who does not (its readable set's).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from kbmcp.search import plan
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.scope import Scope, filter_documents, resolve_scope, scope_chunk_ids
 from kbmcp.service import memories
-from kbmcp.service.ingest import archive_document
+from kbmcp.service.ingest import IngestOptions, add_paths, archive_document
 from kbmcp.service.search import search
+from kbmcp.service.tenants import act_as_tenant, create_tenant
 from kbmcp.workspace import Workspace
 from tests.search_corpus import (
     QUERY,
@@ -56,8 +58,14 @@ MEMORIES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workspace, Workspace]]:
+@pytest.fixture(scope="module", params=["single", "shared"])
+def pair(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Workspace, Workspace]]:
+    """The same corpus of the local owner, alone in its file ("single": it reads every store,
+    the index's own keyword statistics apply), or beside another tenant's knowledge base and
+    memories with the same words ("shared": its readable set's statistics apply,
+    kbmcp/search/lexical/stats.py)."""
     root = tmp_path_factory.mktemp("one_shot")
     settings = Settings(db_path=root / "kb.db", embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as server:
@@ -68,6 +76,13 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Workspace, 
         for index, text in enumerate(MEMORIES):
             store = team.memory_store_id if index % 2 else None
             memories.remember(server, owner, text, memory_store_id=store)
+        if request.param == "shared":
+            create_tenant(server, owner, "beta")
+            beta = act_as_tenant(server, owner, "beta")
+            add_paths(server, beta, [write_small_corpus(root / "beta")],
+                      IngestOptions(knowledge_base="handbook"))  # fmt: skip
+            for text in MEMORIES[:2]:
+                memories.remember(server, beta, f"{text} {text}")
         with Workspace(settings, embedder=HashingEmbedder()) as one_shot:
             yield server, one_shot
 
@@ -79,7 +94,10 @@ def _search(ws: Workspace, request: SearchRequest) -> SearchResponse:
 def _kb_filters(ws: Workspace, filters: SearchFilters) -> SearchFilters:
     if filters.knowledge_base_ids is None:
         return filters
-    kb = ws.conn.execute("SELECT public_id FROM knowledge_base WHERE name = 'handbook'").fetchone()
+    kb = ws.conn.execute(
+        "SELECT kb.public_id FROM knowledge_base AS kb JOIN tenant AS t ON t.id = kb.tenant_id "
+        "WHERE kb.name = 'handbook' AND t.name = 'local'"
+    ).fetchone()
     return SearchFilters(knowledge_base_ids=[kb[0]])
 
 

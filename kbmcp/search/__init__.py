@@ -13,6 +13,8 @@ after that is here. Modules, in the order a search uses them:
 - `lexical/`: the keyword channel
   - `fts`: FTS5 SQL (the plain path), weights, tokenizer, stop-word pruning;
   - `bm25`: FTS5's bm25 reproduced bit for bit, and the index statistics it needs;
+  - `stats`: bm25's statistics over the caller's readable set (what it may read), not the file;
+  - `readable_fts`: the FTS5 path re-scored with those statistics (no accelerators);
   - `postings` (accelerator): per-term bm25 contributions for large scopes;
   - `scan` (accelerator): bm25 over the text of a small scope;
   - `tokens` (accelerator): tokenised chunks kept for the scan;

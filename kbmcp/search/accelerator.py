@@ -5,7 +5,9 @@ A `Workspace` that serves many queries (the MCP server, eval, benchmarks) holds 
 
 - `vectors` (vector/matrix.py): every indexed vector, scored exactly in memory;
 - `postings` (lexical/postings.py): per query phrase, FTS5's bm25 contribution to every row;
-- `tokens` (lexical/tokens.py): tokenised chunks for the scope scan (lexical/scan.py).
+- `tokens` (lexical/tokens.py): tokenised chunks for the scope scan (lexical/scan.py);
+- readable sets (lexical/stats.py): the rows and keyword statistics of the stores a caller who
+  does not read every store may read, per set of stores, until the index changes.
 
 Freshness is one check per request, inside the request's read transaction: the last sequence
 number of the file's index change log (`index_log`, appended by triggers whenever a document's
@@ -20,17 +22,20 @@ dropped and rebuilt on use; a new model record (`kbmcp reembed`) replaces everyt
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 
 import apsw
 
 from kbmcp.search.lexical.fts import TOKENIZER, WEIGHTS
 from kbmcp.search.lexical.postings import PostingsIndex
+from kbmcp.search.lexical.stats import ReadableRows
 from kbmcp.search.lexical.tokens import TokenCache
 from kbmcp.search.vector.matrix import VectorMatrix
 
 SELECT_LOG_POSITION = "SELECT coalesce(max(seq), 0) FROM index_log"
 SELECT_LOGGED_DOCUMENTS = "SELECT DISTINCT document_id FROM index_log WHERE seq > :after"
 SELECT_MODEL_STAMP = "SELECT name, dimension, version, recorded_at FROM embedding_model"
+READABLE_SETS = 64  # readable sets kept (one per distinct set of stores a caller reads)
 
 
 class Accelerator:
@@ -44,6 +49,9 @@ class Accelerator:
         self._vectors: VectorMatrix | None = None
         self.postings = PostingsIndex(WEIGHTS)
         self.tokens = TokenCache()
+        self._readable: OrderedDict[tuple[int, ...], ReadableRows] = OrderedDict()
+        # Per set of readable stores, the phrases whose postings its requests used.
+        self._used: OrderedDict[tuple[int, ...], set[str]] = OrderedDict()
 
     def refresh(self, conn: apsw.Connection) -> bool:
         """Bring the copies up to the file as this connection's transaction sees it. False when
@@ -56,6 +64,7 @@ class Accelerator:
             return True
         if model == self._model and self._position is not None and position < self._position:
             return False
+        self._readable.clear()  # their rows and statistics change with the index
         if self._position is None or model != self._model:
             self._vectors = None
             self.tokens = TokenCache()
@@ -78,3 +87,30 @@ class Accelerator:
         if self._vectors is None:
             self._vectors = VectorMatrix.load(conn)
         return self._vectors
+
+    def readable_rows(self, conn: apsw.Connection, store_ids: tuple[int, ...]) -> ReadableRows:
+        """The readable set of these stores (lexical/stats.py), kept until the index changes
+        (the last READABLE_SETS used). Call with `lock` held, after `refresh`."""
+        found = self._readable.get(store_ids)
+        if found is None:
+            chunk_ids = self.vectors(conn).ids_of_stores(store_ids)
+            found = self.postings.readable_rows(conn, chunk_ids)
+            self._readable[store_ids] = found
+            while len(self._readable) > READABLE_SETS:
+                self._readable.popitem(last=False)
+        self._readable.move_to_end(store_ids)
+        return found
+
+    def holds_postings(self, store_ids: tuple[int, ...], phrases: list[str]) -> bool:
+        """Whether every phrase has postings that requests of callers reading exactly these
+        stores used. The plan asks this, not merely whether the postings exist: they may have
+        been filled by another tenant's request, and a strategy name that changed with what
+        other tenants searched for would tell a caller about it."""
+        used = self._used.get(store_ids, set())
+        return all(phrase in used and phrase in self.postings.phrases for phrase in phrases)
+
+    def used_postings(self, store_ids: tuple[int, ...], phrases: list[str]) -> None:
+        self._used.setdefault(store_ids, set()).update(phrases)
+        self._used.move_to_end(store_ids)
+        while len(self._used) > READABLE_SETS:
+            self._used.popitem(last=False)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import apsw
 import numpy as np
@@ -30,7 +30,9 @@ from kbmcp.search.lexical.fts import (
     fts_source,
     term_tokens,
 )
+from kbmcp.search.lexical.readable_fts import readable_fts_source
 from kbmcp.search.lexical.scan import scan_scope
+from kbmcp.search.lexical.stats import ReadableRows, ReadableStores, readable_rows
 from kbmcp.search.models import Citation, SearchResponse, SearchResult, SearchStats, page_of
 from kbmcp.search.plan import Plan, choose_plan
 from kbmcp.search.query_text import query_terms, quote_term
@@ -47,10 +49,12 @@ def run_search(
     conn: apsw.Connection,
     args: SearchArguments,
     scope: Scope,
+    readable: ReadableStores,
     query_vector: np.ndarray | None,
     accelerator: Accelerator | None,
     started: float,
 ) -> SearchResponse:
+    """`readable`: the stores the principal may read (the keyword statistics' rows)."""
     # With an accelerator, a scope's chunks are found in its memory once it is current: the
     # filters' index searches give document ids (no document row read) and the vector copy,
     # which knows every indexed chunk's document and store, gives their chunks (10k one-chunk
@@ -61,8 +65,9 @@ def run_search(
     terms = query_terms(args.query)
     # A user-selected set of documents is never emptied by a similarity floor (search/floor.py).
     floor = similarity_floor(conn, scope, args.min_similarity)
+    channels = _Channels(args, terms, query_vector, floor, readable, _covers(scope, readable))
     if accelerator is None:
-        lexical, semantic = _sources(conn, args, terms, allowed, query_vector, floor, None)
+        lexical, semantic = _sources(conn, channels, allowed, None)
     else:
         with accelerator.lock:
             current = accelerator.refresh(conn)
@@ -74,10 +79,7 @@ def run_search(
                     if current
                     else scope_chunk_ids(conn, scope)
                 )
-            lexical, semantic = _sources(
-                conn, args, terms, allowed, query_vector, floor,
-                accelerator if current else None,
-            )  # fmt: skip
+            lexical, semantic = _sources(conn, channels, allowed, accelerator if current else None)
     scope_rows = None if allowed is None else len(allowed)
     ranking = rank(
         conn,
@@ -121,63 +123,121 @@ def run_search(
     )
 
 
+@dataclass(frozen=True)
+class _Channels:
+    """What the channels of one request need besides the scope's rows."""
+
+    args: SearchArguments
+    terms: list[str]
+    query_vector: np.ndarray | None
+    floor: SimilarityFloor
+    readable: ReadableStores
+    # The scope is the caller's whole readable set (no filter, every kind it may read).
+    whole: bool
+
+
+def _covers(scope: Scope, readable: ReadableStores) -> bool:
+    if scope.everything:
+        return True
+    stores = [*(scope.readable_kb_ids or ()), *(scope.memory_store_ids or ())]
+    return not scope.filters and tuple(sorted(stores)) == readable.store_ids
+
+
 def _sources(
     conn: apsw.Connection,
-    args: SearchArguments,
-    terms: list[str],
+    channels: _Channels,
     allowed: np.ndarray | None,
-    query_vector: np.ndarray | None,
-    floor: SimilarityFloor,
     accelerator: Accelerator | None,
 ) -> tuple[ChannelSource, ChannelSource]:
     """The plan, then each channel's source (candidates from the accelerator when given)."""
+    args, terms = channels.args, channels.terms
+    # The plan depends on the caller's readable set only: its whole readable set is planned as
+    # "unscoped" whether or not the file holds other stores (docs/search.md, "Keyword
+    # statistics"), so no strategy name tells a caller that other tenants' data exists.
     plan = choose_plan(
-        scope_rows=None if allowed is None else len(allowed),
+        scope_rows=None if channels.whole or allowed is None else len(allowed),
         accelerated=accelerator is not None,
         lexical=args.uses_lexical,
-        semantic=query_vector is not None,
+        semantic=channels.query_vector is not None,
         terms_in_postings=accelerator is not None
-        and all(quote_term(t) in accelerator.postings.phrases for t in terms),
+        and accelerator.holds_postings(channels.readable.store_ids, [quote_term(t) for t in terms]),
     )
-    lexical = _lexical_source(conn, plan, terms, allowed, args.depth, accelerator)
+    readable = None
+    if plan.lexical is not None:
+        readable = _readable_rows(conn, channels, allowed, accelerator)
+    lexical = _lexical_source(conn, plan, channels, allowed, accelerator, readable)
     if args.mode == "hybrid" and plan.lexical is not None:  # hybrid's keyword scale
         phrases = [(term, tuple(term_tokens(conn, term))) for term in terms]
         known = accelerator.postings.row_counts if accelerator is not None else {}
-        lexical = replace(lexical, ceiling=query_ceiling(conn, phrases, known))
-    semantic = _semantic_source(conn, plan, query_vector, allowed, args.depth, floor, accelerator)
+        ceiling = query_ceiling(conn, phrases, known, readable)
+        lexical = replace(lexical, ceiling=ceiling)
+    semantic = _semantic_source(
+        conn, plan, channels.query_vector, allowed, args.depth, channels.floor, accelerator
+    )
     return lexical, semantic
 
 
 def _lexical_source(
     conn: apsw.Connection,
     plan: Plan,
-    terms: list[str],
+    channels: _Channels,
     allowed: np.ndarray | None,
-    depth: int,
     accelerator: Accelerator | None,
+    readable: ReadableRows | None,
 ) -> ChannelSource:
+    """`readable`: the caller's readable set, whose statistics score (None: the index's)."""
     if plan.lexical is None:
         return ChannelSource.off()
-    scope_rows = None if allowed is None else len(allowed)
+    terms, depth = channels.terms, channels.args.depth
+
+    def plain() -> ChannelSource:
+        if readable is None:
+            return fts_source(conn, terms, None if allowed is None else len(allowed), depth)
+        assert allowed is not None  # a caller who cannot read every store has an allow-list
+        return readable_fts_source(conn, terms, allowed, readable, depth)
+
     if plan.lexical == "fts5" or accelerator is None:
-        return fts_source(conn, terms, scope_rows, depth)
+        return plain()
     tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
     phrases = [(term, tuple(term_tokens(conn, term))) for term in terms]
     if any(not tokens for _, tokens in phrases):
-        return fts_source(conn, terms, scope_rows, depth)  # FTS5 decides what such a term means
+        return plain()  # FTS5 decides what such a term means
+    postings = accelerator.postings
     if plan.lexical == "scan":
         assert allowed is not None
+        if readable is not None:  # n of phrases the postings hold, without walking doclists
+            for term in terms:
+                held = postings.count_in(quote_term(term), readable)
+                if held is not None:
+                    readable.counts.setdefault(quote_term(term), held)
         scanned = scan_scope(
-            conn, phrases, allowed, WEIGHTS, tokenizer, accelerator.tokens,
-            accelerator.postings.row_counts,
+            conn, phrases, allowed, WEIGHTS, tokenizer, accelerator.tokens, postings.row_counts,
+            readable,
         )  # fmt: skip
-        if scanned is None:  # the stored text differs from what FTS5 indexed
-            return fts_source(conn, terms, scope_rows, depth)
-        ids, scores = scanned
     else:
-        ids, scores = accelerator.postings.score(conn, [quote_term(t) for t in terms], allowed)
-    best_ids, best_scores, _ = top_k(ids, scores, depth + 1)
+        quoted = [quote_term(t) for t in terms]
+        scanned = postings.score(conn, quoted, allowed, readable)
+        accelerator.used_postings(channels.readable.store_ids, quoted)
+    if scanned is None:  # the stored text differs from what FTS5 indexed
+        return plain()
+    best_ids, best_scores, _ = top_k(*scanned, depth + 1)
     return bound("lexical_candidates", plan.lexical, best_ids, best_scores)
+
+
+def _readable_rows(
+    conn: apsw.Connection,
+    channels: _Channels,
+    allowed: np.ndarray | None,
+    accelerator: Accelerator | None,
+) -> ReadableRows | None:
+    """The rows and statistics of the caller's readable set (lexical/stats.py); None when it
+    reads every store, so that the index's own statistics apply."""
+    readable = channels.readable
+    if readable.every_store or not channels.terms:
+        return None
+    if accelerator is not None:
+        return accelerator.readable_rows(conn, readable.store_ids)
+    return readable_rows(conn, readable.store_ids, allowed if channels.whole else None)
 
 
 def _semantic_source(

@@ -41,7 +41,10 @@ def choose_plan(
     semantic: bool,
     terms_in_postings: bool,
 ) -> Plan:
-    """`scope_rows` None: the scope is every indexed chunk."""
+    """`scope_rows` None: the scope is the caller's whole readable set (every indexed chunk
+    it may read, whatever else the file holds: the plan depends on nothing the caller cannot
+    read). `terms_in_postings`: requests over the same readable set used postings of every
+    term (not merely another tenant's requests)."""
     return Plan(
         lexical=_lexical(scope_rows, accelerated, terms_in_postings) if lexical else None,
         vector=_vector(scope_rows, accelerated) if semantic else None,

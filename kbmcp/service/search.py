@@ -25,6 +25,7 @@ from kbmcp.access import Principal, readable
 from kbmcp.errors import InvalidRequest
 from kbmcp.search.engine import run_search
 from kbmcp.search.lexical.fts import ensure_vocabulary
+from kbmcp.search.lexical.stats import readable_stores
 from kbmcp.search.models import SearchRequest, SearchResponse
 from kbmcp.search.request import check_arguments
 from kbmcp.search.scope import resolve_scope
@@ -59,8 +60,10 @@ def search(
     if args.uses_lexical:
         ensure_vocabulary(conn)
     with _read_transaction(conn):
-        scope = resolve_scope(conn, readable(conn, principal), request.filters)
-        response = run_search(conn, args, scope, vector, workspace.accelerator, started)
+        can_read = readable(conn, principal)
+        scope = resolve_scope(conn, can_read, request.filters)
+        stores = readable_stores(conn, can_read)
+        response = run_search(conn, args, scope, stores, vector, workspace.accelerator, started)
         if args.include_content:  # a step after ranking (kbmcp/service/inline_content.py)
             response = with_content(workspace, principal, response, args.content_limit_chars)
         return response

@@ -81,3 +81,19 @@ def contributions(
     f = frequency.astype(np.float64, copy=False)
     d = doc_length.astype(np.float64, copy=False)
     return idf_value * ((f * (K1 + 1.0)) / (f + K1 * ((1 - B) + ((B * d) / avgdl))))
+
+
+# Column-weight sums are multiples of 1/1024 (scan.exact_weights): f is snapped to this grid.
+FREQUENCY_GRID = 1024.0
+
+
+def solve_frequency(
+    contributions: np.ndarray, idf_value: float, lengths: np.ndarray, avgdl: float
+) -> np.ndarray:
+    """f from FTS5's bm25 term c of one phrase: c = idf*f*(k1+1) / (f + K) with
+    K = k1*(1 - b + b*D/avgdl), so f = c*K / (idf*(k1+1) - c), snapped to the weight grid.
+    Check the result by recomputing `contributions` (exact for grid weights)."""
+    d = lengths.astype(np.float64)
+    k = K1 * ((1 - B) + ((B * d) / avgdl))
+    f = contributions * k / (idf_value * (K1 + 1.0) - contributions)
+    return np.round(f * FREQUENCY_GRID) / FREQUENCY_GRID

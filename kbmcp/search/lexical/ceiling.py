@@ -12,7 +12,9 @@ A phrase that occurs in no chunk counts with FTS5's idf for n = 0: the query ask
 the keyword channel found nothing, which is what makes a lone hit on another word weak.
 
 The statistics (N, each phrase's n) are the ones the channel's scores are computed with, on
-every path, so the ceiling, like the scores, is identical on the plain and accelerated paths.
+every path: the index's, or the caller's readable set's (stats.py). So the ceiling, like the
+scores, is identical on the plain and accelerated paths and depends on nothing the caller
+cannot read.
 """
 
 from __future__ import annotations
@@ -23,20 +25,36 @@ import apsw
 
 from kbmcp.search.lexical import bm25
 from kbmcp.search.lexical.scan import Phrase, rows_containing
+from kbmcp.search.lexical.stats import ReadableRows
 
 
 def query_ceiling(
-    conn: apsw.Connection, phrases: Sequence[Phrase], known_counts: dict[str, int]
+    conn: apsw.Connection,
+    phrases: Sequence[Phrase],
+    known_counts: dict[str, int],
+    readable: ReadableRows | None = None,
 ) -> float:
     """The sum over `phrases` (in query order) of FTS5's idf; 0.0 for an empty index.
-    `known_counts` (quoted phrase -> rows containing it) is used and filled, as by
-    scan.rows_containing."""
+    `known_counts` (quoted phrase -> rows of the index containing it) is used and filled, as by
+    scan.rows_containing. With `readable`, N and each n are those of the caller's readable set
+    (stats.py), as the scores' are."""
     phrases = [(term, tokens) for term, tokens in phrases if tokens]
-    stats = bm25.index_stats(conn)
+    index = bm25.index_stats(conn)
+    stats = index if readable is None else readable.stats
     if not phrases or stats.rows == 0:
         return 0.0
     containing = rows_containing(conn, phrases, known_counts)
+    unreadable = index.rows - stats.rows
     ceiling = 0.0
     for term, _tokens in phrases:
-        ceiling += bm25.idf(stats.rows, containing[term])
+        count = containing[term]
+        if readable is not None:
+            # A phrase in at least half the readable rows has its idf clamped whatever its
+            # exact n: rows containing it are at least those of the index minus every row the
+            # caller cannot read, so the commonest words need no count.
+            if 2 * (count - unreadable) >= stats.rows:
+                count = stats.rows
+            else:
+                count = readable.containing(conn, [term])[term]
+        ceiling += bm25.idf(stats.rows, count)
     return ceiling

@@ -118,10 +118,9 @@ def fts_source(
 def drop_stopwords(
     conn: apsw.Connection, terms: list[str], min_rows: int
 ) -> tuple[list[str], list[str]]:
-    """Split terms into (kept, dropped): a term is dropped when its rarest token occurs in more
-    than STOPWORD_DOC_FRACTION of the indexed chunks, unless no rarer term that occurs at all
-    would remain. Indexes of fewer than `min_rows` chunks are too small to bother (and to trust
-    the frequencies)."""
+    """Split terms into (kept, dropped) by `common_terms`, with the whole index's frequencies
+    (the caller reads every store: stats.py). Indexes of fewer than `min_rows` chunks are too
+    small to bother (and to trust the frequencies)."""
     if len(terms) < 2:
         return terms, []
     # N from FTS5's averages record (one row), not count(*) over docsize (~20-30 ms at 100k
@@ -131,19 +130,28 @@ def drop_stopwords(
         return terms, []
     ensure_vocabulary(conn)
     tokens = {term: term_tokens(conn, term) for term in terms}
-    wanted = sorted({token for ts in tokens.values() for token in ts})
-    frequencies = dict(conn.execute(TERM_DOC_FREQUENCIES, {"terms": _json_list(wanted)}).fetchall())
-    ceiling = STOPWORD_DOC_FRACTION * total
-    # A phrase matches at most as many chunks as its rarest token.
-    frequency = {
-        term: min((frequencies.get(t, 0) for t in ts), default=0) for term, ts in tokens.items()
-    }
-    # Only single tokens are dropped: a phrase of common tokens ("of the") can be in far fewer
-    # chunks than either token, so its idf, and its share of the ranking, may be far from 0.
-    common = {term for term, df in frequency.items() if df > ceiling and len(tokens[term]) == 1}
-    if not any(0 < df <= ceiling for df in frequency.values()):
+    singles = sorted({ts[0] for ts in tokens.values() if len(ts) == 1})
+    rows = conn.execute(TERM_DOC_FREQUENCIES, {"terms": _json_list(singles)}).fetchall()
+    frequencies = dict(rows)
+    frequency = {term: frequencies.get(ts[0], 0) for term, ts in tokens.items() if len(ts) == 1}
+    return common_terms(terms, tokens, frequency, total)
+
+
+def common_terms(
+    terms: list[str], tokens: dict[str, list[str]], frequency: dict[str, int], rows: int
+) -> tuple[list[str], list[str]]:
+    """Split terms into (kept, dropped): a single-token term found in more than
+    STOPWORD_DOC_FRACTION of `rows` is dropped, unless nothing that may match would remain (a
+    single-token term found at all, or a phrase). `frequency`: rows containing each
+    single-token term. A phrase is never dropped: one of common tokens ("of the") can be in far
+    fewer rows than either token, so its idf, and its share of the ranking, may be far from 0.
+    The plain path and the readable-set path decide with this one rule."""
+    ceiling = STOPWORD_DOC_FRACTION * rows
+    common = [t for t in terms if len(tokens[t]) == 1 and frequency[t] > ceiling]
+    rest = [t for t in terms if t not in common]
+    if not any(len(tokens[t]) > 1 or frequency.get(t, 0) > 0 for t in rest):
         return terms, []
-    return [t for t in terms if t not in common], [t for t in terms if t in common]
+    return rest, common
 
 
 def document_tokenizer(conn: apsw.Connection) -> Callable[[bytes], list[tuple[int, int, str]]]:

@@ -8,7 +8,8 @@ in query order, and a phrase absent from a row adds exactly 0.0. So the index ke
 phrase, the rows that contain it and the phrase's column-weighted frequency f in each, and per
 row its length D; a search computes each phrase's contributions with FTS5's formula
 (bm25.py: same operations, same order, same floats) from the index's current N and average
-length, and sums them in query order with numpy: the same ranking as the OR query.
+length, or from those of the caller's readable set (stats.py: N, lengths and n counted over
+its rows here), and sums them in query order with numpy: the same ranking as the OR query.
 
 Filling a phrase: one single-phrase `-bm25()` query gives FTS5's contribution c to each row
 containing it; with N, n, D and avgdl of the same snapshot, f = c*K / (idf*(k1+1) - c) (bm25
@@ -37,12 +38,12 @@ import numpy as np
 
 from kbmcp.search.lexical import bm25
 from kbmcp.search.lexical.scan import Phrase, phrase_frequencies
+from kbmcp.search.lexical.stats import ReadableRows, stats_of, varint_sums
 from kbmcp.search.lexical.tokens import TokenCache
 from kbmcp.search.sorted_ids import positions_of, present_positions
 
 MAX_POSTINGS = 8_000_000  # ~96 MB: every (row, term) pair of ~100k chunks of ~90 words
 GROWTH = 1.5
-FREQUENCY_GRID = 1024.0  # column-weight sums are multiples of 1/1024 (scan.exact_weights)
 
 # Every indexed row with its recorded sizes (docsize has one row per row of chunk_fts).
 SELECT_INDEXED_ROWS = "SELECT id, sz FROM chunk_fts_docsize {where} ORDER BY id"
@@ -70,7 +71,7 @@ class Postings:
     frequencies: np.ndarray  # float64: FTS5's f (column-weighted instances) in each row
     # Contributions for the index statistics they were computed with (recomputed after writes).
     contributions: np.ndarray | None = None
-    stats_key: tuple[int, int, int] | None = None
+    stats_key: tuple[int, int, int, int] | None = None  # (N, total tokens, n, generation)
     solved: bool = True  # `frequencies` reproduce FTS5's contributions (see _fill)
 
 
@@ -93,9 +94,7 @@ class PostingsIndex:
     def _load_rows(self, conn: apsw.Connection) -> None:
         rows = conn.execute(SELECT_INDEXED_ROWS.format(where="")).fetchall()
         self._rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        self._lengths = np.fromiter(
-            (sum(bm25.decode_varints(r[1])) for r in rows), dtype=np.int64, count=len(rows)
-        )
+        self._lengths = varint_sums([r[1] for r in rows])
         self._alive = np.ones(len(rows), dtype=bool)
         self._rows = len(rows)
 
@@ -168,7 +167,7 @@ class PostingsIndex:
         ).fetchall()
         if len(sizes) != len(new):
             return False
-        lengths = np.fromiter((sum(bm25.decode_varints(r[1])) for r in sizes), dtype=np.int64)
+        lengths = varint_sums([r[1] for r in sizes])
         start = self._grow(len(new))
         assert self._rowids is not None and self._lengths is not None and self._alive is not None
         self._rowids[start : start + len(new)] = new
@@ -228,7 +227,7 @@ class PostingsIndex:
         assert self._lengths is not None
         lengths = self._lengths[positions]
         idf = bm25.idf(stats.rows, len(rows))
-        frequencies = _solve_frequency(contributions, idf, lengths, stats.avgdl)
+        frequencies = bm25.solve_frequency(contributions, idf, lengths, stats.avgdl)
         postings = Postings(positions, frequencies)
         if not np.array_equal(
             bm25.contributions(idf, frequencies, lengths, stats.avgdl), contributions
@@ -237,18 +236,20 @@ class PostingsIndex:
             # contributions are served until the next write, which then drops the index.
             postings.solved = False
         postings.contributions = contributions
-        postings.stats_key = self._stats_key(stats)
+        postings.stats_key = self._stats_key(stats, len(rows))
         return postings
 
-    def _stats_key(self, stats: bm25.IndexStats) -> tuple[int, int, int]:
-        return (stats.rows, stats.total_tokens, self._generation)
+    def _stats_key(self, stats: bm25.IndexStats, count: int) -> tuple[int, int, int, int]:
+        return (stats.rows, stats.total_tokens, count, self._generation)
 
-    def contributions(self, postings: Postings, stats: bm25.IndexStats) -> np.ndarray:
-        key = self._stats_key(stats)
+    def contributions(self, postings: Postings, stats: bm25.IndexStats, count: int) -> np.ndarray:
+        """The phrase's bm25 term in each of its rows for statistics `stats` and n = `count`
+        (kept until they change)."""
+        key = self._stats_key(stats, count)
         if postings.stats_key != key or postings.contributions is None:
             assert self._alive is not None and self._lengths is not None
             live = self._alive[postings.positions]
-            idf = bm25.idf(stats.rows, int(np.count_nonzero(live)))
+            idf = bm25.idf(stats.rows, count)
             values = bm25.contributions(
                 idf, postings.frequencies, self._lengths[postings.positions], stats.avgdl
             )
@@ -257,44 +258,87 @@ class PostingsIndex:
         return postings.contributions
 
     def score(
-        self, conn: apsw.Connection, match_phrases: Sequence[str], allowed: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray]:
+        self,
+        conn: apsw.Connection,
+        match_phrases: Sequence[str],
+        allowed: np.ndarray | None,
+        readable: ReadableRows | None = None,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """(chunk ids, scores) of every allowed row containing at least one phrase, in id
-        order, scored exactly like `-bm25(chunk_fts, *weights)` of the OR of `match_phrases`."""
-        stats = bm25.index_stats(conn)
+        order, scored exactly like `-bm25(chunk_fts, *weights)` of the OR of `match_phrases`:
+        with the whole index's statistics, or with those of `readable` (its rows: see
+        `readable_rows`; `allowed` must lie inside it). None when a phrase's frequencies could
+        not be recovered exactly, which the readable statistics need (see _fill)."""
+        index = bm25.index_stats(conn)
         rowids = self.rowids(conn)
+        if readable is not None and readable.stats.rows == 0:  # nothing to read, nothing found
+            return rowids[:0], np.zeros(0)
         assert self._alive is not None
         total = len(rowids)
         mask = self._alive[:total].copy()
         if allowed is not None:
             mask[:] = False
             mask[present_positions(rowids, allowed)] = True
+        member = None
+        if readable is not None:
+            member = np.zeros(total, dtype=bool)
+            member[readable.positions] = True
         score = np.zeros(total, dtype=np.float64)
         hit = np.zeros(total, dtype=bool)
         for phrase in match_phrases:  # in query order, as FTS5 sums them
-            postings = self.postings(conn, phrase, stats)
+            postings = self.postings(conn, phrase, index)
+            if member is None:
+                stats, count = index, self._count(phrase, postings, self.row_counts, None)
+            elif not postings.solved:
+                return None
+            else:
+                assert readable is not None
+                stats, count = readable.stats, self._count(phrase, postings, readable.counts,
+                                                           member)  # fmt: skip
+            contributions = self.contributions(postings, stats, count)
             positions = postings.positions
-            contributions = self.contributions(postings, stats)
             keep = mask[positions]
             positions, contributions = positions[keep], contributions[keep]
             score[positions] += contributions
             hit[positions] = True
-            self.row_counts.setdefault(
-                phrase, int(np.count_nonzero(self._alive[postings.positions]))
-            )
         found = np.flatnonzero(hit)
         return rowids[found], score[found]
 
+    def _count(
+        self, phrase: str, postings: Postings, counts: dict[str, int], member: np.ndarray | None
+    ) -> int:
+        """n of the phrase: its live rows (`member` None) or its rows in a readable set."""
+        if phrase not in counts:
+            rows = self._alive if member is None else member
+            assert rows is not None
+            counts[phrase] = int(np.count_nonzero(rows[postings.positions]))
+        return counts[phrase]
 
-def _solve_frequency(
-    contributions: np.ndarray, idf: float, lengths: np.ndarray, avgdl: float
-) -> np.ndarray:
-    """FTS5's f from its bm25 term c: c = idf*f*(k1+1) / (f + K) with
-    K = k1*(1 - b + b*D/avgdl), so f = c*K / (idf*(k1+1) - c), snapped to the weight grid."""
-    d = lengths.astype(np.float64)
-    k = bm25.K1 * ((1 - bm25.B) + ((bm25.B * d) / avgdl))
-    f = contributions * k / (idf * (bm25.K1 + 1.0) - contributions)
-    return np.round(f * FREQUENCY_GRID) / FREQUENCY_GRID
+    def count_in(self, phrase: str, readable: ReadableRows) -> int | None:
+        """n of a phrase inside a readable set from its postings, if they are held."""
+        postings = self.phrases.get(phrase)
+        if postings is None or readable.positions is None:
+            return None
+        member = np.zeros(self._rows, dtype=bool)
+        member[readable.positions] = True
+        return int(np.count_nonzero(member[postings.positions]))
+
+    def readable_rows(self, conn: apsw.Connection, chunk_ids: np.ndarray) -> ReadableRows:
+        """The readable set of these chunks (ascending; the live rows the index holds of them)
+        with its statistics from the rows' lengths held here."""
+        rowids = self.rowids(conn)
+        assert self._alive is not None and self._lengths is not None
+        positions = present_positions(rowids, chunk_ids)
+        positions = positions[self._alive[positions]]
+        lengths = self._lengths[positions]
+        interval = None  # the set is every live row of one id range: n by FTS5 over the range
+        if len(positions) and np.count_nonzero(
+            self._alive[positions[0] : positions[-1] + 1]
+        ) == len(positions):
+            interval = (int(rowids[positions[0]]), int(rowids[positions[-1]]))
+        return ReadableRows(
+            stats_of(lengths), rowids[positions], lengths, interval, positions=positions
+        )
 
 
 def _phrase_tokens(tokenize: apsw.FTS5Tokenizer, phrase: str) -> tuple[str, ...]:

@@ -6,7 +6,8 @@ as much as the doclists of its query terms (a 13-term question: 20-40 ms at 100k
 as much as its 100 chunks. Here the allowed chunks' text is tokenised with the index's own
 tokenizer and scored with FTS5's formula (bm25.py); from the index only the
 statistics are read: N and the column totals (averages record), per-row column sizes (docsize),
-and each term's document frequency (fts5vocab; an FTS5 count for multi-token phrases).
+and each term's document frequency (fts5vocab; an FTS5 count for multi-token phrases), or the
+same statistics of the caller's readable set when it cannot read every store (stats.py).
 
 Exactness guard: the text is re-tokenised from the chunk, revision and document rows; if any
 row's per-column token counts differ from what FTS5 recorded for it in docsize, the index was
@@ -22,6 +23,7 @@ import apsw
 import numpy as np
 
 from kbmcp.search.lexical import bm25
+from kbmcp.search.lexical.stats import ReadableRows
 from kbmcp.search.lexical.tokens import ChunkTokens, TokenCache
 from kbmcp.search.query_text import quote_term
 from kbmcp.store.index import heading_text
@@ -59,24 +61,31 @@ def scan_scope(
     tokenize: apsw.FTS5Tokenizer,
     cache: TokenCache,
     known_counts: dict[str, int] | None = None,
+    readable: ReadableRows | None = None,
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """(chunk ids, scores) of every allowed row that contains at least one phrase, scored like
     `-bm25(chunk_fts, *weights)`, in id order; None when the stored text does not match the
-    index (or a phrase has no tokens), so the caller must ask FTS5. `known_counts` (quoted
-    phrase -> rows containing it) is used and filled: counting a common term's rows walks its
-    whole doclist (~3-5 ms for a word in every chunk at 100k), so callers keep it while the
-    file is unchanged (postings.PostingsIndex.row_counts). Tokenised chunks are kept in
-    `cache`."""
+    index (or a phrase has no tokens), so the caller must ask FTS5. The statistics are the
+    whole index's, or those of `readable` (stats.py; `allowed` lies inside it).
+    `known_counts` (quoted phrase -> rows of the index containing it) is used and filled:
+    counting a common term's rows walks its whole doclist (~3-5 ms for a word in every chunk
+    at 100k), so callers keep it while the file is unchanged
+    (postings.PostingsIndex.row_counts); a readable set keeps its own. Tokenised chunks are
+    kept in `cache`."""
     if any(not tokens for _, tokens in phrases) or not exact_weights(weights):
         return None
-    stats = bm25.index_stats(conn)
+    stats = bm25.index_stats(conn) if readable is None else readable.stats
     if not phrases or len(allowed) == 0 or stats.rows == 0:
         return _empty_ids(), np.zeros(0)
     found = phrase_frequencies(conn, phrases, allowed, weights, tokenize, cache)
     if found is None:
         return None  # the index holds other text for some row
     frequency, doc_length = found
-    containing = rows_containing(conn, phrases, {} if known_counts is None else known_counts)
+    if readable is None:
+        known = {} if known_counts is None else known_counts
+        containing = rows_containing(conn, phrases, known)
+    else:
+        containing = readable.containing(conn, [term for term, _ in phrases])
     score = np.zeros(len(allowed), dtype=np.float64)
     for i, (term, _) in enumerate(phrases):  # in query order, as FTS5 sums them
         idf = bm25.idf(stats.rows, containing[term])
