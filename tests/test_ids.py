@@ -161,7 +161,7 @@ def test_no_id_is_made_without_a_key(tmp_path: Path) -> None:
 
 def downgrade_to_version_6(db: Path, reference: apsw.Connection) -> None:
     """Turn a file written by this kbmcp into the file kbmcp wrote before keyed ids: every id
-    rewritten to the unkeyed scheme and migrations 7 and 8 undone (no id_key table; the
+    rewritten to the unkeyed scheme and migrations 7 and later undone (no id_key table; the
     document.tenant_id copy and its trigger back, as in `reference`, a version 6 file)."""
     trigger = "SELECT sql FROM sqlite_schema WHERE name = 'document_owner_tenant'"
     conn = apsw.Connection(str(db))
@@ -201,6 +201,9 @@ def downgrade_to_version_6(db: Path, reference: apsw.Connection) -> None:
                 f"UPDATE {tables[ref[0]]} SET public_id = ? WHERE id = ?", (public, int(ref[1:]))
             )
         conn.execute("DROP TABLE id_key")
+        # migrations after 8 undone too (ingest's file records and revisions written in parts)
+        conn.execute("DROP TABLE IF EXISTS source_file")
+        conn.execute("DROP TABLE IF EXISTS staged_revision")
         conn.execute("ALTER TABLE document ADD COLUMN tenant_id INTEGER REFERENCES tenant(id)")
         conn.execute(
             "UPDATE document SET tenant_id = (SELECT kb.tenant_id FROM knowledge_base AS kb "
