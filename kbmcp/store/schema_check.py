@@ -69,7 +69,12 @@ def _objects(conn: apsw.Connection) -> frozenset[str]:
     return frozenset(f"{kind} {name}" for kind, name in conn.execute(SELECT_OBJECTS))
 
 
+# Tables first: they say most about what happened to a file (an index follows its table).
+_KIND_ORDER = {"table": 0, "view": 1, "trigger": 2, "index": 3}
+
+
 def _names(objects: frozenset[str]) -> str:
-    shown = sorted(objects)[:SHOWN]
+    ranked = sorted(objects, key=lambda o: (_KIND_ORDER.get(o.split(" ", 1)[0], 4), o))
+    shown = ranked[:SHOWN]
     more = f" and {len(objects) - SHOWN} more" if len(objects) > SHOWN else ""
     return ", ".join(shown) + more
