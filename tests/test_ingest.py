@@ -410,6 +410,8 @@ def test_a_new_title_for_the_same_content_reindexes_in_place(
         return dataclasses.replace(parsed, title="Quokka Observations")
 
     monkeypatch.setattr(ingest_module, "parse_document", retitled)
+    # new title rules come with a new parsing version: unchanged files are read again
+    monkeypatch.setattr("kbmcp.ingest.parsing.PARSING_VERSION", 99)
     embedder.texts.clear()
     report = add(ws, folder)
     assert (report.updated, report.unchanged) == (1, 6)

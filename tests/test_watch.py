@@ -198,3 +198,57 @@ def test_kbmcp_watch_as_a_process(tmp_path: Path) -> None:
             process.kill()
     assert process.returncode == 0
     assert "stopped watching" in err and "Traceback" not in err
+
+
+def test_a_change_touches_only_the_files_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside a folder of PDFs and pages, an edit reads the edited file and nothing else; an
+    ignore file's change re-checks its folder; a renamed folder moves its documents."""
+    from kbmcp.ingest import reader
+    from tests.pdf_fixture import write_pdf
+
+    folder = tmp_path / "notes"
+    (folder / "papers").mkdir(parents=True)
+    for i in range(5):
+        write_pdf(folder / "papers" / f"p{i}.pdf", [[f"paper {i} about herons"]])
+        (folder / f"page{i}.html").write_text(f"<main><h1>Page {i}</h1><p>egret {i}</p></main>")
+    (folder / "birds.md").write_text("# Birds\n\nThe heron waits.\n")
+    an_hour_ago = time.time_ns() - 3600 * 10**9  # (files written just now are hashed again)
+    for path in folder.rglob("*"):
+        os.utime(path, ns=(an_hour_ago, an_hour_ago))
+    reads: list[str] = []
+    real_read_bytes = reader._read_bytes
+
+    def counting_read_bytes(path: Path) -> tuple[bytes | None, str | None]:
+        reads.append(path.relative_to(folder).as_posix())
+        return real_read_bytes(path)
+
+    monkeypatch.setattr(reader, "_read_bytes", counting_read_bytes)
+    settings = Settings(db_path=tmp_path / "kb.db", embedder="hash")
+    with Workspace(settings, embedder=HashingEmbedder()) as workspace:
+        watcher = Watcher(workspace, folder)
+        watcher.thread.start()
+        try:
+            watcher.wait_for(lambda: len(watcher.reports) >= 1)
+            assert watcher.reports[0].added == 11
+            reads.clear()
+            (folder / "birds.md").write_text("# Birds\n\nThe bittern booms.\n")
+            watcher.wait_for(lambda: watcher.paths_for("bittern") == ["birds.md"])
+            assert reads == ["birds.md"]
+            assert watcher.reports[-1].unchanged == 0  # nothing else was looked at
+
+            reads.clear()
+            (folder / ".gitignore").write_text("page1.html\n")
+            watcher.wait_for(lambda: "page1.html" not in watcher.paths_for("egret"))
+            assert len(watcher.paths_for("egret")) == 4
+            # only birds.md, written within 2 s of its last sync, is opened again (to hash it)
+            assert set(reads) <= {"birds.md"}
+
+            (folder / "papers").rename(folder / "articles")
+            moved = [f"articles/p{i}.pdf" for i in range(5)]
+            watcher.wait_for(lambda: sorted(watcher.paths_for("paper")) == moved)
+        finally:
+            watcher.stop.set()
+            watcher.thread.join(timeout=10)
+    assert watcher.errors == []

@@ -9,6 +9,7 @@ reused); a PDF with no text at all (a scan without OCR) is not a document.
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 from dataclasses import dataclass
@@ -36,7 +37,8 @@ def page_marker(number: int) -> str:
     return f"\f[page {number}]"
 
 
-def pdf_to_text(path: Path) -> PdfText:
+def pdf_to_text(pdf: Path | bytes) -> PdfText:
+    """The text of a PDF file (its path, or its bytes)."""
     # pypdf reports recoverable problems of odd files on its logger; the outcome (text, or a
     # skip reason) is what the user sees, not a warning per damaged object.
     # (Its modules log on child loggers, which inherit this level.)
@@ -44,12 +46,12 @@ def pdf_to_text(path: Path) -> PdfText:
     level = logger.level
     logger.setLevel(logging.CRITICAL + 1)
     try:
-        return _extract(path)
+        return _extract(io.BytesIO(pdf) if isinstance(pdf, bytes) else pdf)
     finally:
         logger.setLevel(level)
 
 
-def _extract(path: Path) -> PdfText:
+def _extract(path: Path | io.BytesIO) -> PdfText:
     from pypdf import PdfReader  # imported here: only PDF files pay for it
     from pypdf.errors import PyPdfError
 

@@ -8,12 +8,16 @@ as Markdown-shaped main text (`kbmcp.ingest.html`) and PDF as page-marked text
 from __future__ import annotations
 
 import errno
+import functools
+import hashlib
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbmcp.ingest.html import decode_html, html_to_text
 from kbmcp.ingest.pdf import pdf_to_text
 from kbmcp.ingest.walker import SYMLINK_LOOP, SourceFile
+from kbmcp.store.source_files import FileSignature, RecordedFile
 
 BINARY_SNIFF_BYTES = 8192
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -33,13 +37,68 @@ class Extracted:
     reason: str | None = None  # why it is skipped
 
 
+@dataclass(frozen=True)
+class FileBytes:
+    """A file's bytes and its signature taken just before they were read (so a write during the
+    read leaves a signature that no longer matches), or why it cannot be read."""
+
+    data: bytes | None
+    signature: FileSignature | None = None
+    reason: str | None = None
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data or b"").hexdigest()
+
+    def same_bytes(self, recorded: RecordedFile) -> bool:
+        """Whether these are the bytes the file was recorded with."""
+        return self.data is not None and self.sha256 == recorded.bytes_hash
+
+    def recorded(self, read_key: str) -> RecordedFile | None:
+        """What to record for a document read from these bytes (None: no signature)."""
+        if self.data is None or self.signature is None:
+            return None
+        return RecordedFile(self.signature, self.sha256, read_key)
+
+
+# The version of each kind's extraction: bumped when the same bytes give another stored text, so
+# that files recorded as unchanged by their signature (kbmcp/store/source_files.py) are read again.
+EXTRACTION_VERSIONS = {"html": 1, "pdf": 1}
+
+
+def extraction_version(kind: str) -> int:
+    return EXTRACTION_VERSIONS.get(kind, 1)
+
+
 def read_source(source: SourceFile) -> Extracted:
     """The stored text of one file, or why it is skipped."""
-    data, reason = _read_bytes(source.path)
+    return extract(source, read_file(source.path))
+
+
+def file_signature(path: Path) -> FileSignature | None:
+    """The file's size, mtime and inode (following a link), or None when it cannot be stat'ed."""
+    checked_ns = time.time_ns()
+    try:
+        stat = path.stat()
+    except (OSError, RuntimeError):  # (RuntimeError: a symlink loop on Python < 3.13)
+        return None
+    return FileSignature(stat.st_size, stat.st_mtime_ns, stat.st_ino, checked_ns)
+
+
+def read_file(path: Path) -> FileBytes:
+    """The file's bytes with its signature, or why it cannot be read."""
+    signature = file_signature(path)
+    data, reason = _read_bytes(path)
+    return FileBytes(data, signature, reason)
+
+
+def extract(source: SourceFile, file: FileBytes) -> Extracted:
+    """The stored text of a file read by `read_file`, or why it is skipped."""
+    data = file.data
     if data is None:
-        return Extracted(None, source.kind, reason=reason)
+        return Extracted(None, source.kind, reason=file.reason)
     if source.kind == "pdf":
-        pdf = pdf_to_text(source.path)
+        pdf = pdf_to_text(data)
         return Extracted(pdf.content, "pdf", pdf.title, pdf.reason)
     if source.kind == "html":
         html = decode_html(data)

@@ -23,6 +23,7 @@ A skipped folder counts once, whatever it holds. Reading (binary, UTF-8, size) c
 from __future__ import annotations
 
 import errno
+import functools
 import os
 from collections import Counter
 from collections.abc import Iterator
@@ -96,11 +97,36 @@ def is_utf8(text: str) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class Scope:
+    """The part of the added folders a walk visits: the files and folders in `paths` (absolute,
+    resolved: what changed, for a watch) and everything inside those folders. Folders on the
+    way to them are listed, for their ignore files, and nothing else of them is looked at."""
+
+    paths: frozenset[Path]
+
+    @functools.cached_property
+    def ancestors(self) -> frozenset[Path]:
+        return frozenset(parent for path in self.paths for parent in path.parents)
+
+    def covers(self, path: Path) -> bool:
+        """Whether `path` is in the scope: named, or inside a named folder."""
+        return path in self.paths or any(parent in self.paths for parent in path.parents)
+
+    def reaches(self, path: Path) -> bool:
+        """Whether a walk enters folder `path`: in the scope, or on the way to it."""
+        return path in self.ancestors or self.covers(path)
+
+
 def iter_source_files(
-    paths: list[Path], report: WalkReport, selection: Selection = Selection()
+    paths: list[Path],
+    report: WalkReport,
+    selection: Selection = Selection(),
+    scope: Scope | None = None,
 ) -> Iterator[SourceFile]:
-    """Yield the files to read under `paths`, in a stable (sorted) order."""
-    walker = _Walker(selection, report)
+    """Yield the files to read under `paths`, in a stable (sorted) order; with a `scope`, only
+    those in it."""
+    walker = _Walker(selection, report, scope)
     for given in paths:
         target = given.expanduser().absolute()
         try:
@@ -114,6 +140,8 @@ def iter_source_files(
         if not is_utf8(str(resolved)):  # (named through a link, or from Python)
             report.skip(given, NAME_NOT_UTF8)
             continue
+        if scope is not None and not scope.reaches(resolved):
+            continue
         if resolved.is_dir():
             yield from walker.folder(resolved)
         elif resolved.is_file():
@@ -125,8 +153,9 @@ def iter_source_files(
 
 
 class _Walker:
-    def __init__(self, selection: Selection, report: WalkReport) -> None:
+    def __init__(self, selection: Selection, report: WalkReport, scope: Scope | None) -> None:
         self.report = report
+        self.scope = scope
         self.code = selection.code
         self.include: pathspec.PathSpec | None = (
             compile_globs(selection.include, option="--include") if selection.include else None
@@ -163,6 +192,10 @@ class _Walker:
             inherited = rules[here.parent] if here != root else rules_above(root)
             active = [*inherited, *rules_in(here)]
             rules[here] = active
+            scope = self.scope
+            if scope is not None and not scope.covers(here):  # on the way to the scope
+                dirnames[:] = [name for name in dirnames if scope.reaches(here / name)]
+                filenames = [name for name in filenames if scope.covers(here / name)]
             kept = []
             for name in sorted(dirnames):
                 reason = self._folder_reason(here / name, root, active)

@@ -33,11 +33,13 @@ from kbmcp.access import WRITE, Principal, readable_kb_ids
 from kbmcp.clock import now_iso
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id, is_valid_id
+from kbmcp.ingest import parsing
 from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document, chunking_signature
 from kbmcp.ingest.parsing import ParsedDocument, parse_document
-from kbmcp.ingest.reader import read_source
+from kbmcp.ingest.reader import extract, extraction_version, file_signature, read_file
 from kbmcp.ingest.walker import (
     NAME_NOT_UTF8,
+    Scope,
     Selection,
     SourceFile,
     WalkReport,
@@ -50,6 +52,7 @@ from kbmcp.store import catalog as sql
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
 from kbmcp.store.connection import write_transaction
 from kbmcp.store.index import chunk_ids_of_revision, remove_from_index
+from kbmcp.store.source_files import FileSignature, RecordedFile, recorded_files
 from kbmcp.wording import counted
 from kbmcp.workspace import Workspace, holding_lock
 
@@ -133,10 +136,14 @@ def add_paths(
     paths: Sequence[Path],
     options: IngestOptions = IngestOptions(),
     progress: Progress | None = None,
+    *,
+    scope: Scope | None = None,
 ) -> IngestReport:
     """Ingest files and folders into a knowledge base of the principal's tenant (created if new).
 
-    A path that does not exist is an `InvalidRequest` before anything is written.
+    A path that does not exist is an `InvalidRequest` before anything is written. `scope`: only
+    these files and folders under `paths` (what a watch saw change) are looked at, and only
+    documents of files in it are pruned.
     """
     principal.require(WRITE)
     kb_name = kb_name_of(options.knowledge_base)
@@ -148,7 +155,7 @@ def add_paths(
         known = KnownDocuments.load(workspace.conn, kb)
     report = IngestReport(knowledge_base_id=kb.public_id, knowledge_base=kb.name)
     walk = WalkReport()
-    files = list(iter_source_files(list(paths), walk, options.selection))
+    files = list(iter_source_files(list(paths), walk, options.selection, scope))
     report.errors.extend(walk.errors)
     report.skipped.update(walk.skipped)
     report.warnings.extend(
@@ -167,7 +174,7 @@ def add_paths(
     seen: set[str] = set()
     for source in files:
         try:
-            pending = _prepare(known.place(source), options, known, seen, report)
+            pending = _prepare(known.place(source), options, known, seen, report, batch)
         except Exception as error:  # one file's failure never loses the others (a bug, a hostile
             # file): it is reported and the run goes on
             report.fail(str(source.path), error)
@@ -186,7 +193,7 @@ def add_paths(
         report.warnings.append("--prune skipped: some folders could not be read (see errors)")
     elif options.prune:
         with workspace.lock:
-            report.archived = _prune(workspace.conn, kb, paths, seen)
+            report.archived = _prune(workspace.conn, kb, paths, seen, scope)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -255,6 +262,7 @@ class KnownDocuments:
 
     def __init__(self, rows: list[tuple]) -> None:
         self.by_path: dict[str, KnownDocument] = {}
+        self.files: dict[str, RecordedFile] = {}  # by path: the file each was last read from
         self.path_of_source: dict[str, str] = {}
         roots: set[Path] = set()
         for (_id, _public_id, path, title, status, source, attributes_hash, revision_id,
@@ -272,10 +280,25 @@ class KnownDocuments:
 
     @classmethod
     def load(cls, conn: apsw.Connection, kb: KnowledgeBaseRef) -> KnownDocuments:
-        return cls(conn.execute(sql.SELECT_DOCUMENT_STATES, {"kb_id": kb.id}).fetchall())
+        known = cls(conn.execute(sql.SELECT_DOCUMENT_STATES, {"kb_id": kb.id}).fetchall())
+        known.files = recorded_files(conn, kb.id)
+        return known
 
     def get(self, path: str) -> KnownDocument | None:
         return self.by_path.get(path)
+
+    def recorded_file(self, source: SourceFile, key: str) -> RecordedFile | None:
+        """The recorded file of `source`'s document, if it is current: the document is
+        published, was last written from this very file, and was read with the same key."""
+        document = self.by_path.get(source.relative_path)
+        recorded = self.files.get(source.relative_path)
+        if document is None or recorded is None or recorded.read_key != key:
+            return None
+        if document.status != "published" or document.source != str(source.path):
+            return None
+        if document.content_hash is None:
+            return None
+        return recorded
 
     def other_file_at(self, source: SourceFile) -> str | None:
         """The file that is already the document at `source`'s path, when it is another file
@@ -350,9 +373,13 @@ def _prepare(
     known: KnownDocuments,
     seen: set[str],
     report: IngestReport,
+    batch: IngestBatch,
 ) -> PendingDocument | None:
-    """Read one file and decide: skip it, leave it unchanged, refresh it in place (same content,
-    other attributes) or queue a new revision (chunked here)."""
+    """Decide about one file: skip it, leave it unchanged, refresh it in place (same content,
+    other attributes) or queue a new revision (chunked here).
+
+    An unchanged file is found without opening it when its signature (size, mtime_ns, inode)
+    is the one recorded, and without extracting it when its bytes hash is (docs/ingest.md)."""
     other = known.other_file_at(source)
     if other is not None:
         report.skipped[PATH_TAKEN] += 1
@@ -361,15 +388,32 @@ def _prepare(
             "which still exists; skipped (add their common parent folder, or use another --kb)"
         )
         return None
-    extracted = read_source(source)
-    if extracted.content is None:
-        report.skipped[extracted.reason or "unreadable"] += 1
-        return None
     if source.relative_path in seen:
         report.skipped[DUPLICATE] += 1
         report.warnings.append(
             f"{source.path}: path {source.relative_path!r} was already added in this run; skipped"
         )
+        return None
+    previous = known.get(source.relative_path)
+    key = read_key(source.kind, options)
+    recorded = known.recorded_file(source, key)
+    if recorded is not None:
+        signature = file_signature(source.path)
+        if signature is not None and unchanged_by_signature(recorded, signature):
+            seen.add(source.relative_path)  # never opened
+            report.unchanged += 1
+            return None
+    file = read_file(source.path)
+    if recorded is not None and previous is not None and file.same_bytes(recorded):
+        # Touched, checked out again or copied over with the same bytes: unchanged; only the
+        # signature is recorded anew.
+        seen.add(source.relative_path)
+        report.unchanged += 1
+        batch.refresh_file(source.relative_path, file.recorded(key), previous.content_hash)
+        return None
+    extracted = extract(source, file)
+    if extracted.content is None:
+        report.skipped[extracted.reason or "unreadable"] += 1
         return None
     seen.add(source.relative_path)
     parsed = parse_document(
@@ -386,14 +430,34 @@ def _prepare(
         parsed,
         tags,
         metadata,
-        known.get(source.relative_path),
+        previous,
         options.chunking,
     )
     if pending is None:
         report.unchanged += 1
+        batch.refresh_file(source.relative_path, file.recorded(key), sha256(extracted.content))
     else:  # (with the same content too: the stored chunks may come from other rules or sizes)
         pending.spans = chunk_document(pending.content, parsed.kind, options.chunking)
+        pending.file = file.recorded(key)
     return pending
+
+
+def read_key(kind: str, options: IngestOptions) -> str:
+    """What decides a file's document besides its bytes: its kind, the versions of that kind's
+    extraction and of parsing (title, front matter), --tag, --meta and the chunking rules. A
+    recorded file read with another key is read again."""
+    versions = [kind, extraction_version(kind), parsing.PARSING_VERSION]
+    tags = sorted(set(options.tags))
+    metadata = sorted(dict(options.metadata).items())
+    return sha256(dump_json([versions, tags, metadata, chunking_signature(options.chunking)]))
+
+
+def unchanged_by_signature(recorded: RecordedFile, signature: FileSignature) -> bool:
+    """The file-signature rule: the file is unchanged, without opening it, when its size,
+    mtime_ns and inode are those recorded and the recorded signature was taken at least a
+    timestamp granularity after the file's last modification (else a later write could have
+    kept the same size and mtime)."""
+    return recorded.signature.trusted and signature.same_file_as(recorded.signature)
 
 
 def pending_document(
@@ -438,10 +502,14 @@ def pending_document(
 
 
 def _prune(
-    conn: apsw.Connection, kb: KnowledgeBaseRef, paths: Sequence[Path], seen: set[str]
+    conn: apsw.Connection,
+    kb: KnowledgeBaseRef,
+    paths: Sequence[Path],
+    seen: set[str],
+    scope: Scope | None,
 ) -> int:
-    """Archive published documents whose source file lies under an added folder but was not
-    found this run (deleted, now ignored, or no longer readable)."""
+    """Archive published documents whose source file lies under an added folder (and in the
+    scope) but was not found this run (deleted, now ignored, or no longer readable)."""
     roots = [str(p.expanduser().resolve()) for p in paths if p.expanduser().is_dir()]
     if not roots:
         return 0
@@ -452,6 +520,8 @@ def _prune(
         if status != "published" or path in seen or source is None:
             continue
         if not any(source.startswith(root + os.sep) for root in roots):
+            continue
+        if scope is not None and not scope.covers(Path(source)):
             continue
         archive_row(conn, document_id)
         archived += 1

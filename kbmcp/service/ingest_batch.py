@@ -31,6 +31,7 @@ from kbmcp.store.connection import write_transaction
 from kbmcp.store.disk_full import is_disk_full
 from kbmcp.store.id_key import id_key_of
 from kbmcp.store.index import IndexRow, add_to_index, chunk_ids_of_revision, remove_from_index
+from kbmcp.store.source_files import FileRefresh, RecordedFile, record_file, refresh_files
 from kbmcp.store.vectors import check_model, drop_stored_vectors, store_vectors, to_blob
 from kbmcp.workspace import Workspace
 
@@ -81,6 +82,7 @@ class PendingDocument:
     given_vectors: list[bytes] | None = None
     ready: bool = False  # its vectors are computed (progress counts it as done)
     failed: bool = False  # it could not be embedded or written (IngestBatch.keep_going)
+    file: RecordedFile | None = None  # the file it was read from (None: given as text)
 
     @functools.cached_property
     def embedding_inputs(self) -> list[str]:
@@ -150,6 +152,7 @@ class IngestBatch:
         self.on_ready = on_ready
         self.pending: list[PendingDocument] = []
         self.pending_chunks = 0
+        self.refreshes: list[FileRefresh] = []  # files found unchanged, recorded anew
 
     @functools.cached_property
     def ids(self) -> IdKey:
@@ -177,16 +180,24 @@ class IngestBatch:
         if self.pending_chunks >= EMBED_BATCH_CHUNKS:
             self.flush()
 
+    def refresh_file(self, path: str, file: RecordedFile | None, content_hash: str | None) -> None:
+        """Record the file of the document at `path`, found unchanged (holding `content_hash`),
+        with the next write."""
+        if file is not None and content_hash is not None:
+            self.refreshes.append(FileRefresh(path, file, content_hash))
+
     def flush(self) -> None:
         """Embed what the pending documents need, then write them in one transaction: a batch
         is committed whole or not at all, so no document is ever half-written."""
-        if not self.pending:
+        if not self.pending and not self.refreshes:
             return
         vectors = self._vectors_for(self.pending)
         written = Counter[str]()
         with self.workspace.lock, write_transaction(self.conn):
+            refresh_files(self.conn, self.kb.id, self.refreshes)
             # `kbmcp reembed` may have switched the model while these vectors were computed.
-            check_model(self.conn, self.workspace.embedder.fingerprint)
+            if self.pending:
+                check_model(self.conn, self.workspace.embedder.fingerprint)
             for document in self.pending:
                 if document.failed:
                     continue
@@ -199,6 +210,7 @@ class IngestBatch:
         self.counts.update(written)
         self.pending = []
         self.pending_chunks = 0
+        self.refreshes = []
 
     def _write_kept(
         self, document: PendingDocument, vectors: dict[str, bytes]
@@ -307,6 +319,7 @@ class IngestBatch:
             revision_id = self._insert_revision(document, document_id, document_public_id, now)
             self._index_chunks(document, vectors)
             self._update_document(document, document_id, revision_id, now)
+            record_file(conn, document_id, document.file)
             return "added", len(document.spans)
         (document_id, document_public_id, status, current_revision_id, content_hash,
          attributes_hash, source) = row  # fmt: skip
@@ -316,6 +329,7 @@ class IngestBatch:
             document.attributes_hash,
             document.source,
         ):
+            record_file(conn, document_id, document.file)
             return "unchanged", 0  # another process wrote exactly this since the run started
         known = document.known
         if (
@@ -325,6 +339,7 @@ class IngestBatch:
         ):
             reindexed = self._refresh(document, vectors, status)
             self._update_document(document, document_id, current_revision_id, now)
+            record_file(conn, document_id, document.file)
             return "updated", len(document.spans) if reindexed else 0
         if current_revision_id is not None:
             old_chunk_ids = chunk_ids_of_revision(conn, current_revision_id)
@@ -334,6 +349,7 @@ class IngestBatch:
         revision_id = self._insert_revision(document, document_id, document_public_id, now)
         self._index_chunks(document, vectors)
         self._update_document(document, document_id, revision_id, now)
+        record_file(conn, document_id, document.file)
         return "updated", len(document.spans)
 
     def _refresh(self, document: PendingDocument, vectors: dict[str, bytes], status: str) -> bool:

@@ -2,12 +2,13 @@
 
 The watcher (watchfiles: inotify / FSEvents / ReadDirectoryChangesW, polling as a fallback) waits
 for changes, groups those that come together (until 50 ms pass without one, at most
-DEBOUNCE_MS), and re-syncs every watched folder with the
-same `add_paths` as `kbmcp add --prune`: changed files get a new revision, new files are added,
-removed (or newly ignored) files are archived. Re-syncing whole folders rather than applying
-single events is what makes editors' atomic saves (write a temporary file, rename it over the
-original), renames and ignore-file edits come out right; an unchanged file costs a read and a
-hash (~10,000 files in under 5 s), nothing is embedded twice.
+DEBOUNCE_MS), and syncs the paths they name with the same `add_paths` as `kbmcp add --prune`,
+scoped to those paths: changed files get a new revision, new files are added, removed (or newly
+ignored) files are archived. A path stands for what is there now, whatever the event said, so
+editors' atomic saves (write a temporary file, rename it over the original) and renames come
+out right; a changed folder is synced whole, and a changed ignore file stands for its folder.
+Nothing outside the named paths is opened (the folders on the way are listed, for their ignore
+files); the first sync is a full one, where an unchanged file costs a stat.
 
 The database file and its -wal/-shm companions are never watched, even inside a watched folder
 (each write would trigger another sync). A failing sync (a folder briefly gone, a file locked)
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import apsw
@@ -26,6 +27,8 @@ import watchfiles
 
 from kbmcp.access import WRITE, Principal
 from kbmcp.errors import InvalidRequest, KbError
+from kbmcp.ingest.ignore import IGNORE_FILES
+from kbmcp.ingest.walker import Scope
 from kbmcp.service.ingest import IngestOptions, IngestReport, add_paths
 from kbmcp.workspace import Workspace
 
@@ -56,6 +59,7 @@ def watch_paths(
     database = str(workspace.settings.db_path.expanduser().resolve())
     watch_filter = watchfiles.DefaultFilter(ignore_paths=[database])
     first = True
+    changes: set[tuple[watchfiles.Change, str]]
     for changes in watchfiles.watch(
         *folders,
         watch_filter=watch_filter,
@@ -67,15 +71,29 @@ def watch_paths(
     ):
         if not (first or changes):
             continue
+        scope = None if first else changed_scope(changes, folders)
         first = False
         try:
-            report = add_paths(workspace, principal, folders, options)
+            report = add_paths(workspace, principal, folders, options, scope=scope)
         except (KbError, apsw.Error, OSError) as error:
             if on_error is not None:
                 on_error(error)
             continue
         if on_report is not None:
             on_report(report)
+
+
+def changed_scope(changes: Iterable[tuple[object, str]], folders: Sequence[Path]) -> Scope | None:
+    """The files and folders a sync looks at after these changes: those the events name, with
+    an ignore file standing for its whole folder (its patterns may change what is indexed
+    anywhere below it). None (everything) when a watched folder itself changed."""
+    paths = set()
+    for _change, name in changes:
+        path = Path(name)
+        if path in folders:
+            return None
+        paths.add(path.parent if path.name in IGNORE_FILES else path)
+    return Scope(frozenset(paths))
 
 
 def changed(report: IngestReport) -> bool:
