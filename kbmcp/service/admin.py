@@ -1,12 +1,11 @@
-"""Maintenance: `kbmcp doctor` (what is this file, is the model usable) and `kbmcp reembed`."""
+"""Maintenance: `kbmcp doctor` (what is this file, is the model usable) and `kbmcp reembed`
+(kbmcp/service/reembed.py, importable from here)."""
 
 from __future__ import annotations
 
-import json
 import platform
 import sys
 import time
-from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -15,22 +14,15 @@ import apsw
 
 from kbmcp import __version__
 from kbmcp.access import ADMIN, Principal
-from kbmcp.embed.base import Embedder
-from kbmcp.embed.inputs import chunk_embedding_input
-from kbmcp.errors import StoreError
 from kbmcp.ids import TEST_KEY_ENV
-from kbmcp.store.connection import write_transaction
+from kbmcp.service.reembed import reembed
 from kbmcp.store.files import loose_permissions
 from kbmcp.store.id_key import id_key_info
 from kbmcp.store.migrations import current_version, latest_version
-from kbmcp.store.vectors import (
-    index_vectors,
-    record_model,
-    recorded_model,
-    store_vectors,
-    to_blob,
-)
+from kbmcp.store.vectors import recorded_model
 from kbmcp.workspace import Workspace
+
+__all__ = ["doctor", "reembed"]
 
 # Documents and memories share tables (migration 6): each count names its kind.
 OF_KIND = """
@@ -47,16 +39,6 @@ COUNTS = {
     "revisions": "SELECT count(*) FROM revision",
     "indexed_chunks": "SELECT count(*) FROM indexed_chunk",
 }
-
-# Every chunk of every document's current revision, with what its vector is computed from.
-SELECT_CURRENT_CHUNKS = """
-SELECT c.id, d.title, c.heading_path, c.text, d.status = 'published' AS indexed
-FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id
-ORDER BY c.id
-"""
-
-REEMBED_BATCH = 256
-REEMBED_ROUNDS = 5
 
 
 def doctor(workspace: Workspace, principal: Principal) -> dict[str, Any]:
@@ -132,86 +114,6 @@ def _model_status(workspace: Workspace) -> dict[str, Any]:
     if recorded is not None and recorded != fingerprint:
         status["error"] = "the configured model differs from the recorded one: run `kbmcp reembed`"
     return status
-
-
-def reembed(
-    workspace: Workspace,
-    principal: Principal,
-    progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
-    """Re-embed every current chunk with the configured model and record it as the file's model.
-
-    Vectors are computed first, outside any transaction and without the workspace lock (the rule
-    in docs/architecture.md); the switch (drop the old vectors and index, write the new ones) is
-    one transaction, so searches see either the old model's vectors or the new one's, never a
-    mix. Chunks that another writer added (or retitled) while the vectors were computed are
-    found inside that transaction: it is then abandoned, the late chunks are embedded outside
-    it, and the switch is tried again (at most REEMBED_ROUNDS times).
-    """
-    principal.require(ADMIN)
-    started = time.perf_counter()
-    conn = workspace.conn
-    embedder = workspace.embedder
-    with workspace.lock:
-        rows = conn.execute(SELECT_CURRENT_CHUNKS).fetchall()
-    vectors = _embed_chunks(embedder, rows, progress)
-    for _round in range(REEMBED_ROUNDS):
-        try:
-            with workspace.lock, write_transaction(conn):
-                rows = conn.execute(SELECT_CURRENT_CHUNKS).fetchall()
-                late = [row for row in rows if vectors.get(row[0], ("", b""))[0] != _input_of(row)]
-                if late:
-                    raise _LateChunks(late)
-                previous = recorded_model(conn)
-                record_model(conn, embedder.fingerprint)
-                store_vectors(conn, [(row[0], vectors[row[0]][1]) for row in rows])
-                # Only published documents are in the vec0 index; FTS5 rows do not depend on the
-                # model.
-                index_vectors(conn, [(row[0], vectors[row[0]][1]) for row in rows if row[4]])
-            break
-        except _LateChunks as changed:
-            vectors.update(_embed_chunks(embedder, changed.rows, None))
-    else:
-        raise StoreError(
-            f"documents kept changing while re-embedding ({REEMBED_ROUNDS} tries): "
-            "run `kbmcp reembed` again when ingest is quieter",
-            details={"rounds": REEMBED_ROUNDS},
-        )
-    return {
-        "previous_model": None if previous is None else previous.__dict__,
-        "model": embedder.fingerprint.__dict__,
-        "chunks": len(rows),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
-
-
-class _LateChunks(Exception):
-    """Chunks written while the vectors were computed: the switch is rolled back and retried."""
-
-    def __init__(self, rows: list[tuple]) -> None:
-        super().__init__(f"{len(rows)} late chunks")
-        self.rows = rows
-
-
-def _input_of(row: tuple) -> str:
-    _chunk_id, title, heading, text, _indexed = row
-    return chunk_embedding_input(title, json.loads(heading), text)
-
-
-def _embed_chunks(
-    embedder: Embedder, rows: list[tuple], progress: Callable[[int, int], None] | None
-) -> dict[int, tuple[str, bytes]]:
-    """chunk id -> (embedding input, vector) for rows of SELECT_CURRENT_CHUNKS, in batches."""
-    vectors: dict[int, tuple[str, bytes]] = {}
-    for start in range(0, len(rows), REEMBED_BATCH):
-        batch = rows[start : start + REEMBED_BATCH]
-        inputs = [_input_of(row) for row in batch]
-        embedded = embedder.embed(inputs)
-        for row, text, vector in zip(batch, inputs, embedded, strict=True):
-            vectors[row[0]] = (text, to_blob(vector))
-        if progress:
-            progress(min(start + REEMBED_BATCH, len(rows)), len(rows))
-    return vectors
 
 
 def _package_version(name: str) -> str | None:

@@ -89,6 +89,8 @@ class IngestReport:
     seconds: float = 0.0
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # Files found but not written because `interrupt` asked (add_paths): sync them later.
+    deferred: list[Path] = field(default_factory=list)
 
     def summary_line(self) -> str:
         skipped = sum(self.skipped.values())
@@ -138,12 +140,15 @@ def add_paths(
     progress: Progress | None = None,
     *,
     scope: Scope | None = None,
+    interrupt: Callable[[], bool] | None = None,
 ) -> IngestReport:
     """Ingest files and folders into a knowledge base of the principal's tenant (created if new).
 
     A path that does not exist is an `InvalidRequest` before anything is written. `scope`: only
     these files and folders under `paths` (what a watch saw change) are looked at, and only
-    documents of files in it are pruned.
+    documents of files in it are pruned. `interrupt`: asked between files and embedding slices
+    (once some work is done); when it returns True, what is ready is committed and the files
+    not written yet are listed in `report.deferred` instead (a watch syncs a newer change first).
     """
     principal.require(WRITE)
     kb_name = kb_name_of(options.knowledge_base)
@@ -170,9 +175,13 @@ def add_paths(
         if progress:
             progress(processed - batch.not_ready, len(files))
 
-    batch = IngestBatch(workspace, kb, counts, on_ready=show, keep_going=True)
+    batch = IngestBatch(workspace, kb, counts, on_ready=show, keep_going=True, interrupt=interrupt)
+    batch.drop_stale_staged()
     seen: set[str] = set()
-    for source in files:
+    for index, source in enumerate(files):
+        if batch.should_stop(progressed=processed > 0):
+            report.deferred.extend(later.path for later in files[index:])
+            break
         try:
             pending = _prepare(known.place(source), options, known, seen, report, batch)
         except Exception as error:  # one file's failure never loses the others (a bug, a hostile
@@ -184,6 +193,7 @@ def add_paths(
             batch.queue(pending)
         show()
     batch.flush()
+    report.deferred.extend(Path(d.source) for d in batch.pending if d.source is not None)
     report.take(counts)
     for failure in batch.failures:
         report.fail(failure.source or failure.path, failure.error)
@@ -193,7 +203,7 @@ def add_paths(
         report.warnings.append("--prune skipped: some folders could not be read (see errors)")
     elif options.prune:
         with workspace.lock:
-            report.archived = _prune(workspace.conn, kb, paths, seen, scope)
+            report.archived = _prune(workspace.conn, kb, paths, seen, scope, report.deferred)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -498,6 +508,7 @@ def pending_document(
     pending.reuse_revision = same_content
     pending.spans = spans or []
     pending.given_vectors = given_vectors
+    pending.chunking = dump_json(signature)
     return pending
 
 
@@ -507,9 +518,12 @@ def _prune(
     paths: Sequence[Path],
     seen: set[str],
     scope: Scope | None,
+    deferred: list[Path],
 ) -> int:
     """Archive published documents whose source file lies under an added folder (and in the
-    scope) but was not found this run (deleted, now ignored, or no longer readable)."""
+    scope) but was not found this run (deleted, now ignored, or no longer readable); a file
+    deferred by an interrupt was found."""
+    later = {str(path) for path in deferred}
     roots = [str(p.expanduser().resolve()) for p in paths if p.expanduser().is_dir()]
     if not roots:
         return 0
@@ -517,7 +531,7 @@ def _prune(
     for document_id, _public_id, path, _title, status, source, *_rest in conn.execute(
         sql.SELECT_DOCUMENT_STATES, {"kb_id": kb.id}
     ).fetchall():
-        if status != "published" or path in seen or source is None:
+        if status != "published" or path in seen or source is None or source in later:
             continue
         if not any(source.startswith(root + os.sep) for root in roots):
             continue

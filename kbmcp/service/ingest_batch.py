@@ -1,95 +1,70 @@
-"""Writing documents for ingest: embed what changed in batches, write each batch of whole
-documents in one short transaction.
+"""Writing documents for ingest: embed what changed, commit in small, bounded batches.
+
+One mechanism bounds every write, at two scales:
+
+- **Small documents** are gathered into a window of about EMBED_BATCH_CHUNKS chunks, embedded
+  in slices of EMBED_SLICE inputs in document order, and committed whole (never half a
+  document) as soon as they are ready: at the end of the window, and whenever COMMIT_SECONDS of
+  embedding have passed since the last commit, so a file is searchable within about two seconds
+  of its vectors being computed, however large the burst it came with.
+- **A document with more chunks than one transaction may write** (`Settings.write_batch_chunks`,
+  KBMCP_WRITE_BATCH_CHUNKS) is written in parts of that many chunks, each part in its own
+  transaction as soon as it is embedded, and made current by a last short transaction
+  (kbmcp/service/ingest_write.py `StagedWrite`): no write transaction holds the file's write lock
+  for long, whatever the size of the document, and the document changes for readers at once.
 
 The workspace lock is held while the connection is used and never while embedding (the rule in
 docs/architecture.md): a server that ingests (`serve --watch`) keeps answering searches while a
-batch embeds. Within a batch, vectors are computed in slices of EMBED_SLICE inputs in document
-order, so per-file progress moves while a batch embeds instead of jumping once per batch.
+batch embeds. An `interrupt` callback (a watch that has a newer change to sync) is asked between
+slices: when it says so, what is ready is committed and the rest is left in `pending` for the
+caller to defer; a huge document in progress is not interrupted (its next run would resume it).
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
+import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from datetime import timedelta
 
 import apsw
 
-from kbmcp.clock import now_iso
+from kbmcp.clock import format_timestamp, now
 from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import KbError
-from kbmcp.ids import IdKey
-from kbmcp.ingest.chunker import ChunkSpan
-from kbmcp.ingest.parsing import ParsedDocument
+from kbmcp.service.ingest_write import (
+    DocumentWriter,
+    KnownDocument,
+    Outcome,
+    PendingDocument,
+    StagedWrite,
+    same_chunks,
+    sha256,
+    stored_spans,
+)
 from kbmcp.store import catalog as sql
-from kbmcp.store.catalog import KnowledgeBaseRef, dump_json
+from kbmcp.store import staging
+from kbmcp.store.catalog import KnowledgeBaseRef
 from kbmcp.store.connection import write_transaction
 from kbmcp.store.disk_full import is_disk_full
-from kbmcp.store.id_key import id_key_of
-from kbmcp.store.index import IndexRow, add_to_index, chunk_ids_of_revision, remove_from_index
-from kbmcp.store.source_files import FileRefresh, RecordedFile, record_file, refresh_files
-from kbmcp.store.vectors import check_model, drop_stored_vectors, store_vectors, to_blob
+from kbmcp.store.source_files import FileRefresh, RecordedFile, refresh_files
+from kbmcp.store.vectors import check_model, to_blob
 from kbmcp.workspace import Workspace
 
-# Chunks collected before one write transaction: big enough that the file is not rewritten once
-# per small document, small enough that memory stays flat and other writers wait little.
+__all__ = ["IngestBatch", "KnownDocument", "PendingDocument", "sha256"]
+
+# Chunks gathered before they are embedded: big enough that the file is not rewritten once per
+# small document, small enough that memory stays flat and other writers wait little.
 EMBED_BATCH_CHUNKS = 256
 # Inputs per embedding call: the default model's own batch size, so a call costs ~1 s on two
 # cores and progress moves about that often.
 EMBED_SLICE = 32
-
-
-@dataclass(frozen=True)
-class KnownDocument:
-    """A document as it stood when the run started: enough to decide skip / update."""
-
-    title: str
-    status: str
-    source: str | None
-    attributes_hash: str
-    revision_id: int | None
-    content_hash: str | None
-
-
-@dataclass
-class PendingDocument:
-    """A document that needs writing.
-
-    `path` / `source`: its path in the knowledge base and the file it came from (None for
-    documents given as text). `reuse_revision`: the content equals the current revision's (only
-    its title, tags, metadata, source or archived status changed), so the document is refreshed
-    in place on that revision's chunks (`spans`, `chunk_ids`, loaded when queued) instead of
-    getting a new revision; when the stored chunks differ from `spans` (chunked by other rules or
-    sizes), it gets a new revision after all. `given_vectors`: precomputed vectors, one per span.
-    """
-
-    path: str
-    source: str | None
-    content: str
-    content_hash: str
-    parsed: ParsedDocument
-    tags: list[tuple[str, str]]
-    metadata: dict[str, Any]
-    attributes_hash: str
-    known: KnownDocument | None
-    reuse_revision: bool = False
-    spans: list[ChunkSpan] = field(default_factory=list)
-    chunk_ids: list[int] = field(default_factory=list)  # with reuse_revision: ids of `spans`
-    given_vectors: list[bytes] | None = None
-    ready: bool = False  # its vectors are computed (progress counts it as done)
-    failed: bool = False  # it could not be embedded or written (IngestBatch.keep_going)
-    file: RecordedFile | None = None  # the file it was read from (None: given as text)
-
-    @functools.cached_property
-    def embedding_inputs(self) -> list[str]:
-        return [
-            chunk_embedding_input(self.parsed.title, span.heading_path, span.text)
-            for span in self.spans
-        ]
+# The longest documents that are ready wait for their commit while a batch embeds.
+COMMIT_SECONDS = 2.0
+# How long a revision written in parts may wait for a run to resume it before it is dropped.
+STALE_STAGED_SECONDS = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -117,14 +92,10 @@ DATABASE_ERRORS = (
 )
 
 
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 class IngestBatch:
-    """Collects changed documents, embeds them in batches, and writes each batch of whole
-    documents in one short transaction. `on_ready` is called whenever more documents have their
-    vectors (for progress)."""
+    """Collects changed documents, embeds them, and commits them in small batches of whole
+    documents (or, one too large for a transaction, in parts). `on_ready` is called whenever
+    more documents have their vectors (for progress)."""
 
     def __init__(
         self,
@@ -135,39 +106,39 @@ class IngestBatch:
         *,
         public_id_of: Callable[[str], str] | None = None,
         keep_going: bool = False,
+        interrupt: Callable[[], bool] | None = None,
     ) -> None:
         self.workspace = workspace
+        self.conn = workspace.conn
+        self.kb = kb
+        self.writer = DocumentWriter(self.conn, kb, public_id_of)
+        self.counts = counts  # added, updated, unchanged, chunks, embedded: after each commit
+        self.on_ready = on_ready
         # keep_going: a document that fails to embed or to write (a bug, a hostile file) is
         # left out and recorded in `failures`, the others are written; otherwise it raises.
         self.keep_going = keep_going
         self.failures: list[Failure] = []
-        # The public id a new document gets from its path: doc_... from the knowledge base and
-        # the path by default (kbmcp/ids.py); memories pass their own rule.
-        self.public_id_of = public_id_of or (
-            lambda path: self.ids.make("document", kb.public_id, path)
-        )
-        self.conn = workspace.conn
-        self.kb = kb
-        self.counts = counts  # added, updated, unchanged, chunks, embedded: after each commit
-        self.on_ready = on_ready
+        self.interrupt = interrupt
+        self.interrupted = False  # `interrupt` said so: `pending` holds what was not written
+        self.embedded_any = False  # an interrupt is only taken once something was embedded
+        self.write_chunks = max(1, workspace.settings.write_batch_chunks)
+        self.window_chunks = min(EMBED_BATCH_CHUNKS, self.write_chunks)
         self.pending: list[PendingDocument] = []
-        self.pending_chunks = 0
         self.refreshes: list[FileRefresh] = []  # files found unchanged, recorded anew
-
-    @functools.cached_property
-    def ids(self) -> IdKey:
-        """The file's id key (it never changes), read at the first write."""
-        return id_key_of(self.conn)
 
     @property
     def not_ready(self) -> int:
         return sum(not document.ready for document in self.pending)
 
+    @property
+    def pending_chunks(self) -> int:
+        return sum(len(document.spans) for document in self.pending)
+
     def queue(self, document: PendingDocument) -> None:
         if document.reuse_revision and document.known and document.known.revision_id:
             with self.workspace.lock:
                 ids, stored = stored_spans(self.conn, document.known.revision_id)
-            if _same_chunks(stored, document.spans):
+            if same_chunks(stored, document.spans):
                 # Refreshed in place on the current revision's chunks and vectors.
                 document.chunk_ids, document.spans = ids, stored
                 document.given_vectors = None
@@ -175,54 +146,97 @@ class IngestBatch:
                 # Same content, other chunking (new rules or sizes): a new revision, chunked
                 # anew; vectors of chunks whose input is unchanged are reused.
                 document.reuse_revision = False
+        if self.interrupted:
+            self.pending.append(document)
+            return
+        if len(document.spans) > self.write_chunks and not document.reuse_revision:
+            self._process()  # what came before it first: files are written in order
+            if self.interrupted:
+                self.pending.append(document)
+            else:
+                self._write_in_parts(document)
+            return
         self.pending.append(document)
-        self.pending_chunks += len(document.spans)
-        if self.pending_chunks >= EMBED_BATCH_CHUNKS:
-            self.flush()
+        if self.pending_chunks >= self.window_chunks:
+            self._process()
 
     def refresh_file(self, path: str, file: RecordedFile | None, content_hash: str | None) -> None:
         """Record the file of the document at `path`, found unchanged (holding `content_hash`),
-        with the next write."""
+        with the next commit."""
         if file is not None and content_hash is not None:
             self.refreshes.append(FileRefresh(path, file, content_hash))
 
     def flush(self) -> None:
-        """Embed what the pending documents need, then write them in one transaction: a batch
-        is committed whole or not at all, so no document is ever half-written."""
-        if not self.pending and not self.refreshes:
+        """Embed and commit everything queued (unless interrupted)."""
+        self._process()
+        self._commit({})  # file refreshes, when no document was left to write
+
+    def should_stop(self, *, progressed: bool = False) -> bool:
+        """Whether to stop taking new work: `interrupt` asks for it, and some work was done
+        (something embedded, or `progressed`), so a stream of interruptions cannot starve it."""
+        worked = self.embedded_any or progressed
+        if self.interrupt is not None and not self.interrupted and worked:
+            self.interrupted = self.interrupt()
+        return self.interrupted
+
+    # ------------------------------------------------------------------ small documents
+
+    def _process(self) -> None:
+        """Embed the pending documents in slices, committing the ready ones at least every
+        COMMIT_SECONDS, then the rest; stop early (leaving the unready ones pending) when
+        interrupted."""
+        documents = self.pending
+        if not documents or self.interrupted:
             return
-        vectors = self._vectors_for(self.pending)
+        vectors = self._known_vectors(documents)
+        # In document order, so files complete one after another (and are committed) as the
+        # slices go: sorted by length across the batch, none would be complete until the end.
+        missing = list(
+            dict.fromkeys(t for d in documents for t in d.embedding_inputs if t not in vectors)
+        )
+        self._mark_ready(documents, vectors)
+        last_commit = time.monotonic()
+        for start in range(0, len(missing), EMBED_SLICE):
+            if self.should_stop():
+                break
+            texts = missing[start : start + EMBED_SLICE]
+            self._embed_into(vectors, texts, documents)
+            self._mark_ready(documents, vectors)
+            if time.monotonic() - last_commit >= COMMIT_SECONDS:
+                self._commit(vectors)
+                last_commit = time.monotonic()
+        self._commit(vectors)
+
+    def _commit(self, vectors: dict[str, bytes]) -> None:
+        """Write the ready documents and the file refreshes in one transaction: each document
+        whole or not at all. Failed documents are dropped from `pending`."""
+        ready = [d for d in self.pending if d.ready and not d.failed]
+        self.pending = [d for d in self.pending if not (d.ready or d.failed)]
+        if not ready and not self.refreshes:
+            return
         written = Counter[str]()
         with self.workspace.lock, write_transaction(self.conn):
             refresh_files(self.conn, self.kb.id, self.refreshes)
-            # `kbmcp reembed` may have switched the model while these vectors were computed.
-            if self.pending:
+            if ready:  # `kbmcp reembed` may have switched the model while these were embedded
                 check_model(self.conn, self.workspace.embedder.fingerprint)
-            for document in self.pending:
-                if document.failed:
-                    continue
-                written_one = self._write_kept(document, vectors)
-                if written_one is not None:
-                    outcome, chunks_indexed = written_one
-                    written[outcome] += 1
-                    written["chunks"] += chunks_indexed
+            for document in ready:
+                outcome = self._write_kept(document, vectors)
+                if outcome is not None:
+                    written[outcome[0]] += 1
+                    written["chunks"] += outcome[1]
         # Counted after the commit: a rolled-back batch reports nothing.
         self.counts.update(written)
-        self.pending = []
-        self.pending_chunks = 0
         self.refreshes = []
 
-    def _write_kept(
-        self, document: PendingDocument, vectors: dict[str, bytes]
-    ) -> tuple[str, int] | None:
-        """`_write`, inside a savepoint when `keep_going`: a document whose write fails leaves
+    def _write_kept(self, document: PendingDocument, vectors: dict[str, bytes]) -> Outcome | None:
+        """`write`, inside a savepoint when `keep_going`: a document whose write fails leaves
         nothing behind and is recorded as a failure (None); a failure of the database itself
         (disk full, I/O, locked, another model) still ends the batch."""
         if not self.keep_going:
-            return self._write(document, vectors)
+            return self.writer.write(document, vectors)
         try:
             with self.conn:  # a savepoint inside the batch's transaction
-                return self._write(document, vectors)
+                return self.writer.write(document, vectors)
         except DATABASE_ERRORS:
             raise
         except Exception as error:
@@ -231,9 +245,115 @@ class IngestBatch:
             self._fail(document, error)
             return None
 
-    def _fail(self, document: PendingDocument, error: Exception) -> None:
-        document.failed = True
-        self.failures.append(Failure(document.path, document.source, error))
+    # ------------------------------------------------------------------ large documents
+
+    def _write_in_parts(self, document: PendingDocument) -> None:
+        """Embed and write a document part by part, each part (write_chunks chunks) in its own
+        transaction, then switch to it in one more (ingest_write.StagedWrite)."""
+        try:
+            outcome, old_revision_id = self._stage(document)
+        except DATABASE_ERRORS:
+            raise
+        except Exception as error:
+            if not self.keep_going or is_disk_full(error):  # (sqlite-vec's: a plain SQLError)
+                raise
+            self._fail(document, error)
+            return
+        self.counts[outcome[0]] += 1
+        self.counts["chunks"] += outcome[1]
+        if old_revision_id is not None:
+            self._drop_vectors_of(old_revision_id)
+
+    def _stage(self, document: PendingDocument) -> tuple[Outcome, int | None]:
+        known = self._known_vectors([document])
+        staged = StagedWrite(self.writer, document)
+        with self.workspace.lock, write_transaction(self.conn):
+            check_model(self.conn, self.workspace.embedder.fingerprint)
+            if not staged.begin():
+                return ("unchanged", 0), None
+        inputs = document.embedding_inputs
+        given = document.given_vectors
+        while staged.written < len(document.spans):
+            start, end = staged.written, min(staged.written + self.write_chunks, len(inputs))
+            if given is not None:
+                part = given[start:end]
+            else:
+                part_vectors = dict(known)
+                missing = [t for t in dict.fromkeys(inputs[start:end]) if t not in part_vectors]
+                for first in range(0, len(missing), EMBED_SLICE):
+                    self._embed_into(part_vectors, missing[first : first + EMBED_SLICE], [])
+                part = [part_vectors[text] for text in inputs[start:end]]
+            with self.workspace.lock, write_transaction(self.conn):
+                check_model(self.conn, self.workspace.embedder.fingerprint)
+                staged.write_part(end - start, part)
+        with self.workspace.lock, write_transaction(self.conn):
+            check_model(self.conn, self.workspace.embedder.fingerprint)
+            outcome = staged.switch()
+        document.ready = True
+        if self.on_ready is not None:
+            self.on_ready()
+        return outcome, staged.old_revision_id
+
+    def _drop_vectors_of(self, revision_id: int) -> None:
+        """The stored vectors of a revision that is no longer current, write_chunks at a
+        time (they were only kept for reuse while it was current)."""
+        while True:
+            with self.workspace.lock, write_transaction(self.conn):
+                self.conn.execute(
+                    staging.DELETE_VECTORS_PART,
+                    {"revision_id": revision_id, "limit": self.write_chunks},
+                )
+                if self.conn.changes() == 0:
+                    return
+
+    def drop_stale_staged(self) -> None:
+        """Drop the revisions written in parts that no run came back to within
+        STALE_STAGED_SECONDS (a run interrupted for good), write_chunks chunks at a time."""
+        before = format_timestamp(now() - timedelta(seconds=STALE_STAGED_SECONDS))
+        with self.workspace.lock:
+            stale = self.conn.execute(
+                staging.SELECT_STALE_STAGED, {"kb_id": self.kb.id, "before": before}
+            ).fetchall()
+        for (revision_id,) in stale:
+            while True:
+                with self.workspace.lock, write_transaction(self.conn):
+                    self.conn.execute(
+                        staging.DELETE_CHUNKS_PART,
+                        {"revision_id": revision_id, "limit": self.write_chunks},
+                    )
+                    if self.conn.changes() == 0:
+                        self.conn.execute(staging.DELETE_REVISION, {"revision_id": revision_id})
+                        break
+
+    # ------------------------------------------------------------------ embedding
+
+    def _known_vectors(self, documents: list[PendingDocument]) -> dict[str, bytes]:
+        """Vectors keyed by embedding input that need no model: given ones, and reused ones
+        from the current revision where a chunk's input is unchanged."""
+        vectors: dict[str, bytes] = {}
+        with self.workspace.lock:
+            for document in documents:
+                if document.known and document.known.revision_id is not None:
+                    vectors.update(self._previous_vectors(document.known))
+        for document in documents:
+            if document.given_vectors is not None:
+                vectors.update(zip(document.embedding_inputs, document.given_vectors, strict=True))
+        return vectors
+
+    def _previous_vectors(self, known: KnownDocument) -> dict[str, bytes]:
+        rows = self.conn.execute(sql.SELECT_CHUNKS_WITH_VECTORS, {"revision_id": known.revision_id})
+        return {
+            chunk_embedding_input(known.title, json.loads(heading), text): embedding
+            for heading, text, embedding in rows
+        }
+
+    def _embed_into(
+        self, vectors: dict[str, bytes], texts: list[str], documents: list[PendingDocument]
+    ) -> None:
+        embedded = self._embed(texts, documents)
+        vectors.update((t, v) for t, v in zip(texts, embedded, strict=True) if v is not None)
+        self.counts["embedded"] += sum(v is not None for v in embedded)
+        self.embedded_any = True
 
     def _embed(self, texts: list[str], documents: list[PendingDocument]) -> list[bytes | None]:
         """Vectors of `texts`. With `keep_going`, a failing call is retried text by text and
@@ -245,7 +365,7 @@ class IngestBatch:
         except KbError:
             raise
         except Exception as first:
-            if not self.keep_going:
+            if not self.keep_going or not documents:
                 raise
             found: list[bytes | None] = []
             failed: dict[str, Exception] = {}
@@ -263,31 +383,6 @@ class IngestBatch:
                     self._fail(document, error)
             return found
 
-    def _vectors_for(self, documents: list[PendingDocument]) -> dict[str, bytes]:
-        """Vectors keyed by embedding input: given ones, reused ones from the previous revision
-        where a chunk's input is unchanged, and the rest computed in slices (no lock held)."""
-        vectors: dict[str, bytes] = {}
-        with self.workspace.lock:
-            for document in documents:
-                if document.known and document.known.revision_id is not None:
-                    vectors.update(self._previous_vectors(document.known))
-        for document in documents:
-            if document.given_vectors is not None:
-                vectors.update(zip(document.embedding_inputs, document.given_vectors, strict=True))
-        # In document order, so files complete one after another and progress moves per file
-        # (sorted by length across the batch, no file would be complete until the last slice).
-        missing = list(
-            dict.fromkeys(t for d in documents for t in d.embedding_inputs if t not in vectors)
-        )
-        self._mark_ready(documents, vectors)
-        for start in range(0, len(missing), EMBED_SLICE):
-            texts = missing[start : start + EMBED_SLICE]
-            embedded = self._embed(texts, documents)
-            vectors.update((t, v) for t, v in zip(texts, embedded, strict=True) if v is not None)
-            self.counts["embedded"] += sum(v is not None for v in embedded)
-            self._mark_ready(documents, vectors)
-        return vectors
-
     def _mark_ready(self, documents: list[PendingDocument], vectors: dict[str, bytes]) -> None:
         changed = False
         for document in documents:
@@ -298,210 +393,6 @@ class IngestBatch:
         if changed and self.on_ready is not None:
             self.on_ready()
 
-    def _previous_vectors(self, known: KnownDocument) -> dict[str, bytes]:
-        rows = self.conn.execute(sql.SELECT_CHUNKS_WITH_VECTORS, {"revision_id": known.revision_id})
-        return {
-            chunk_embedding_input(known.title, json.loads(heading), text): embedding
-            for heading, text, embedding in rows
-        }
-
-    def _write(self, document: PendingDocument, vectors: dict[str, bytes]) -> tuple[str, int]:
-        """Write one document inside the batch's transaction; returns ('added', 'updated' or
-        'unchanged', the number of chunks put into the indexes)."""
-        conn = self.conn
-        now = now_iso()
-        # Re-read under the write lock: another process may have written this path meanwhile.
-        row = conn.execute(
-            sql.SELECT_DOCUMENT_FOR_UPDATE, {"kb_id": self.kb.id, "path": document.path}
-        ).fetchone()
-        if row is None:
-            document_id, document_public_id = self._insert_document(document, now)
-            revision_id = self._insert_revision(document, document_id, document_public_id, now)
-            self._index_chunks(document, vectors)
-            self._update_document(document, document_id, revision_id, now)
-            record_file(conn, document_id, document.file)
-            return "added", len(document.spans)
-        (document_id, document_public_id, status, current_revision_id, content_hash,
-         attributes_hash, source) = row  # fmt: skip
-        if (status, content_hash, attributes_hash, source) == (
-            "published",
-            document.content_hash,
-            document.attributes_hash,
-            document.source,
-        ):
-            record_file(conn, document_id, document.file)
-            return "unchanged", 0  # another process wrote exactly this since the run started
-        known = document.known
-        if (
-            document.reuse_revision
-            and known is not None
-            and current_revision_id == known.revision_id
-        ):
-            reindexed = self._refresh(document, vectors, status)
-            self._update_document(document, document_id, current_revision_id, now)
-            record_file(conn, document_id, document.file)
-            return "updated", len(document.spans) if reindexed else 0
-        if current_revision_id is not None:
-            old_chunk_ids = chunk_ids_of_revision(conn, current_revision_id)
-            if status == "published":
-                remove_from_index(conn, old_chunk_ids)
-            drop_stored_vectors(conn, old_chunk_ids)
-        revision_id = self._insert_revision(document, document_id, document_public_id, now)
-        self._index_chunks(document, vectors)
-        self._update_document(document, document_id, revision_id, now)
-        record_file(conn, document_id, document.file)
-        return "updated", len(document.spans)
-
-    def _refresh(self, document: PendingDocument, vectors: dict[str, bytes], status: str) -> bool:
-        """Same content, other attributes: keep the revision and its chunks. The index is only
-        rebuilt when it has to be: an archived document comes back, or the title (part of the
-        keyword index and of every chunk's embedding input) changed. Returns whether it was."""
-        known = document.known
-        assert known is not None
-        reindex = status != "published" or known.title != document.parsed.title
-        if reindex:
-            rows = self._index_rows(document, vectors)
-            if status == "published":
-                remove_from_index(self.conn, document.chunk_ids)
-            store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
-            add_to_index(self.conn, document.parsed.title, rows)
-        return reindex
-
-    def _insert_document(self, document: PendingDocument, now: str) -> tuple[int, str]:
-        public_id = self.public_id_of(document.path)
-        self.conn.execute(
-            sql.INSERT_DOCUMENT,
-            {
-                "public_id": public_id,
-                "kb_id": self.kb.id,
-                "path": document.path,
-                "title": document.parsed.title,
-                "kind": document.parsed.kind,
-                "source": document.source,
-                "metadata": dump_json(document.metadata),
-                "now": now,
-            },
-        )
-        return self.conn.last_insert_rowid(), public_id
-
-    def _insert_revision(
-        self, document: PendingDocument, document_id: int, document_public_id: str, now: str
-    ) -> int:
-        """A new immutable revision and its chunks; sets `document.chunk_ids`."""
-        conn = self.conn
-        number = conn.execute(sql.NEXT_REVISION_NUMBER, {"document_id": document_id}).fetchone()[0]
-        revision_public_id = self.ids.make("revision", document_public_id, number)
-        conn.execute(
-            sql.INSERT_REVISION,
-            {
-                "public_id": revision_public_id,
-                "document_id": document_id,
-                "number": number,
-                "content": document.content,
-                "content_hash": document.content_hash,
-                "char_count": len(document.content),
-                "line_count": line_count(document.content),
-                "now": now,
-            },
-        )
-        revision_id = conn.last_insert_rowid()
-        chunk_ids = []
-        for span in document.spans:
-            conn.execute(
-                sql.INSERT_CHUNK,
-                {
-                    "public_id": self.ids.make("chunk", revision_public_id, span.ordinal),
-                    "revision_id": revision_id,
-                    "ordinal": span.ordinal,
-                    "heading_path": dump_json(list(span.heading_path)),
-                    "char_start": span.char_start,
-                    "char_end": span.char_end,
-                    "line_start": span.line_start,
-                    "line_end": span.line_end,
-                    "text": span.text,
-                },
-            )
-            chunk_ids.append(conn.last_insert_rowid())
-        document.chunk_ids = chunk_ids
-        return revision_id
-
-    def _index_chunks(self, document: PendingDocument, vectors: dict[str, bytes]) -> None:
-        rows = self._index_rows(document, vectors)
-        store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
-        add_to_index(self.conn, document.parsed.title, rows)
-
-    @staticmethod
-    def _index_rows(document: PendingDocument, vectors: dict[str, bytes]) -> list[IndexRow]:
-        given = document.given_vectors
-        return [
-            IndexRow(
-                chunk_id,
-                span.heading_path,
-                span.text,
-                given[index] if given is not None else vectors[embedding_input],
-            )
-            for index, (chunk_id, span, embedding_input) in enumerate(
-                zip(document.chunk_ids, document.spans, document.embedding_inputs, strict=True)
-            )
-        ]
-
-    def _update_document(
-        self, document: PendingDocument, document_id: int, revision_id: int, now: str
-    ) -> None:
-        """Attributes, current revision, published status and tags."""
-        self.conn.execute(
-            sql.UPDATE_DOCUMENT,
-            {
-                "document_id": document_id,
-                "title": document.parsed.title,
-                "kind": document.parsed.kind,
-                "source": document.source,
-                "metadata": dump_json(document.metadata),
-                "revision_id": revision_id,
-                "attributes_hash": document.attributes_hash,
-                "now": now,
-            },
-        )
-        self.conn.execute(sql.DELETE_TAGS, {"document_id": document_id})
-        self.conn.executemany(
-            sql.INSERT_TAG,
-            [{"document_id": document_id, "key": k, "value": v} for k, v in document.tags],
-        )
-
-
-def _same_chunks(stored: list[ChunkSpan], fresh: list[ChunkSpan]) -> bool:
-    def shape(spans: list[ChunkSpan]) -> list[tuple]:
-        return [(s.char_start, s.char_end, tuple(s.heading_path)) for s in spans]
-
-    return shape(stored) == shape(fresh)
-
-
-def stored_spans(conn: apsw.Connection, revision_id: int) -> tuple[list[int], list[ChunkSpan]]:
-    """The chunks of a stored revision as (chunk ids, spans), in order."""
-    ids, spans = [], []
-    for (
-        chunk_id,
-        ordinal,
-        heading,
-        char_start,
-        char_end,
-        line_start,
-        line_end,
-        text,
-    ) in conn.execute(sql.SELECT_STORED_CHUNKS, {"revision_id": revision_id}):
-        ids.append(chunk_id)
-        spans.append(
-            ChunkSpan(
-                ordinal, tuple(json.loads(heading)), char_start, char_end, line_start, line_end,
-                text,
-            )
-        )  # fmt: skip
-    return ids, spans
-
-
-def line_count(text: str) -> int:
-    """Lines as the chunker numbers them: a break is \\r\\n, \\r or \\n."""
-    if not text:
-        return 0
-    breaks = text.count("\n") + text.count("\r") - text.count("\r\n")
-    return breaks + (0 if text.endswith(("\n", "\r")) else 1)
+    def _fail(self, document: PendingDocument, error: Exception) -> None:
+        document.failed = True
+        self.failures.append(Failure(document.path, document.source, error))

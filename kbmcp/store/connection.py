@@ -15,8 +15,10 @@ import contextlib
 import enum
 import functools
 import importlib.util
+import logging
 import os
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -31,6 +33,7 @@ from kbmcp.store.migrations import current_version, latest_version, migrate
 from kbmcp.store.schema_check import schema_mismatch
 
 BUSY_TIMEOUT_MS = 10_000
+logger = logging.getLogger(__name__)
 MMAP_BYTES = 1 << 30
 # Tables every kbmcp file has since migration 1: how a kbmcp file is told from a foreign one.
 KBMCP_TABLES = frozenset({"tenant", "knowledge_base", "document", "revision", "chunk"})
@@ -330,13 +333,46 @@ def ensure_writable(conn: apsw.Connection) -> None:
         )
 
 
+# How long a writer waits for another process's write transaction before giving up. Writers
+# keep transactions short (ingest writes in bounded batches, docs/ingest.md), so a wait this long
+# means a stuck process, not a busy one.
+WRITE_WAIT_LIMIT_S = 600
+
+
+def begin_writing(conn: apsw.Connection) -> None:
+    """BEGIN IMMEDIATE, waiting for another process's write transaction as long as it takes (up
+    to WRITE_WAIT_LIMIT_S) instead of failing with "database is locked" after the busy timeout:
+    each busy timeout that passes is logged as a warning, so a waiting command says why it
+    waits."""
+    started = time.monotonic()
+    while True:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            return
+        except apsw.BusyError:
+            waited = time.monotonic() - started
+            path = conn.db_filename("main")
+            if waited >= WRITE_WAIT_LIMIT_S:
+                raise StoreError(
+                    f"another process has been writing to {path} for {waited:.0f} s; kbmcp "
+                    "writes in short transactions, so it may be stuck (another program "
+                    "holding a transaction open?): try again, or find and stop it",
+                    details={"path": path, "waited_seconds": round(waited)},
+                ) from None
+            logger.warning(
+                "waiting for another process to finish writing to %s (%.0f s so far)",
+                path,
+                waited,
+            )
+
+
 @contextlib.contextmanager
 def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     """A short write transaction. BEGIN IMMEDIATE takes the write lock up front, so two writers
     queue on the busy timeout instead of deadlocking on a read->write upgrade. On a read-only
     file it raises ReadOnly before anything starts."""
     ensure_writable(conn)
-    conn.execute("BEGIN IMMEDIATE")
+    begin_writing(conn)
     try:
         yield conn
         conn.execute("COMMIT")

@@ -1,0 +1,444 @@
+"""Writing one document: inside a batch's write transaction (`DocumentWriter.write`), or, for a
+document with more chunks than one write transaction may hold, in parts (`StagedWrite`).
+
+A document in parts gets a new revision whose chunks and vectors are written over several short
+transactions while the document keeps its current revision (or, when new, stays archived without
+one), so searches go on seeing the old text; the last transaction moves the search indexes from
+the old revision's chunks to the new one's in set-based statements and makes the revision
+current: the document changes for readers at once. A run that is interrupted leaves the revision
+listed in `staged_revision`; the next run with the same content and chunking resumes it from its
+last written chunk (kbmcp/store/staging.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import apsw
+
+from kbmcp.clock import now_iso
+from kbmcp.embed.inputs import chunk_embedding_input
+from kbmcp.ids import IdKey
+from kbmcp.ingest.chunker import ChunkSpan
+from kbmcp.ingest.parsing import ParsedDocument
+from kbmcp.store import catalog as sql
+from kbmcp.store import staging
+from kbmcp.store.catalog import KnowledgeBaseRef, dump_json
+from kbmcp.store.id_key import id_key_of
+from kbmcp.store.index import IndexRow, add_to_index, chunk_ids_of_revision, remove_from_index
+from kbmcp.store.source_files import RecordedFile, record_file
+from kbmcp.store.vectors import drop_stored_vectors, store_vectors
+
+
+@dataclass(frozen=True)
+class KnownDocument:
+    """A document as it stood when the run started: enough to decide skip / update."""
+
+    title: str
+    status: str
+    source: str | None
+    attributes_hash: str
+    revision_id: int | None
+    content_hash: str | None
+
+
+@dataclass
+class PendingDocument:
+    """A document that needs writing.
+
+    `path` / `source`: its path in the knowledge base and the file it came from (None for
+    documents given as text). `reuse_revision`: the content equals the current revision's (only
+    its title, tags, metadata, source or archived status changed), so the document is refreshed
+    in place on that revision's chunks (`spans`, `chunk_ids`, loaded when queued) instead of
+    getting a new revision; when the stored chunks differ from `spans` (chunked by other rules or
+    sizes), it gets a new revision after all. `given_vectors`: precomputed vectors, one per span.
+    `chunking`: the chunking signature `spans` were cut with (JSON), recorded for a revision
+    written in parts.
+    """
+
+    path: str
+    source: str | None
+    content: str
+    content_hash: str
+    parsed: ParsedDocument
+    tags: list[tuple[str, str]]
+    metadata: dict[str, Any]
+    attributes_hash: str
+    known: KnownDocument | None
+    reuse_revision: bool = False
+    spans: list[ChunkSpan] = field(default_factory=list)
+    chunk_ids: list[int] = field(default_factory=list)  # with reuse_revision: ids of `spans`
+    given_vectors: list[bytes] | None = None
+    chunking: str = ""
+    ready: bool = False  # its vectors are computed (progress counts it as done)
+    failed: bool = False  # it could not be embedded or written (IngestBatch.keep_going)
+    file: RecordedFile | None = None  # the file it was read from (None: given as text)
+
+    @functools.cached_property
+    def embedding_inputs(self) -> list[str]:
+        return [
+            chunk_embedding_input(self.parsed.title, span.heading_path, span.text)
+            for span in self.spans
+        ]
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# What `write` and `StagedWrite.switch` report: 'added', 'updated' or 'unchanged', and the number
+# of chunks put into the indexes.
+Outcome = tuple[str, int]
+
+
+class DocumentWriter:
+    """Writes documents of one knowledge base through one connection, inside transactions its
+    caller holds."""
+
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        kb: KnowledgeBaseRef,
+        public_id_of: Callable[[str], str] | None = None,
+    ) -> None:
+        self.conn = conn
+        self.kb = kb
+        # The public id a new document gets from its path: doc_... from the knowledge base and
+        # the path by default (kbmcp/ids.py); memories pass their own rule.
+        self.public_id_of = public_id_of or (
+            lambda path: self.ids.make("document", kb.public_id, path)
+        )
+
+    @functools.cached_property
+    def ids(self) -> IdKey:
+        """The file's id key (it never changes), read at the first write."""
+        return id_key_of(self.conn)
+
+    def current(self, document: PendingDocument) -> tuple | None:
+        """The document's row as it is now (re-read under the write lock: another process may
+        have written this path since the run started)."""
+        return self.conn.execute(
+            sql.SELECT_DOCUMENT_FOR_UPDATE, {"kb_id": self.kb.id, "path": document.path}
+        ).fetchone()
+
+    def write(self, document: PendingDocument, vectors: dict[str, bytes]) -> Outcome:
+        """Write one document inside the caller's transaction."""
+        conn = self.conn
+        now = now_iso()
+        row = self.current(document)
+        if row is None:
+            document_id, document_public_id = self.insert_document(document, now)
+            revision_id = self._insert_revision(document, document_id, document_public_id, now)
+            self._index_chunks(document, vectors)
+            self.update_document(document, document_id, revision_id, now)
+            return "added", len(document.spans)
+        (document_id, document_public_id, status, current_revision_id, content_hash,
+         attributes_hash, source) = row  # fmt: skip
+        if (status, content_hash, attributes_hash, source) == (
+            "published",
+            document.content_hash,
+            document.attributes_hash,
+            document.source,
+        ):
+            record_file(conn, document_id, document.file)
+            return "unchanged", 0  # another process wrote exactly this since the run started
+        known = document.known
+        if (
+            document.reuse_revision
+            and known is not None
+            and current_revision_id == known.revision_id
+        ):
+            reindexed = self._refresh(document, vectors, status)
+            self.update_document(document, document_id, current_revision_id, now)
+            return "updated", len(document.spans) if reindexed else 0
+        if current_revision_id is not None:
+            old_chunk_ids = chunk_ids_of_revision(conn, current_revision_id)
+            if status == "published":
+                remove_from_index(conn, old_chunk_ids)
+            drop_stored_vectors(conn, old_chunk_ids)
+        revision_id = self._insert_revision(document, document_id, document_public_id, now)
+        self._index_chunks(document, vectors)
+        self.update_document(document, document_id, revision_id, now)
+        return "updated", len(document.spans)
+
+    def _refresh(self, document: PendingDocument, vectors: dict[str, bytes], status: str) -> bool:
+        """Same content, other attributes: keep the revision and its chunks. The index is only
+        rebuilt when it has to be: an archived document comes back, or the title (part of the
+        keyword index and of every chunk's embedding input) changed. Returns whether it was."""
+        known = document.known
+        assert known is not None
+        reindex = status != "published" or known.title != document.parsed.title
+        if reindex:
+            rows = self._index_rows(document, vectors)
+            if status == "published":
+                remove_from_index(self.conn, document.chunk_ids)
+            store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
+            add_to_index(self.conn, document.parsed.title, rows)
+        return reindex
+
+    def insert_document(
+        self, document: PendingDocument, now: str, statement: str = sql.INSERT_DOCUMENT
+    ) -> tuple[int, str]:
+        public_id = self.public_id_of(document.path)
+        self.conn.execute(
+            statement,
+            {
+                "public_id": public_id,
+                "kb_id": self.kb.id,
+                "path": document.path,
+                "title": document.parsed.title,
+                "kind": document.parsed.kind,
+                "source": document.source,
+                "metadata": dump_json(document.metadata),
+                "now": now,
+            },
+        )
+        return self.conn.last_insert_rowid(), public_id
+
+    def insert_revision_row(
+        self, document: PendingDocument, document_id: int, document_public_id: str, now: str
+    ) -> tuple[int, str]:
+        """A new immutable revision (without chunks): its row id and public id."""
+        conn = self.conn
+        number = conn.execute(sql.NEXT_REVISION_NUMBER, {"document_id": document_id}).fetchone()[0]
+        revision_public_id = self.ids.make("revision", document_public_id, number)
+        conn.execute(
+            sql.INSERT_REVISION,
+            {
+                "public_id": revision_public_id,
+                "document_id": document_id,
+                "number": number,
+                "content": document.content,
+                "content_hash": document.content_hash,
+                "char_count": len(document.content),
+                "line_count": line_count(document.content),
+                "now": now,
+            },
+        )
+        return conn.last_insert_rowid(), revision_public_id
+
+    def insert_chunks(
+        self, revision_id: int, revision_public_id: str, spans: list[ChunkSpan]
+    ) -> list[int]:
+        """The chunk rows of `spans` in a revision; returns their ids."""
+        conn = self.conn
+        chunk_ids = []
+        for span in spans:
+            conn.execute(
+                sql.INSERT_CHUNK,
+                {
+                    "public_id": self.ids.make("chunk", revision_public_id, span.ordinal),
+                    "revision_id": revision_id,
+                    "ordinal": span.ordinal,
+                    "heading_path": dump_json(list(span.heading_path)),
+                    "char_start": span.char_start,
+                    "char_end": span.char_end,
+                    "line_start": span.line_start,
+                    "line_end": span.line_end,
+                    "text": span.text,
+                },
+            )
+            chunk_ids.append(conn.last_insert_rowid())
+        return chunk_ids
+
+    def _insert_revision(
+        self, document: PendingDocument, document_id: int, document_public_id: str, now: str
+    ) -> int:
+        """A new immutable revision and its chunks; sets `document.chunk_ids`."""
+        revision_id, revision_public_id = self.insert_revision_row(
+            document, document_id, document_public_id, now
+        )
+        document.chunk_ids = self.insert_chunks(revision_id, revision_public_id, document.spans)
+        return revision_id
+
+    def _index_chunks(self, document: PendingDocument, vectors: dict[str, bytes]) -> None:
+        rows = self._index_rows(document, vectors)
+        store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
+        add_to_index(self.conn, document.parsed.title, rows)
+
+    @staticmethod
+    def _index_rows(document: PendingDocument, vectors: dict[str, bytes]) -> list[IndexRow]:
+        given = document.given_vectors
+        return [
+            IndexRow(
+                chunk_id,
+                span.heading_path,
+                span.text,
+                given[index] if given is not None else vectors[embedding_input],
+            )
+            for index, (chunk_id, span, embedding_input) in enumerate(
+                zip(document.chunk_ids, document.spans, document.embedding_inputs, strict=True)
+            )
+        ]
+
+    def update_document(
+        self, document: PendingDocument, document_id: int, revision_id: int, now: str
+    ) -> None:
+        """Attributes, current revision, published status, tags and the file it came from."""
+        self.conn.execute(
+            sql.UPDATE_DOCUMENT,
+            {
+                "document_id": document_id,
+                "title": document.parsed.title,
+                "kind": document.parsed.kind,
+                "source": document.source,
+                "metadata": dump_json(document.metadata),
+                "revision_id": revision_id,
+                "attributes_hash": document.attributes_hash,
+                "now": now,
+            },
+        )
+        self.conn.execute(sql.DELETE_TAGS, {"document_id": document_id})
+        self.conn.executemany(
+            sql.INSERT_TAG,
+            [{"document_id": document_id, "key": k, "value": v} for k, v in document.tags],
+        )
+        record_file(self.conn, document_id, document.file)
+
+
+class StagedWrite:
+    """A document written in parts: `begin`, then `write_part` for each part of its chunks, then
+    `switch`, each inside its own short transaction that the caller holds."""
+
+    def __init__(self, writer: DocumentWriter, document: PendingDocument) -> None:
+        self.writer = writer
+        self.document = document
+        self.revision_id = 0
+        self.revision_public_id = ""
+        self.document_id = 0
+        self.written = 0  # chunks of `document.spans` already written (with their vectors)
+        self.old_revision_id: int | None = None  # the revision it replaces, once switched
+
+    def begin(self) -> bool:
+        """Find or start the staged revision (resuming one with the same content and chunking
+        from its last written chunk). False when there is nothing to write: another process
+        wrote exactly this document meanwhile."""
+        writer, document = self.writer, self.document
+        now = now_iso()
+        row = writer.current(document)
+        if row is None:
+            self.document_id, document_public_id = writer.insert_document(
+                document, now, staging.INSERT_STAGED_DOCUMENT
+            )
+        else:
+            self.document_id, document_public_id, status, _, content_hash, attributes_hash = row[:6]
+            if (status, content_hash, attributes_hash, row[6]) == (
+                "published",
+                document.content_hash,
+                document.attributes_hash,
+                document.source,
+            ):
+                record_file(writer.conn, self.document_id, document.file)
+                return False
+            if self._resume():
+                return True
+        self.revision_id, self.revision_public_id = writer.insert_revision_row(
+            document, self.document_id, document_public_id, now
+        )
+        writer.conn.execute(
+            staging.INSERT_STAGED,
+            {
+                "revision_id": self.revision_id,
+                "document_id": self.document_id,
+                "chunking": document.chunking,
+                "now": now,
+            },
+        )
+        return True
+
+    def _resume(self) -> bool:
+        """Take up a staged revision of this document with the same content and chunking whose
+        written chunks are the first of `spans`, each with its vector."""
+        conn, document = self.writer.conn, self.document
+        shapes = [
+            (s.ordinal, s.char_start, s.char_end, dump_json(list(s.heading_path)))
+            for s in document.spans
+        ]
+        for revision_id, public_id, content_hash, chunking in conn.execute(
+            staging.SELECT_STAGED_OF_DOCUMENT, {"document_id": self.document_id}
+        ).fetchall():
+            if (content_hash, chunking) != (document.content_hash, document.chunking):
+                continue
+            written = staging.staged_chunks(conn, revision_id)
+            stored = [(c.ordinal, c.char_start, c.char_end, c.heading_path) for c in written]
+            if stored == shapes[: len(written)] and all(c.has_vector for c in written):
+                self.revision_id, self.revision_public_id = revision_id, public_id
+                self.written = len(written)
+                return True
+        return False
+
+    def write_part(self, count: int, vectors: list[bytes]) -> None:
+        """The next `count` chunks and their vectors (one per chunk, in order)."""
+        spans = self.document.spans[self.written : self.written + count]
+        chunk_ids = self.writer.insert_chunks(self.revision_id, self.revision_public_id, spans)
+        store_vectors(self.writer.conn, list(zip(chunk_ids, vectors, strict=True)))
+        self.writer.conn.execute(
+            staging.TOUCH_STAGED, {"revision_id": self.revision_id, "now": now_iso()}
+        )
+        self.written += len(spans)
+
+    def switch(self) -> Outcome:
+        """Make the written revision current: out of the indexes with the old revision's chunks,
+        in with the new one's, the document updated and published."""
+        conn, document = self.writer.conn, self.document
+        chunks, with_vectors = staging.chunks_and_vectors(conn, self.revision_id)
+        if not chunks == with_vectors == len(document.spans):
+            # Only a `kbmcp reembed` in between drops stored vectors (and it records a new
+            # model, which the caller checks first); anything else is a bug.
+            raise RuntimeError(
+                f"{document.path}: the revision written in parts has {chunks} chunks and "
+                f"{with_vectors} vectors, expected {len(document.spans)}"
+            )
+        row = self.writer.current(document)
+        assert row is not None
+        status, current_revision_id = row[2], row[3]
+        if current_revision_id is not None and status == "published":
+            staging.unindex_revision(conn, current_revision_id)
+        staging.index_revision(conn, self.revision_id, document.parsed.title)
+        self.writer.update_document(document, self.document_id, self.revision_id, now_iso())
+        conn.execute(staging.DELETE_STAGED, {"revision_id": self.revision_id})
+        self.old_revision_id = current_revision_id
+        return ("added" if current_revision_id is None else "updated"), len(document.spans)
+
+
+def same_chunks(stored: list[ChunkSpan], fresh: list[ChunkSpan]) -> bool:
+    def shape(spans: list[ChunkSpan]) -> list[tuple]:
+        return [(s.char_start, s.char_end, tuple(s.heading_path)) for s in spans]
+
+    return shape(stored) == shape(fresh)
+
+
+def stored_spans(conn: apsw.Connection, revision_id: int) -> tuple[list[int], list[ChunkSpan]]:
+    """The chunks of a stored revision as (chunk ids, spans), in order."""
+    ids, spans = [], []
+    for (
+        chunk_id,
+        ordinal,
+        heading,
+        char_start,
+        char_end,
+        line_start,
+        line_end,
+        text,
+    ) in conn.execute(sql.SELECT_STORED_CHUNKS, {"revision_id": revision_id}):
+        ids.append(chunk_id)
+        spans.append(
+            ChunkSpan(
+                ordinal, tuple(json.loads(heading)), char_start, char_end, line_start, line_end,
+                text,
+            )
+        )  # fmt: skip
+    return ids, spans
+
+
+def line_count(text: str) -> int:
+    """Lines as the chunker numbers them: a break is \\r\\n, \\r or \\n."""
+    if not text:
+        return 0
+    breaks = text.count("\n") + text.count("\r") - text.count("\r\n")
+    return breaks + (0 if text.endswith(("\n", "\r")) else 1)
