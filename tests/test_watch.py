@@ -252,3 +252,69 @@ def test_a_change_touches_only_the_files_it_names(
             watcher.stop.set()
             watcher.thread.join(timeout=10)
     assert watcher.errors == []
+
+
+class SlowEmbedder(HashingEmbedder):
+    """The hashing embedder at about the default model's pace on two cores (~30 texts/s)."""
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        time.sleep(len(texts) / 30)
+        return super().embed(texts)
+
+
+def test_a_burst_is_searchable_file_by_file_and_an_edit_jumps_the_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `git pull` of 90 files is committed in small batches as it is embedded (not all at
+    once at the end), and an edit made during the burst is searchable before the burst ends.
+    (Time scaled down 4x: slices of 8 inputs, a commit at least every 0.5 s.)"""
+    from kbmcp.service import ingest_batch
+
+    monkeypatch.setattr(ingest_batch, "EMBED_SLICE", 8)
+    monkeypatch.setattr(ingest_batch, "COMMIT_SECONDS", 0.5)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "birds.md").write_text("# Birds\n\nThe heron waits.\n")
+    settings = Settings(db_path=tmp_path / "kb.db", embedder="hash")
+    with Workspace(settings, embedder=SlowEmbedder()) as workspace:
+        watcher = Watcher(workspace, folder)
+        watcher.thread.start()
+        try:
+            watcher.wait_for(lambda: len(watcher.reports) >= 1)
+            pulled = folder / "pulled"
+            pulled.mkdir()
+            for i in range(90):
+                (pulled / f"n{i:02}.md").write_text(f"# Note {i}\n\nkittiwake number {i}\n")
+
+            def burst_searchable() -> int:
+                return published_under(tmp_path / "kb.db", "pulled/")
+
+            # the first files are searchable while most of the burst is still being embedded
+            wait_until(lambda: burst_searchable() > 0, seconds=30)
+            assert burst_searchable() < 90
+            (folder / "birds.md").write_text("# Birds\n\nThe bittern booms.\n")  # an edit
+            wait_until(lambda: watcher.paths_for("bittern") == ["birds.md"], seconds=30)
+            at_edit = burst_searchable()
+            wait_until(lambda: burst_searchable() == 90, seconds=60)
+        finally:
+            watcher.stop.set()
+            watcher.thread.join(timeout=10)
+    assert at_edit < 90, "the edit waited for the whole burst"
+    assert watcher.errors == []
+    status = workspace_paths(tmp_path / "kb.db")
+    assert len(status) == 91 and set(status.values()) == {"published"}
+
+
+def published_under(db: Path, prefix: str) -> int:
+    """Documents under `prefix` that searches find (published, in the indexes)."""
+    with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+        return ws.conn.execute(
+            "SELECT count(DISTINCT d.path) FROM indexed_chunk AS i "
+            "JOIN document AS d ON d.id = i.document_id WHERE d.path LIKE :prefix || '%'",
+            {"prefix": prefix},
+        ).fetchone()[0]
+
+
+def workspace_paths(db: Path) -> dict[str, str]:
+    with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+        return dict(ws.conn.execute("SELECT path, status FROM document").fetchall())

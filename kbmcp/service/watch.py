@@ -10,6 +10,12 @@ out right; a changed folder is synced whole, and a changed ignore file stands fo
 Nothing outside the named paths is opened (the folders on the way are listed, for their ignore
 files); the first sync is a full one, where an unchanged file costs a stat.
 
+Bursts (a `git pull`, a build writing many pages) stay responsive: a sync commits files in small
+batches as they are embedded (kbmcp/service/ingest_batch.py), and changes keep being collected
+by a thread of their own while it runs. When a few paths change (an edit: at most JUMP_PATHS),
+the running sync commits what is ready and defers the rest; the edit is synced first, then the
+deferred files.
+
 The database file and its -wal/-shm companions are never watched, even inside a watched folder
 (each write would trigger another sync). A failing sync (a folder briefly gone, a file locked)
 is reported and the watcher goes on.
@@ -37,6 +43,9 @@ from kbmcp.workspace import Workspace
 DEBOUNCE_MS = 400
 # How often the watcher wakes up without changes (to see a stop request).
 TIMEOUT_MS = 200
+# At most this many changed paths make a running sync stop and defer its remaining files, so
+# that an edit is searchable within seconds during a burst (a `git pull` of 100 files).
+JUMP_PATHS = 8
 DEFAULT_OPTIONS = IngestOptions()
 
 
@@ -52,35 +61,121 @@ def watch_paths(
 ) -> None:
     """Sync `paths` (folders) into the knowledge base, then again after every change, until
     `stop` is set (or Ctrl-C). The first sync runs once the watcher is listening, so no change
-    made after this call can be missed. `on_report` gets each sync's report."""
+    made after this call can be missed. `on_report` gets each sync's report.
+
+    Changes are collected by a thread of their own while a sync runs. A few changed paths (an
+    edit) jump the queue: the running sync commits what is ready and defers the rest (see
+    `ChangeFeed.jump`), the new change is synced, then the deferred files."""
     principal.require(WRITE)
     folders = watched_folders(paths)
     options = dataclasses.replace(options, prune=True)
     database = str(workspace.settings.db_path.expanduser().resolve())
-    watch_filter = watchfiles.DefaultFilter(ignore_paths=[database])
-    first = True
-    changes: set[tuple[watchfiles.Change, str]]
-    for changes in watchfiles.watch(
-        *folders,
-        watch_filter=watch_filter,
-        debounce=DEBOUNCE_MS,
-        rust_timeout=TIMEOUT_MS,
-        yield_on_timeout=True,
-        stop_event=stop,
-        raise_interrupt=False,
-    ):
-        if not (first or changes):
-            continue
-        scope = None if first else changed_scope(changes, folders)
-        first = False
+    stop = stop or threading.Event()
+    feed = ChangeFeed(folders, database)
+    feed.start()
+    try:
+        if not feed.wait_listening(stop):
+            return
+        deferred: set[Path] = set()
+        scope: Scope | None = None  # the first sync: everything
+        while True:
+            try:
+                report = add_paths(
+                    workspace, principal, folders, options, scope=scope, interrupt=feed.jump
+                )
+            except (KbError, apsw.Error, OSError) as error:
+                if on_error is not None:
+                    on_error(error)
+            else:
+                deferred.update(report.deferred)
+                if on_report is not None:
+                    on_report(report)
+            # Next: what changed since (first), else what was deferred, else wait for a change.
+            changes = feed.take(stop, wait=not deferred)
+            if changes is None:
+                return
+            if changes:
+                scope = changed_scope(changes, folders)
+            else:
+                scope, deferred = Scope(frozenset(deferred)), set()
+    finally:
+        feed.stop()
+
+
+class ChangeFeed:
+    """watchfiles in a thread of its own: changes pile up here while a sync runs."""
+
+    def __init__(self, folders: list[Path], database: str) -> None:
+        self.folders = folders
+        self.filter = watchfiles.DefaultFilter(ignore_paths=[database])
+        self.halt = threading.Event()
+        self.listening = threading.Event()
+        self.arrived = threading.Condition()
+        self.changes: set[tuple[watchfiles.Change, str]] = set()
+        self.thread = threading.Thread(target=self._run, name="kbmcp-watch-feed", daemon=True)
+        self.failure: BaseException | None = None
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.thread.join(timeout=10)
+
+    def _run(self) -> None:
         try:
-            report = add_paths(workspace, principal, folders, options, scope=scope)
-        except (KbError, apsw.Error, OSError) as error:
-            if on_error is not None:
-                on_error(error)
-            continue
-        if on_report is not None:
-            on_report(report)
+            for changes in watchfiles.watch(
+                *self.folders,
+                watch_filter=self.filter,
+                debounce=DEBOUNCE_MS,
+                rust_timeout=TIMEOUT_MS,
+                yield_on_timeout=True,
+                stop_event=self.halt,
+                raise_interrupt=False,
+            ):
+                self.listening.set()  # the first yield comes once the watcher is set up
+                if changes:
+                    with self.arrived:
+                        self.changes.update(changes)
+                        self.arrived.notify_all()
+        except BaseException as failure:  # reported by take(); the thread must not die silently
+            self.failure = failure
+        finally:
+            self.listening.set()
+            with self.arrived:
+                self.arrived.notify_all()
+
+    def wait_listening(self, stop: threading.Event) -> bool:
+        """Wait until the watcher is set up (False: stopped first)."""
+        while not self.listening.wait(TIMEOUT_MS / 1000):
+            if stop.is_set():
+                return False
+        self._raise_failure()
+        return not stop.is_set()
+
+    def take(
+        self, stop: threading.Event, *, wait: bool
+    ) -> set[tuple[watchfiles.Change, str]] | None:
+        """The changes collected so far, emptied; with `wait`, block until there are some.
+        None when `stop` is set."""
+        with self.arrived:
+            while wait and not self.changes and not stop.is_set():
+                self._raise_failure()
+                self.arrived.wait(TIMEOUT_MS / 1000)
+            if stop.is_set():
+                return None
+            changes, self.changes = self.changes, set()
+            return changes
+
+    def jump(self) -> bool:
+        """Whether a running sync should make way: a few paths changed since it started (an
+        edit, a save), not a burst that can wait its turn."""
+        with self.arrived:
+            return 0 < len({path for _change, path in self.changes}) <= JUMP_PATHS
+
+    def _raise_failure(self) -> None:
+        if self.failure is not None and not isinstance(self.failure, KeyboardInterrupt):
+            raise self.failure
 
 
 def changed_scope(changes: Iterable[tuple[object, str]], folders: Sequence[Path]) -> Scope | None:
