@@ -182,16 +182,17 @@ def test_readding_a_subfolder_keeps_one_document_per_file(
     # a file named directly lands on its document too
     report = add_paths(workspace, principal, [root / "guide" / "deep" / "b.md"])
     assert (report.added, report.unchanged) == (0, 1)
-    # the other way round: a subfolder first, then its parent
+    # the other way round: a subfolder first, then its parent: the subfolder's documents move
+    # to paths relative to the parent (tests/test_ingest_order.py)
     other = IngestOptions(knowledge_base="other")
     add_paths(workspace, principal, [root / "guide"], other)
     report = add_paths(workspace, principal, [root], other)
-    assert (report.added, report.unchanged) == (1, 3)  # index.md is new; the rest keep theirs
+    assert (report.added, report.moved, report.unchanged) == (1, 3, 3)
     rows = workspace.conn.execute(
         "SELECT d.path FROM document d JOIN knowledge_base k ON k.id = d.knowledge_base_id "
         "WHERE k.name = 'other' ORDER BY d.path"
     ).fetchall()
-    assert [row[0] for row in rows] == ["a.md", "deep/b.md", "index.md", "new.md"]
+    assert [row[0] for row in rows] == ["guide/a.md", "guide/deep/b.md", "guide/new.md", "index.md"]
 
 
 def test_the_dry_run_writes_nothing_and_needs_no_database(tmp_path: Path) -> None:

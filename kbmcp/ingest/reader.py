@@ -54,11 +54,11 @@ class FileBytes:
         """Whether these are the bytes the file was recorded with."""
         return self.data is not None and self.sha256 == recorded.bytes_hash
 
-    def recorded(self, read_key: str) -> RecordedFile | None:
+    def recorded(self, read_key: str, folder: str) -> RecordedFile | None:
         """What to record for a document read from these bytes (None: no signature)."""
         if self.data is None or self.signature is None:
             return None
-        return RecordedFile(self.signature, self.sha256, read_key)
+        return RecordedFile(self.signature, self.sha256, read_key, folder)
 
 
 # The version of each kind's extraction: bumped when the same bytes give another stored text, so

@@ -22,6 +22,7 @@ A skipped folder counts once, whatever it holds. Reading (binary, UTF-8, size) c
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import functools
 import os
@@ -51,6 +52,12 @@ class SourceFile:
     relative_path: str  # '/'-separated, relative to the folder that was added (a file: its name)
     root: Path  # the folder the relative path is relative to
     kind: str = "text"  # markdown | rst | text | html | pdf | code
+    named: bool = False  # given directly (not found in an added folder)
+
+    @property
+    def folder(self) -> str:
+        """The added folder its path is relative to ('': a file named directly)."""
+        return "" if self.named else str(self.root)
 
 
 @dataclass(frozen=True)
@@ -147,7 +154,7 @@ def iter_source_files(
         elif resolved.is_file():
             source = walker.file(resolved, resolved.name, resolved.parent, display=given)
             if source is not None:
-                yield source
+                yield dataclasses.replace(source, named=True)
         else:
             report.skip(given, "not a regular file")
 

@@ -7,9 +7,10 @@ ingest never leaves a half-indexed document. A document whose content is unchang
 title, tags, metadata, source or archived status changed is updated in place on its current
 revision: revisions are content snapshots.
 
-One file, one document: a file that is already a document of the knowledge base keeps that
-document (and its path) when it is reached again through another folder, e.g. when a subfolder of
-an added folder is added, and a folder inside an added folder gets paths relative to that one.
+One file, one document, one path whatever the order of adds: a file's path is relative to the
+outermost added folder that holds it, and adding a folder around one added before moves that
+one's documents first (`kbmcp.service.ingest_places`). An unchanged file is found by its
+recorded signature without being opened (`kbmcp.store.source_files`).
 
 `add_documents` (defined in `kbmcp.service.ingest_documents`, importable from here) is the same
 write path for documents given as text, optionally with their vectors.
@@ -48,11 +49,12 @@ from kbmcp.ingest.walker import (
     shown_path,
 )
 from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, PendingDocument, sha256
+from kbmcp.service.ingest_places import KnownDocuments, apply_moves
 from kbmcp.store import catalog as sql
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
 from kbmcp.store.connection import write_transaction
 from kbmcp.store.index import chunk_ids_of_revision, remove_from_index
-from kbmcp.store.source_files import FileSignature, RecordedFile, recorded_files
+from kbmcp.store.source_files import FileSignature, RecordedFile
 from kbmcp.wording import counted
 from kbmcp.workspace import Workspace, holding_lock
 
@@ -83,6 +85,7 @@ class IngestReport:
     updated: int = 0
     unchanged: int = 0
     archived: int = 0
+    moved: int = 0  # documents moved to paths under a folder added around their own
     skipped: Counter[str] = field(default_factory=Counter)
     chunks_indexed: int = 0
     chunks_embedded: int = 0
@@ -98,6 +101,7 @@ class IngestReport:
         return (
             f"{self.knowledge_base}: added {self.added}, updated {self.updated}, "
             f"unchanged {self.unchanged}, archived {self.archived}, "
+            f"{f'moved {self.moved}, ' if self.moved else ''}"
             f"skipped {skipped}{f' ({reasons})' if reasons else ''}; "
             f"{counted(self.chunks_indexed, 'chunk')} indexed ({self.chunks_embedded} embedded) "
             f"in {self.seconds:.1f}s"
@@ -111,6 +115,7 @@ class IngestReport:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "archived": self.archived,
+            "moved": self.moved,
             "skipped": dict(sorted(self.skipped.items())),
             "chunks_indexed": self.chunks_indexed,
             "chunks_embedded": self.chunks_embedded,
@@ -160,7 +165,8 @@ def add_paths(
         known = KnownDocuments.load(workspace.conn, kb)
     report = IngestReport(knowledge_base_id=kb.public_id, knowledge_base=kb.name)
     walk = WalkReport()
-    files = list(iter_source_files(list(paths), walk, options.selection, scope))
+    walked = iter_source_files(list(paths), walk, options.selection, scope)
+    files = _move_documents(workspace, known, [known.place(f) for f in walked], report)
     report.errors.extend(walk.errors)
     report.skipped.update(walk.skipped)
     report.warnings.extend(
@@ -183,7 +189,7 @@ def add_paths(
             report.deferred.extend(later.path for later in files[index:])
             break
         try:
-            pending = _prepare(known.place(source), options, known, seen, report, batch)
+            pending = _prepare(source, options, known, seen, report, batch)
         except Exception as error:  # one file's failure never loses the others (a bug, a hostile
             # file): it is reported and the run goes on
             report.fail(str(source.path), error)
@@ -266,71 +272,29 @@ def __getattr__(name: str) -> Any:
 # --------------------------------------------------------------------------- helpers
 
 
-class KnownDocuments:
-    """The documents of a knowledge base when the run started, by path and by source file, and
-    the folders they were added from (source minus path)."""
-
-    def __init__(self, rows: list[tuple]) -> None:
-        self.by_path: dict[str, KnownDocument] = {}
-        self.files: dict[str, RecordedFile] = {}  # by path: the file each was last read from
-        self.path_of_source: dict[str, str] = {}
-        roots: set[Path] = set()
-        for (_id, _public_id, path, title, status, source, attributes_hash, revision_id,
-             content_hash) in rows:  # fmt: skip
-            self.by_path[path] = KnownDocument(
-                title, status, source, attributes_hash, revision_id, content_hash
-            )
-            if source:
-                self.path_of_source.setdefault(source, path)
-                suffix = os.sep + path.replace("/", os.sep)
-                if source.endswith(suffix):
-                    roots.add(Path(source[: -len(suffix)]))
-        # Deepest first: a folder inside two added folders takes the nearer one.
-        self.roots = sorted(roots, key=lambda root: len(root.parts), reverse=True)
-
-    @classmethod
-    def load(cls, conn: apsw.Connection, kb: KnowledgeBaseRef) -> KnownDocuments:
-        known = cls(conn.execute(sql.SELECT_DOCUMENT_STATES, {"kb_id": kb.id}).fetchall())
-        known.files = recorded_files(conn, kb.id)
-        return known
-
-    def get(self, path: str) -> KnownDocument | None:
-        return self.by_path.get(path)
-
-    def recorded_file(self, source: SourceFile, key: str) -> RecordedFile | None:
-        """The recorded file of `source`'s document, if it is current: the document is
-        published, was last written from this very file, and was read with the same key."""
-        document = self.by_path.get(source.relative_path)
-        recorded = self.files.get(source.relative_path)
-        if document is None or recorded is None or recorded.read_key != key:
-            return None
-        if document.status != "published" or document.source != str(source.path):
-            return None
-        if document.content_hash is None:
-            return None
-        return recorded
-
-    def other_file_at(self, source: SourceFile) -> str | None:
-        """The file that is already the document at `source`'s path, when it is another file
-        that still exists: taking its path would swap one file's document for another's. (A
-        file that is gone was moved or renamed: its document follows it.)"""
-        previous = self.by_path.get(source.relative_path)
-        other = previous.source if previous is not None else None
-        if other is None or other == str(source.path) or not os.path.lexists(other):
-            return None
-        return other
-
-    def place(self, source: SourceFile) -> SourceFile:
-        """The path a file gets: its document's, if it is one already; else relative to the
-        added folder that holds the folder it was found under; else as walked."""
-        path = self.path_of_source.get(str(source.path))
-        if path is not None:
-            return dataclasses.replace(source, relative_path=path)
-        for root in self.roots:
-            if source.root.is_relative_to(root) and source.root != root:
-                relative = source.path.relative_to(root).as_posix()
-                return dataclasses.replace(source, relative_path=relative, root=root)
-        return source
+def _move_documents(
+    workspace: Workspace, known: KnownDocuments, files: list[SourceFile], report: IngestReport
+) -> list[SourceFile]:
+    """Move the documents of files that lie under a folder added around the one they were
+    added from to their new paths (the add-order rule, kbmcp/service/ingest_places.py); returns
+    the files with the paths their documents have."""
+    files, moves = known.plan_moves(files, report.warnings)
+    if not moves:
+        return files
+    with workspace.lock:
+        moved = apply_moves(workspace.conn, moves)
+    if moved:
+        known.moved(moves)
+        report.moved = len(moves)
+        return files
+    report.warnings.append(
+        f"{len(moves)} documents were not moved under the added folder: another process "
+        "changed them meanwhile; add the folder again to move them"
+    )
+    kept = {move.source.path: move.old_path for move in moves}
+    return [
+        dataclasses.replace(f, relative_path=kept[f.path]) if f.path in kept else f for f in files
+    ]
 
 
 def kb_name_of(name: str) -> str:
@@ -412,6 +376,12 @@ def _prepare(
         if signature is not None and unchanged_by_signature(recorded, signature):
             seen.add(source.relative_path)  # never opened
             report.unchanged += 1
+            if recorded.folder != source.folder:  # now found in an added folder, or named
+                batch.refresh_file(
+                    source.relative_path,
+                    dataclasses.replace(recorded, folder=source.folder),
+                    previous.content_hash if previous is not None else None,
+                )
             return None
     file = read_file(source.path)
     if recorded is not None and previous is not None and file.same_bytes(recorded):
@@ -419,7 +389,9 @@ def _prepare(
         # signature is recorded anew.
         seen.add(source.relative_path)
         report.unchanged += 1
-        batch.refresh_file(source.relative_path, file.recorded(key), previous.content_hash)
+        batch.refresh_file(
+            source.relative_path, file.recorded(key, source.folder), previous.content_hash
+        )
         return None
     extracted = extract(source, file)
     if extracted.content is None:
@@ -445,10 +417,12 @@ def _prepare(
     )
     if pending is None:
         report.unchanged += 1
-        batch.refresh_file(source.relative_path, file.recorded(key), sha256(extracted.content))
+        batch.refresh_file(
+            source.relative_path, file.recorded(key, source.folder), sha256(extracted.content)
+        )
     else:  # (with the same content too: the stored chunks may come from other rules or sizes)
         pending.spans = chunk_document(pending.content, parsed.kind, options.chunking)
-        pending.file = file.recorded(key)
+        pending.file = file.recorded(key, source.folder)
     return pending
 
 

@@ -91,6 +91,8 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+SELECT_PUBLIC_ID_TAKEN = "SELECT 1 FROM document WHERE public_id = :public_id"
+
 # What `write` and `StagedWrite.switch` report: 'added', 'updated' or 'unchanged', and the number
 # of chunks put into the indexes.
 Outcome = tuple[str, int]
@@ -184,7 +186,7 @@ class DocumentWriter:
     def insert_document(
         self, document: PendingDocument, now: str, statement: str = sql.INSERT_DOCUMENT
     ) -> tuple[int, str]:
-        public_id = self.public_id_of(document.path)
+        public_id = self._free_public_id(document.path)
         self.conn.execute(
             statement,
             {
@@ -199,6 +201,18 @@ class DocumentWriter:
             },
         )
         return self.conn.last_insert_rowid(), public_id
+
+    def _free_public_id(self, path: str) -> str:
+        """The public id of a new document at `path`. Ids come from the path, and a document
+        keeps its id when it moves (the add-order rule, kbmcp/service/ingest_places.py), so the
+        id of a path may be held by the document that lived there: then the next of a series
+        derived from the path is taken."""
+        public_id = self.public_id_of(path)
+        attempt = 1
+        while self.conn.execute(SELECT_PUBLIC_ID_TAKEN, {"public_id": public_id}).fetchone():
+            attempt += 1
+            public_id = self.ids.make("document", self.kb.public_id, path, attempt)
+        return public_id
 
     def insert_revision_row(
         self, document: PendingDocument, document_id: int, document_public_id: str, now: str

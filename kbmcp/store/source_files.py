@@ -10,16 +10,17 @@ import apsw
 
 # The recorded files of a knowledge base's documents, by document path.
 SELECT_SOURCE_FILES = """
-SELECT d.path, f.size, f.mtime_ns, f.inode, f.bytes_hash, f.read_key, f.checked_ns
+SELECT d.path, f.size, f.mtime_ns, f.inode, f.bytes_hash, f.read_key, f.folder, f.checked_ns
 FROM source_file AS f JOIN document AS d ON d.id = f.document_id
 WHERE d.knowledge_base_id = :kb_id
 """
 UPSERT_SOURCE_FILE = """
-INSERT INTO source_file (document_id, size, mtime_ns, inode, bytes_hash, read_key, checked_ns)
-VALUES (:document_id, :size, :mtime_ns, :inode, :bytes_hash, :read_key, :checked_ns)
+INSERT INTO source_file (document_id, size, mtime_ns, inode, bytes_hash, read_key, folder,
+                         checked_ns)
+VALUES (:document_id, :size, :mtime_ns, :inode, :bytes_hash, :read_key, :folder, :checked_ns)
 ON CONFLICT (document_id) DO UPDATE SET
     size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode,
-    bytes_hash = excluded.bytes_hash, read_key = excluded.read_key,
+    bytes_hash = excluded.bytes_hash, read_key = excluded.read_key, folder = excluded.folder,
     checked_ns = excluded.checked_ns
 """
 # The row of the document at a path, for a file found unchanged (a new signature, or a first row
@@ -28,16 +29,19 @@ ON CONFLICT (document_id) DO UPDATE SET
 # Trap: INSERT ... SELECT ... ON CONFLICT needs a WHERE in the SELECT, else SQLite parses the ON
 # as a join constraint.
 REFRESH_SOURCE_FILE = """
-INSERT INTO source_file (document_id, size, mtime_ns, inode, bytes_hash, read_key, checked_ns)
-SELECT d.id, :size, :mtime_ns, :inode, :bytes_hash, :read_key, :checked_ns
+INSERT INTO source_file (document_id, size, mtime_ns, inode, bytes_hash, read_key, folder,
+                         checked_ns)
+SELECT d.id, :size, :mtime_ns, :inode, :bytes_hash, :read_key, :folder, :checked_ns
 FROM document AS d JOIN revision AS r ON r.id = d.current_revision_id
 WHERE d.knowledge_base_id = :kb_id AND d.path = :path AND d.status = 'published'
   AND r.content_hash = :content_hash
 ON CONFLICT (document_id) DO UPDATE SET
     size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode,
-    bytes_hash = excluded.bytes_hash, read_key = excluded.read_key,
+    bytes_hash = excluded.bytes_hash, read_key = excluded.read_key, folder = excluded.folder,
     checked_ns = excluded.checked_ns
 """
+# A document moved to a path relative to another folder (ingest_places.apply_moves).
+MOVE_SOURCE_FILE = "UPDATE source_file SET folder = :folder WHERE document_id = :document_id"
 DELETE_SOURCE_FILE = "DELETE FROM source_file WHERE document_id = :document_id"
 
 # A file whose mtime lies within this of the moment its signature was taken could change again
@@ -72,12 +76,15 @@ class RecordedFile:
     signature: FileSignature
     bytes_hash: str
     read_key: str
+    folder: str | None = None  # the folder it was added from; '': named directly; None: unknown
 
 
 def recorded_files(conn: apsw.Connection, kb_id: int) -> dict[str, RecordedFile]:
     return {
-        path: RecordedFile(FileSignature(size, mtime_ns, inode, checked_ns), bytes_hash, read_key)
-        for path, size, mtime_ns, inode, bytes_hash, read_key, checked_ns in conn.execute(
+        path: RecordedFile(
+            FileSignature(size, mtime_ns, inode, checked_ns), bytes_hash, read_key, folder
+        )
+        for path, size, mtime_ns, inode, bytes_hash, read_key, folder, checked_ns in conn.execute(
             SELECT_SOURCE_FILES, {"kb_id": kb_id}
         )
     }
@@ -120,4 +127,5 @@ def _params(recorded: RecordedFile) -> dict[str, object]:
         "checked_ns": signature.checked_ns,
         "bytes_hash": recorded.bytes_hash,
         "read_key": recorded.read_key,
+        "folder": recorded.folder,
     }
