@@ -9,6 +9,7 @@ other formats. Build output folders are skipped by name while walking.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -57,6 +58,12 @@ BUILD_FOLDER_NAMES = frozenset({
     "dist", "site", "target", "htmlcov", "venv",
 })  # fmt: skip
 BUILD_FOLDER_SUFFIXES = (".egg-info",)
+# A Sphinx HTML build (its root holds searchindex.js or objects.inv) has, beside the pages, a copy
+# of every source as `_sources/*.rst.txt` and generated index pages: indexed, they repeat every
+# page's text and list every name.
+SPHINX_BUILD_MARKERS = frozenset({"searchindex.js", "objects.inv"})
+SPHINX_SOURCES_FOLDER = "_sources"
+SPHINX_INDEX_PAGES = re.compile(r"(?:genindex(?:-[^/]*)?|py-modindex|modindex|search)\.html?")
 
 # Skip reasons, as the summary and `--dry-run` print them.
 IMAGE = "image"
@@ -66,6 +73,7 @@ MINIFIED = "minified asset"
 SOURCE_CODE = "code or config (use --code)"
 OTHER_FORMAT = "not a document format"
 BUILD_OUTPUT = "build output"
+SPHINX_BUILD = "Sphinx source copy or index page"
 
 
 @dataclass(frozen=True)
@@ -119,3 +127,16 @@ def included_kind(name: str) -> str:
 
 def is_build_folder(name: str) -> bool:
     return name in BUILD_FOLDER_NAMES or name.endswith(BUILD_FOLDER_SUFFIXES)
+
+
+def is_sphinx_build(filenames: list[str]) -> bool:
+    """Whether a folder with these files is the root of a Sphinx HTML build."""
+    return not SPHINX_BUILD_MARKERS.isdisjoint(filenames)
+
+
+def sphinx_build_reason(name: str, *, is_dir: bool) -> str | None:
+    """Why an entry of a Sphinx build's root is skipped: the `_sources` copies and the
+    generated index pages (genindex, module index, search)."""
+    if is_dir:
+        return SPHINX_BUILD if name == SPHINX_SOURCES_FOLDER else None
+    return SPHINX_BUILD if SPHINX_INDEX_PAGES.fullmatch(name.lower()) else None

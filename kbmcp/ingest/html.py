@@ -1,9 +1,13 @@
 """HTML pages as Markdown-shaped text: the main content, its headings as `#` headings.
 
 The main content is the page's `<main>` (else `[role=main]`, `<article>`, `<body>`) without
-navigation, headers, footers, asides, forms, scripts and styles. Headings become ATX headings,
+navigation (DocBook's `navheader` / `navfooter` too), headers, footers, forms, scripts and
+styles; an `<aside>` inside it (a Sphinx footnote or sidebar) is kept, unless the main content
+is the whole `<body>`. Permalink marks (an in-page link whose text is only `¶`, `#`, `§` or an
+icon) are dropped, so they reach no title, heading or citation. Headings become ATX headings,
 paragraphs, list items, table rows and quotes become paragraphs (list items start with `- `),
-`<pre>` becomes a fenced code block. Text lines that Markdown would read as structure are escaped
+`<pre>` becomes a fenced code block (several `<code>` blocks in one `<pre>` each on lines of
+their own). Text lines that Markdown would read as structure are escaped
 with a backslash, so the only headings are the page's own. The result is what is stored and
 chunked (kind `html`), so citations and outlines carry the page's headings.
 """
@@ -18,9 +22,17 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 MAIN_SELECTORS = ("main", "[role=main]", "article", "body")
 DROPPED = (
-    "script, style, noscript, template, nav, header, footer, aside, form, svg, iframe, "
-    "button, select, canvas, [role=navigation], [aria-hidden=true]"
+    "script, style, noscript, template, nav, header, footer, form, svg, iframe, "
+    "button, select, canvas, [role=navigation], [aria-hidden=true], "
+    # DocBook's navigation blocks ("Prev | Up | Next", "Home"): its pages have no <main>
+    ".navheader, .navfooter"
 )
+# Asides inside a page's main content are part of it (Sphinx footnotes and sidebars); when the
+# main content is the whole <body>, an <aside> is the site's sidebar.
+DROPPED_FROM_BODY = "aside"
+# An in-page link whose text is only a permalink mark: Sphinx's and MkDocs' `¶`
+# (a.headerlink), Node's `#` (a.mark), Docusaurus' and VitePress' `#`, icon-only anchors.
+PERMALINK_MARKS = frozenset({"", "¶", "#", "§", "🔗"})  # (zero-width characters removed)
 HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 BLOCKS = frozenset({
     "p", "div", "section", "article", "main", "ul", "ol", "dl", "dt", "dd", "blockquote",
@@ -30,6 +42,7 @@ BLOCKS = frozenset({
 CELLS = frozenset({"td", "th"})
 
 _SPACES = re.compile(r"\s+")
+_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 _STRUCTURE = re.compile(r"(?:[#=`~<>*_+|\\-]|\d{1,9}[.)])")
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 
@@ -62,8 +75,12 @@ def html_to_text(html: str) -> HtmlText:
     main = next((node for s in MAIN_SELECTORS if (node := tree.css_first(s)) is not None), None)
     if main is None:
         return HtmlText("", page_title or None)
-    for node in main.css(DROPPED):
+    dropped = DROPPED if main.tag != "body" else f"{DROPPED}, {DROPPED_FROM_BODY}"
+    for node in main.css(dropped):
         node.decompose()
+    for link in main.css('a[href^="#"]'):
+        if _ZERO_WIDTH.sub("", _inline(link.text())) in PERMALINK_MARKS:
+            link.decompose()
     writer = _Writer()
     writer.walk(main)
     writer.flush()
@@ -97,7 +114,7 @@ class _Writer:
                     self.blocks.append(f"{'#' * HEADINGS[tag]} {text}")
             elif tag == "pre":
                 self.flush()
-                self._code(child.text())
+                self._code(_pre_text(child))
             elif tag == "br":
                 self.lines.append("".join(self.line))
                 self.line = []
@@ -132,6 +149,15 @@ class _Writer:
         longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
         fence = "`" * max(3, longest + 1)
         self.blocks.append(f"{fence}\n{code}\n{fence}")
+
+
+def _pre_text(pre: LexborNode) -> str:
+    """A <pre>'s text. Several <code> blocks in one <pre> (Node's docs: the ES module and the
+    CommonJS version of an example) are separate blocks: each starts on a line of its own."""
+    blocks = [node for node in pre.iter() if node.tag == "code"]
+    if len(blocks) < 2:
+        return pre.text()
+    return "\n".join(block.text().strip("\n") for block in blocks)
 
 
 def _escape(line: str) -> str:

@@ -63,7 +63,9 @@ class FileBytes:
 
 # The version of each kind's extraction: bumped when the same bytes give another stored text, so
 # that files recorded as unchanged by their signature (kbmcp/store/source_files.py) are read again.
-EXTRACTION_VERSIONS = {"html": 1, "pdf": 1}
+# html 2: permalink marks dropped, asides in the main content kept, DocBook navigation dropped,
+# several <code> blocks in one <pre> on lines of their own.
+EXTRACTION_VERSIONS = {"html": 2, "pdf": 1}
 
 
 def extraction_version(kind: str) -> int:

@@ -11,7 +11,8 @@ that applies decides:
 5. symbolic links: a loop or a dangling link is skipped, a linked folder is not followed
    (its files would be indexed twice or from outside), a linked file is read only if its
    target lies inside the added folder;
-6. folders: build output (`node_modules`, `dist`, ...) is skipped;
+6. folders: build output (`node_modules`, `dist`, ...) is skipped; in the root of a Sphinx HTML
+   build, `_sources/` (a copy of every source) and the generated index pages are skipped;
 7. files: with `--include`, only matching files are taken (whatever their format); without,
    the format decides (`kbmcp.ingest.formats`).
 
@@ -33,7 +34,14 @@ from pathlib import Path
 
 import pathspec
 
-from kbmcp.ingest.formats import BUILD_OUTPUT, classify, included_kind, is_build_folder
+from kbmcp.ingest.formats import (
+    BUILD_OUTPUT,
+    classify,
+    included_kind,
+    is_build_folder,
+    is_sphinx_build,
+    sphinx_build_reason,
+)
 from kbmcp.ingest.ignore import IgnoreRule, compile_globs, ignored_by, rules_above, rules_in
 
 HIDDEN = "hidden"
@@ -199,6 +207,7 @@ class _Walker:
             inherited = rules[here.parent] if here != root else rules_above(root)
             active = [*inherited, *rules_in(here)]
             rules[here] = active
+            sphinx = is_sphinx_build(filenames)
             scope = self.scope
             if scope is not None and not scope.covers(here):  # on the way to the scope
                 dirnames[:] = [name for name in dirnames if scope.reaches(here / name)]
@@ -206,6 +215,8 @@ class _Walker:
             kept = []
             for name in sorted(dirnames):
                 reason = self._folder_reason(here / name, root, active)
+                if reason is None and sphinx:
+                    reason = sphinx_build_reason(name, is_dir=True)
                 if reason is None:
                     kept.append(name)
                 else:
@@ -215,6 +226,8 @@ class _Walker:
                 path = here / name
                 relative = path.relative_to(root).as_posix()
                 reason = self._file_reason(path, root, active)
+                if reason is None and sphinx:
+                    reason = sphinx_build_reason(name, is_dir=False)
                 if reason is not None:
                     report.skip(relative, reason)
                     continue
