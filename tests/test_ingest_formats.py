@@ -193,14 +193,15 @@ def test_broken_pdfs_are_skipped_with_a_reason(tmp_path: Path, data: bytes, reas
     ],
 )
 def test_generated_pdf_titles_are_ignored(tmp_path: Path, title: str, expected: str | None) -> None:
-    path = write_pdf(tmp_path / "t.pdf", [["text"]], title=title)
+    path = write_pdf(tmp_path / "t.pdf", [["Field notes from the heronry, spring."]], title=title)
     assert pdf_to_text(path).title == expected
 
 
 def test_a_pdf_page_without_text_keeps_the_other_page_numbers(tmp_path: Path) -> None:
-    path = write_pdf(tmp_path / "mixed.pdf", [["first"], [], ["third page text"]])
+    first, third = "The first page of the report.", "The third page: herons counted."
+    path = write_pdf(tmp_path / "mixed.pdf", [[first], [], [third]])
     extracted = pdf_to_text(path)
-    assert extracted.content == "\f[page 1]\n\nfirst\n\n\f[page 3]\n\nthird page text\n"
+    assert extracted.content == f"\f[page 1]\n\n{first}\n\n\f[page 3]\n\n{third}\n"
     assert extracted.pages == 3 and extracted.title is None
 
 

@@ -74,7 +74,8 @@ def make_folder(tmp_path: Path) -> Path:
             "deep/more.txt": "egrets and bitterns\n",
         },
     )
-    write_pdf(root / "report.pdf", [["Heron census 2024"], ["Egret census 2024"]], title="Census")
+    census = [["Heron census 2024: 41 nests counted"], ["Egret census 2024: 12 nests counted"]]
+    write_pdf(root / "report.pdf", census, title="Census")
     age(root)
     return root
 

@@ -211,7 +211,7 @@ def test_a_change_touches_only_the_files_it_names(
     folder = tmp_path / "notes"
     (folder / "papers").mkdir(parents=True)
     for i in range(5):
-        write_pdf(folder / "papers" / f"p{i}.pdf", [[f"paper {i} about herons"]])
+        write_pdf(folder / "papers" / f"p{i}.pdf", [[f"paper {i} about herons and their nests"]])
         (folder / f"page{i}.html").write_text(f"<main><h1>Page {i}</h1><p>egret {i}</p></main>")
     (folder / "birds.md").write_text("# Birds\n\nThe heron waits.\n")
     an_hour_ago = time.time_ns() - 3600 * 10**9  # (files written just now are hashed again)

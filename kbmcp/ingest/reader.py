@@ -65,7 +65,8 @@ class FileBytes:
 # that files recorded as unchanged by their signature (kbmcp/store/source_files.py) are read again.
 # html 2: permalink marks dropped, asides in the main content kept, DocBook navigation dropped,
 # several <code> blocks in one <pre> on lines of their own.
-EXTRACTION_VERSIONS = {"html": 2, "pdf": 1}
+# pdf 2: NFKC (ligatures), pages with under 20 letters and digits left out, printed labels.
+EXTRACTION_VERSIONS = {"html": 2, "pdf": 2}
 
 
 def extraction_version(kind: str) -> int:

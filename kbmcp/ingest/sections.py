@@ -22,9 +22,9 @@ def parse_sections(lines: Lines, kind: str) -> list[Section]:
     return _parse_paragraphs(lines)
 
 
-# A PDF page starts at a line `\f[page N]` (see kbmcp.ingest.pdf): a form feed never occurs
-# elsewhere in extracted text, so a page's own text cannot pose as a marker.
-_PAGE_MARKER = re.compile(r"\f\[page (\d+)\][ \t]*")
+# A PDF page starts at a line `\f[page N]` or `\f[page N (label)]` (see kbmcp.ingest.pdf): a
+# form feed never occurs elsewhere in extracted text, so a page's own text cannot pose as one.
+_PAGE_MARKER = re.compile(r"\f\[page (\d+)(?: \([^()\]\n]*\))?\][ \t]*")
 
 
 def _parse_paragraphs(lines: Lines, marker: re.Pattern[str] | None = None) -> list[Section]:

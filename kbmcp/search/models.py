@@ -58,9 +58,10 @@ class Citation:
     ] = ""
 
 
-# A PDF's sections are its pages: ingest stores each page after a line `\f[page N]`, so the
-# first heading of a PDF chunk is "page N".
-_PAGE_HEADING = re.compile(r"page (\d+)")
+# A PDF's sections are its pages: ingest stores each page after a line `\f[page N]` (or
+# `\f[page N (label)]` when the page prints another label), so the first heading of a PDF
+# chunk is "page N" or "page N (label)".
+_PAGE_HEADING = re.compile(r"page (\d+)(?: \([^()]*\))?")
 
 
 def page_of(kind: str, heading_path: Sequence[str]) -> int | None:
