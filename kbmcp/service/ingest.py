@@ -50,6 +50,7 @@ from kbmcp.ingest.walker import (
 )
 from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, PendingDocument, sha256
 from kbmcp.service.ingest_places import KnownDocuments, apply_moves
+from kbmcp.service.ingest_progress import IngestProgress, ProgressTracker
 from kbmcp.store import catalog as sql
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
 from kbmcp.store.connection import write_transaction
@@ -146,6 +147,7 @@ def add_paths(
     *,
     scope: Scope | None = None,
     interrupt: Callable[[], bool] | None = None,
+    on_progress: Callable[[IngestProgress], None] | None = None,
 ) -> IngestReport:
     """Ingest files and folders into a knowledge base of the principal's tenant (created if new).
 
@@ -154,6 +156,9 @@ def add_paths(
     documents of files in it are pruned. `interrupt`: asked between files and embedding slices
     (once some work is done); when it returns True, what is ready is committed and the files
     not written yet are listed in `report.deferred` instead (a watch syncs a newer change first).
+    `on_progress` gets an `IngestProgress` (files, bytes and chunks, the file being embedded)
+    after every file and every embedding slice; `progress(files done, files total)` is the
+    older, per-file form.
     """
     principal.require(WRITE)
     kb_name = kb_name_of(options.knowledge_base)
@@ -176,10 +181,13 @@ def add_paths(
     )
     counts = Counter[str]()
     processed = 0
+    tracker = None if on_progress is None else ProgressTracker([f.path for f in files], on_progress)
 
     def show() -> None:
         if progress:
             progress(processed - batch.not_ready, len(files))
+        if tracker is not None:
+            tracker.report(batch.in_progress, counts["embedded"])
 
     batch = IngestBatch(workspace, kb, counts, on_ready=show, keep_going=True, interrupt=interrupt)
     batch.drop_stale_staged()
@@ -194,9 +202,11 @@ def add_paths(
             # file): it is reported and the run goes on
             report.fail(str(source.path), error)
             pending = None
-        processed += 1
+        if tracker is not None:
+            tracker.saw(source.path)
         if pending is not None:
             batch.queue(pending)
+        processed += 1
         show()
     batch.flush()
     report.deferred.extend(Path(d.source) for d in batch.pending if d.source is not None)
@@ -205,6 +215,8 @@ def add_paths(
         report.fail(failure.source or failure.path, failure.error)
     if progress:
         progress(len(files), len(files))
+    if tracker is not None:
+        tracker.finish(counts["embedded"])
     if options.prune and walk.errors:
         report.warnings.append("--prune skipped: some folders could not be read (see errors)")
     elif options.prune:

@@ -124,11 +124,19 @@ class IngestBatch:
         self.write_chunks = max(1, workspace.settings.write_batch_chunks)
         self.window_chunks = min(EMBED_BATCH_CHUNKS, self.write_chunks)
         self.pending: list[PendingDocument] = []
+        self.staging: PendingDocument | None = None  # a document being written in parts
         self.refreshes: list[FileRefresh] = []  # files found unchanged, recorded anew
 
     @property
     def not_ready(self) -> int:
         return sum(not document.ready for document in self.pending)
+
+    @property
+    def in_progress(self) -> list[PendingDocument]:
+        """Documents queued and not ready yet, in order (the one being embedded first, or a
+        document being written in parts)."""
+        staged = [self.staging] if self.staging is not None else []
+        return staged + [document for document in self.pending if not document.ready]
 
     @property
     def pending_chunks(self) -> int:
@@ -150,8 +158,10 @@ class IngestBatch:
             self.pending.append(document)
             return
         if len(document.spans) > self.write_chunks and not document.reuse_revision:
+            self.staging = document  # (in progress from now on, for progress)
             self._process()  # what came before it first: files are written in order
             if self.interrupted:
+                self.staging = None
                 self.pending.append(document)
             else:
                 self._write_in_parts(document)
@@ -250,6 +260,7 @@ class IngestBatch:
     def _write_in_parts(self, document: PendingDocument) -> None:
         """Embed and write a document part by part, each part (write_chunks chunks) in its own
         transaction, then switch to it in one more (ingest_write.StagedWrite)."""
+        self.staging = document
         try:
             outcome, old_revision_id = self._stage(document)
         except DATABASE_ERRORS:
@@ -259,6 +270,8 @@ class IngestBatch:
                 raise
             self._fail(document, error)
             return
+        finally:
+            self.staging = None
         self.counts[outcome[0]] += 1
         self.counts["chunks"] += outcome[1]
         if old_revision_id is not None:
@@ -282,6 +295,9 @@ class IngestBatch:
                 missing = [t for t in dict.fromkeys(inputs[start:end]) if t not in part_vectors]
                 for first in range(0, len(missing), EMBED_SLICE):
                     self._embed_into(part_vectors, missing[first : first + EMBED_SLICE], [])
+                    document.embedded = start + sum(t in part_vectors for t in inputs[start:end])
+                    if self.on_ready is not None:
+                        self.on_ready()
                 part = [part_vectors[text] for text in inputs[start:end]]
             with self.workspace.lock, write_transaction(self.conn):
                 check_model(self.conn, self.workspace.embedder.fingerprint)
@@ -384,13 +400,16 @@ class IngestBatch:
             return found
 
     def _mark_ready(self, documents: list[PendingDocument], vectors: dict[str, bytes]) -> None:
-        changed = False
+        """Count each document's chunks that have vectors; a document with all of them (or
+        failed) is ready. Tells `on_ready` (progress)."""
         for document in documents:
-            if document.failed and not document.ready:
-                document.ready = changed = True  # done, for progress: it will not be written
-            elif not document.ready and all(t in vectors for t in document.embedding_inputs):
-                document.ready = changed = True
-        if changed and self.on_ready is not None:
+            if document.ready:
+                continue
+            inputs = document.embedding_inputs
+            document.embedded = sum(text in vectors for text in inputs)
+            if document.failed or document.embedded == len(inputs):
+                document.ready = True  # (a failed one is done, for progress: not written)
+        if self.on_ready is not None:
             self.on_ready()
 
     def _fail(self, document: PendingDocument, error: Exception) -> None:

@@ -76,6 +76,7 @@ class PendingDocument:
     given_vectors: list[bytes] | None = None
     chunking: str = ""
     ready: bool = False  # its vectors are computed (progress counts it as done)
+    embedded: int = 0  # how many of its chunks have their vectors so far (for progress)
     failed: bool = False  # it could not be embedded or written (IngestBatch.keep_going)
     file: RecordedFile | None = None  # the file it was read from (None: given as text)
 
