@@ -19,6 +19,7 @@ write path for documents given as text, optionally with their vectors.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -442,10 +443,15 @@ def read_key(kind: str, options: IngestOptions) -> str:
     """What decides a file's document besides its bytes: its kind, the versions of that kind's
     extraction and of parsing (title, front matter), --tag, --meta and the chunking rules. A
     recorded file read with another key is read again."""
-    versions = [kind, extraction_version(kind), parsing.PARSING_VERSION]
-    tags = sorted(set(options.tags))
-    metadata = sorted(dict(options.metadata).items())
-    return sha256(dump_json([versions, tags, metadata, chunking_signature(options.chunking)]))
+    versions = (kind, extraction_version(kind), parsing.PARSING_VERSION)
+    tags = tuple(sorted(set(options.tags)))
+    metadata = tuple(sorted(dict(options.metadata).items()))
+    return _read_key(versions, tags, metadata, tuple(chunking_signature(options.chunking)))
+
+
+@functools.lru_cache(maxsize=64)  # (the same few keys for every file of a run)
+def _read_key(versions: tuple, tags: tuple, metadata: tuple, chunking: tuple) -> str:
+    return sha256(dump_json([list(versions), list(tags), list(metadata), list(chunking)]))
 
 
 def unchanged_by_signature(recorded: RecordedFile, signature: FileSignature) -> bool:
