@@ -291,14 +291,16 @@ class IngestBatch:
             if given is not None:
                 part = given[start:end]
             else:
-                part_vectors = dict(known)
-                missing = [t for t in dict.fromkeys(inputs[start:end]) if t not in part_vectors]
+                fresh: dict[str, bytes] = {}  # this part's new vectors (`known`: reused ones)
+                missing = [t for t in dict.fromkeys(inputs[start:end]) if t not in known]
                 for first in range(0, len(missing), EMBED_SLICE):
-                    self._embed_into(part_vectors, missing[first : first + EMBED_SLICE], [])
-                    document.embedded = start + sum(t in part_vectors for t in inputs[start:end])
+                    self._embed_into(fresh, missing[first : first + EMBED_SLICE], [])
+                    document.embedded = start + sum(
+                        t in fresh or t in known for t in inputs[start:end]
+                    )
                     if self.on_ready is not None:
                         self.on_ready()
-                part = [part_vectors[text] for text in inputs[start:end]]
+                part = [fresh[text] if text in fresh else known[text] for text in inputs[start:end]]
             with self.workspace.lock, write_transaction(self.conn):
                 check_model(self.conn, self.workspace.embedder.fingerprint)
                 staged.write_part(end - start, part)
