@@ -22,12 +22,17 @@ CLI = "from kbmcp.cli import main; main()"
 
 class HttpProcess:
     def __init__(
-        self, db: Path, *serve_args: str, host: str = "127.0.0.1", code: str = CLI
+        self,
+        db: Path,
+        *serve_args: str,
+        host: str = "127.0.0.1",
+        code: str = CLI,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-c", code, "--db", str(db), "serve", "--http", "--host", host,
              "--port", "0", *serve_args],
-            env=subprocess_env(db),
+            env=subprocess_env(db, **(env or {})),
             cwd=REPO_ROOT,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

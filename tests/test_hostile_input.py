@@ -344,3 +344,20 @@ async def test_request_errors_get_valid_codes(method: str, raised: Exception, co
         assert message == str(raised)  # names the unknown prompt or resource
     else:
         assert "a bug" not in message and "see the server log" in message
+
+
+def test_cli_search_escapes_control_characters_in_titles(kbmcp, tmp_path: Path) -> None:
+    """An OSC sequence in a title would retitle the terminal, a CSI one clear it: `search`
+    prints them escaped, as `ls` does (the JSON output keeps the exact text)."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    title = "Herons\x1b]0;pwned\x07 and \x1b[2J kestrels"
+    (folder / "birds.md").write_text(f"---\ntitle: {json.dumps(title)}\n---\nHerons wade.\n")
+    db = tmp_path / "kb.db"
+    assert kbmcp("--db", db, "add", folder).code == 0
+    found = kbmcp("--db", db, "search", "herons")
+    assert found.code == 0, found.err
+    assert "\x1b" not in found.out and "\x07" not in found.out
+    assert "Herons\\x1b]0;pwned\\x07 and \\x1b[2J kestrels" in found.out
+    as_json = kbmcp("--db", db, "search", "herons", "--json").json()
+    assert as_json["results"][0]["title"] == title

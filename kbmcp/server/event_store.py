@@ -16,20 +16,30 @@ from mcp.server.streamable_http import EventCallback, EventId, EventMessage, Eve
 from mcp_types import JSONRPCMessage
 
 MAX_EVENTS = 1000
+MAX_EVENT_BYTES = 8 * 1024 * 1024  # of the messages' JSON
 RETRY_MS = 1000  # the `retry` field: how long a client waits before reconnecting
 
 
 class BoundedEventStore(EventStore):
-    def __init__(self, max_events: int = MAX_EVENTS) -> None:
+    def __init__(self, max_events: int = MAX_EVENTS, max_bytes: int = MAX_EVENT_BYTES) -> None:
         self.max_events = max_events
-        self._events: OrderedDict[EventId, tuple[StreamId, JSONRPCMessage | None]] = OrderedDict()
+        self.max_bytes = max_bytes
+        self._events: OrderedDict[EventId, tuple[StreamId, JSONRPCMessage | None, int]] = (
+            OrderedDict()
+        )
         self._ids = itertools.count(1)
+        self.stored_bytes = 0
 
     async def store_event(self, stream_id: StreamId, message: JSONRPCMessage | None) -> EventId:
         event_id = str(next(self._ids))
-        self._events[event_id] = (stream_id, message)
-        while len(self._events) > self.max_events:
-            self._events.popitem(last=False)
+        size = 0 if message is None else len(message.model_dump_json(by_alias=True))
+        self._events[event_id] = (stream_id, message, size)
+        self.stored_bytes += size
+        while len(self._events) > self.max_events or (
+            self.stored_bytes > self.max_bytes and len(self._events) > 1
+        ):
+            _, (_, _, dropped) = self._events.popitem(last=False)
+            self.stored_bytes -= dropped
         return event_id
 
     async def replay_events_after(
@@ -40,7 +50,7 @@ class BoundedEventStore(EventStore):
         stream_id = self._events[last_event_id][0]
         later = list(self._events.items())
         start = next(i for i, (event_id, _) in enumerate(later) if event_id == last_event_id)
-        for event_id, (stream, message) in later[start + 1 :]:
+        for event_id, (stream, message, _) in later[start + 1 :]:
             if stream == stream_id and message is not None:
                 await send_callback(EventMessage(message, event_id))
         return stream_id

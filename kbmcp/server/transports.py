@@ -26,6 +26,8 @@ from kbmcp.errors import KbError
 from kbmcp.server.event_store import RETRY_MS, BoundedEventStore
 from kbmcp.server.host_check import LoopbackOnly, is_loopback_name
 from kbmcp.server.http_limits import MAX_REQUEST_BYTES, RequestSizeLimit
+from kbmcp.server.http_sessions import EvictIdleSessions, session_limits_from_env
+from kbmcp.server.protocol import lowlevel
 from kbmcp.server.stdio import serve_stdio
 
 MCP_PATH = "/mcp"
@@ -97,6 +99,7 @@ def run_http(
 ) -> None:
     """Serve HTTP. The socket is bound first, so a port in use or an unknown host is one
     ListenError line (before the model loads) instead of uvicorn's log and exit."""
+    limits = session_limits_from_env()  # a bad setting is an error before anything starts
     listener = bind_listener(host, port)
     if warm_up is not None:
         warm_up()
@@ -112,8 +115,12 @@ def run_http(
         event_store=BoundedEventStore(),
         retry_interval=RETRY_MS,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        session_idle_timeout=limits.idle_seconds,
+        max_sessions=limits.max_sessions,
     )
-    guarded: ASGIApp = RequestSizeLimit(app)
+    low = lowlevel(server)
+    sessions = EvictIdleSessions(app, lambda: low._session_manager, limits.max_sessions)
+    guarded: ASGIApp = RequestSizeLimit(sessions)
     if not authenticated:
         guarded = LoopbackOnly(guarded)
     elif not is_loopback_name(host):

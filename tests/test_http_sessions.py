@@ -1,0 +1,119 @@
+"""HTTP sessions a client abandons (issue 20, item 6): they expire sooner (configurable), and
+the number kept is capped with the longest-idle one ended to make room, so memory stays bounded
+and a new client is never refused because of abandoned ones."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp_types import JSONRPCResponse
+
+from kbmcp.errors import InvalidRequest
+from kbmcp.server.event_store import BoundedEventStore
+from kbmcp.server.http_sessions import session_limits_from_env
+from tests.mcp_support import rpc_line
+from tests.server_process import HttpProcess
+
+VERSION = "2025-06-18"
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+INITIALIZE = rpc_line(
+    1, "initialize",
+    {"protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}},
+)  # fmt: skip
+
+
+def open_session(http: httpx2.Client, url: str) -> str:
+    opened = http.post(url, headers=HEADERS, content=INITIALIZE)
+    assert opened.status_code == 200, opened.text
+    return opened.headers["mcp-session-id"]
+
+
+def ping(http: httpx2.Client, url: str, session: str) -> int:
+    headers = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": VERSION}
+    return http.post(url, headers=headers, content=rpc_line(2, "ping")).status_code
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def test_abandoned_sessions_make_room_for_new_clients(corpus_db: Path) -> None:
+    server = HttpProcess(corpus_db, env={"KBMCP_MAX_SESSIONS": "20"})
+    try:
+        with httpx2.Client() as http:
+            sessions = [open_session(http, server.url) for _ in range(60)]  # none refused
+            assert [ping(http, server.url, s) for s in sessions[:40]] == [404] * 40
+            assert [ping(http, server.url, s) for s in sessions[40:]] == [200] * 20
+    finally:
+        server.stop()
+
+
+def test_memory_stays_flat_however_many_sessions_are_abandoned(corpus_db: Path) -> None:
+    """~40 KiB a session: 1,500 abandoned sessions took ~60 MiB and kept it."""
+    server = HttpProcess(corpus_db, env={"KBMCP_MAX_SESSIONS": "50"})
+    try:
+        with httpx2.Client() as http:
+            for _ in range(300):
+                open_session(http, server.url)
+            warm = rss_mib(server.pid)
+            for _ in range(1200):
+                open_session(http, server.url)
+            grown = rss_mib(server.pid) - warm
+    finally:
+        server.stop()
+    assert grown < 12, f"RSS grew {grown:.1f} MiB over 1,200 abandoned sessions"
+
+
+def test_idle_sessions_expire_after_the_configured_time(corpus_db: Path) -> None:
+    server = HttpProcess(corpus_db, env={"KBMCP_SESSION_IDLE_SECONDS": "1"})
+    try:
+        with httpx2.Client() as http:
+            session = open_session(http, server.url)
+            assert ping(http, server.url, session) == 200
+            time.sleep(2.5)
+            assert ping(http, server.url, session) == 404  # the client opens a new one
+            assert ping(http, server.url, open_session(http, server.url)) == 200
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("KBMCP_SESSION_IDLE_SECONDS", "0"), ("KBMCP_SESSION_IDLE_SECONDS", "soon"),
+     ("KBMCP_SESSION_IDLE_SECONDS", "inf"), ("KBMCP_MAX_SESSIONS", "0"),
+     ("KBMCP_MAX_SESSIONS", "1.5")],
+)  # fmt: skip
+def test_bad_session_settings_are_named(name: str, value: str) -> None:
+    with pytest.raises(InvalidRequest, match=name):
+        session_limits_from_env({name: value})
+
+
+def test_session_settings_default_to_five_minutes_and_a_thousand() -> None:
+    limits = session_limits_from_env({})
+    assert (limits.idle_seconds, limits.max_sessions) == (300.0, 1000)
+
+
+@pytest.mark.anyio
+async def test_the_event_store_is_bounded_in_bytes() -> None:
+    store = BoundedEventStore(max_events=1000, max_bytes=100_000)
+
+    def big(n: int) -> Any:
+        return JSONRPCResponse(jsonrpc="2.0", id=n, result={"text": "x" * 10_000})
+
+    ids = [await store.store_event("s", big(n)) for n in range(50)]
+    assert store.stored_bytes <= 100_000
+    replayed: list[Any] = []
+
+    async def collect(event: Any) -> None:
+        replayed.append(event.message.id)
+
+    assert await store.replay_events_after(ids[0], collect) is None  # dropped long ago
+    assert await store.replay_events_after(ids[-3], collect) == "s"
+    assert replayed == [48, 49]
