@@ -3,7 +3,6 @@ and, for a few end-to-end cases, as a subprocess."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import subprocess
@@ -14,7 +13,6 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 
 from kbmcp.cli import cli
-from kbmcp.cli.progress import file_progress, progress_line
 from kbmcp.embed.base import ModelFingerprint
 from kbmcp.embed.hashing import HashingEmbedder
 from tests.cli_support import assert_one_line_error
@@ -369,30 +367,3 @@ def test_an_empty_glob_is_a_one_line_error(kbmcp, folder: Path) -> None:
     failed = kbmcp("add", folder, "--exclude", "")
     assert_one_line_error(failed, "--exclude expects a glob pattern, got an empty string")
     assert_one_line_error(kbmcp("watch", folder, "--include", " "), "--include expects a glob")
-
-
-class FakeTerminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def test_progress_draws_per_file_with_an_eta_and_erases_itself() -> None:
-    assert progress_line("indexing", 0, 4, 0.0) == (
-        "indexing [------------------------] 0/4 files  0:00 elapsed"
-    )
-    assert progress_line("indexing", 1, 4, 30.0) == (
-        "indexing [######------------------] 1/4 files  0:30 elapsed  ETA 1:30"
-    )
-    assert progress_line("indexing", 4, 4, 4000.0).endswith("4/4 files  1:06:40 elapsed")
-    terminal = FakeTerminal()
-    with file_progress("indexing", terminal) as progress:
-        assert progress is not None
-        progress(0, 2)
-        progress(2, 2)
-    frames = terminal.getvalue().split("\r\x1b[2K")
-    assert frames[1].startswith("indexing [") and frames[2].endswith("2/2 files  0:00 elapsed")
-    assert frames[-1] == ""  # the line is erased at the end: the summary stands alone
-    pipe = io.StringIO()
-    with file_progress("indexing", pipe) as progress:
-        assert progress is None
-    assert pipe.getvalue() == ""

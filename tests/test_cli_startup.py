@@ -33,6 +33,7 @@ HEAVY = (
     "selectolax",
     "pypdf",
     "watchfiles",
+    "rich",
     "sqlite_vec",
     "sqlite3",
     "multiprocessing",

@@ -15,11 +15,10 @@ from kbmcp.cli.common import (
     open_workspace,
     pairs_option,
     printable,
-    progress_bar,
 )
 from kbmcp.cli.doctor_lines import doctor_lines
 from kbmcp.cli.ingest_options import ingest_options
-from kbmcp.cli.progress import file_progress
+from kbmcp.cli.progress import chunk_progress, file_progress
 from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
 from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
 from kbmcp.wording import counted
@@ -81,6 +80,7 @@ def add(
     if dry_run:
         _print_preview(preview_paths(list(paths), options), as_json)
         return
+    # Files until add_paths reports bytes (on_progress): then add_progress draws it.
     with open_workspace(ctx, create=True) as workspace, file_progress("indexing") as progress:
         principal = workspace.local_principal()
         if tenant_ref is not None:
@@ -256,7 +256,7 @@ def reembed(ctx: click.Context, as_json: bool) -> None:
     """Re-embed every document with the configured model (after changing KBMCP_EMBEDDER)."""
     from kbmcp.service.admin import reembed as reembed_all
 
-    with open_workspace(ctx) as workspace, progress_bar("embedding") as progress:
+    with open_workspace(ctx) as workspace, chunk_progress("embedding") as progress:
         result = reembed_all(workspace, workspace.local_principal(), progress)
     if as_json:
         echo_json(result)

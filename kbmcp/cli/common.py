@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import unicodedata
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -137,27 +136,3 @@ def pairs_option(values: tuple[str, ...], option: str) -> list[tuple[str, str]]:
         return parse_pairs(values, option=option)
     except ValueError as exc:
         raise InvalidRequest(str(exc), details={"argument": option}) from None
-
-
-@contextlib.contextmanager
-def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress callback that draws a bar on stderr when it is a terminal (else: nothing)."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    bar = None
-    shown = 0
-
-    def update(done: int, total: int) -> None:
-        nonlocal bar, shown
-        if bar is None:
-            bar = click.progressbar(length=total, label=label, file=sys.stderr)
-            bar.__enter__()
-        bar.update(done - shown)
-        shown = done
-
-    try:
-        yield update
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)

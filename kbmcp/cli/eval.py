@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kbmcp.cli.common import echo_json, open_workspace, printable, progress_bar
+from kbmcp.cli.common import echo_json, open_workspace, printable
+from kbmcp.cli.progress import chunk_progress
 from kbmcp.config import MAX_RRF_K
 from kbmcp.ingest.chunker import ChunkingOptions
 from kbmcp.search.models import MAX_LIMIT, MODE_ALIASES, MODES
@@ -147,7 +148,7 @@ def eval_command(
     chunking = _chunking(chunk_chars, chunk_overlap)
     with (
         open_workspace(ctx, create=True, long_lived=True) as workspace,
-        progress_bar("embedding") as progress,
+        chunk_progress("embedding") as progress,
     ):
         try:
             report = evaluate(
