@@ -12,6 +12,7 @@ from kbmcp import __version__
 from kbmcp.cli.accounts import kb, tenant, token
 from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
+from kbmcp.cli.copy import copy_command
 from kbmcp.cli.common import Utf8Path
 from kbmcp.cli.eval import eval_command
 from kbmcp.cli.memory import forget, memory, remember
@@ -61,6 +62,7 @@ for command in (
     reembed,
     doctor,
     backup,
+    copy_command,
     eval_command,
     remember,
     forget,

@@ -1,0 +1,450 @@
+"""`kbmcp copy SRC DST`: every row of a knowledge base from one store to another, ids unchanged.
+
+SRC and DST are each a SQLite file or a PostgreSQL URL (kbmcp/store/postgres/url.py). What is
+copied: tenants, knowledge bases and memory stores, documents with every revision, their tags
+and chunks, the vectors (as stored: nothing is re-embedded), shares, tokens (their hashes: the
+secrets were never stored), the id key and the model record. What is rebuilt instead of copied:
+whatever the destination derives from those rows - the keyword and vector indexes of the indexed
+chunks (on SQLite exactly as ingest writes them: kbmcp/store/index.py), document_metadata and
+index_log (their triggers).
+
+The destination is written in ONE transaction: it ends as a whole copy or as it was. A
+destination that holds any knowledge-base data is refused unless `force`, which empties it first
+(in the same transaction). At the end every table's rows are counted on both sides, and the
+indexes against the indexed chunks; a difference is an error and nothing is committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbmcp.embed.base import ModelFingerprint
+from kbmcp.errors import InvalidRequest, StoreError
+from kbmcp.store.postgres.url import is_postgres_url, shown_url
+
+# Every table copied, in an order that satisfies the foreign keys (document -> revision is the
+# one cycle: deferred on both backends), with every column. tests/test_copy.py checks that
+# these are all the columns of both schemas, so a migration that adds one fails there first.
+_TABLE_COLUMNS = (
+    ("tenant", "id public_id name created_at"),
+    ("knowledge_base", "id public_id tenant_id name description tags created_at updated_at kind"),
+    (
+        "document",
+        "id public_id knowledge_base_id path title kind source metadata status "
+        "current_revision_id attributes_hash created_at updated_at",
+    ),
+    (
+        "revision",
+        "id public_id document_id number content content_hash char_count line_count created_at",
+    ),
+    (
+        "chunk",
+        "id public_id revision_id ordinal heading_path char_start char_end line_start line_end "
+        "text",
+    ),
+    ("document_tag", "document_id key value"),
+    ("share", "knowledge_base_id tenant_id shared_at revoked_at"),
+    (
+        "token",
+        "id public_id tenant_id name secret_hash scopes knowledge_base_ids created_at "
+        "expires_at revoked_at",
+    ),
+    ("id_key", "id key origin unkeyed_before created_at"),
+    ("embedding_model", "id name dimension version recorded_at"),
+    ("chunk_vector", "chunk_id embedding"),
+)
+TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (table, tuple(columns.split())) for table, columns in _TABLE_COLUMNS
+)
+# Rows a destination derives from the copied ones (not copied; counted after the copy).
+DERIVED = ("document_metadata",)
+# Tables whose rows make a destination "not empty" (a fresh one holds an id key only).
+DATA_TABLES = ("tenant", "knowledge_base", "document", "token")
+BATCH = 1000
+# The order rows are read in (the key of tables without an `id`).
+ORDER = {"document_tag": "document_id, key, value", "share": "knowledge_base_id, tenant_id",
+         "chunk_vector": "chunk_id"}  # fmt: skip
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class CopyReport:
+    source: str
+    destination: str
+    rows: dict[str, int] = field(default_factory=dict)  # table -> rows copied
+    indexed_chunks: int = 0
+    seconds: float = 0.0
+
+
+def copy_store(
+    source: str, destination: str, *, force: bool = False, progress: Progress | None = None
+) -> CopyReport:
+    """Copy everything from `source` to `destination` (file paths or PostgreSQL URLs)."""
+    say = progress or (lambda _line: None)
+    if _same(source, destination):
+        raise InvalidRequest(
+            "SRC and DST are the same database", details={"argument": "destination"}
+        )
+    started = time.perf_counter()
+    report = CopyReport(_shown(source), _shown(destination))
+    with (
+        _open(source, reading=True) as src,
+        _open(destination, reading=False) as dst,
+        src.snapshot(),
+        dst.transaction(),
+    ):
+        if not dst.is_empty():
+            if not force:
+                raise StoreError(
+                    f"{report.destination} already holds a knowledge base: pass --force to "
+                    "replace everything in it",
+                    details={"argument": "destination"},
+                )
+            say("emptying the destination")
+            dst.wipe()
+        model = src.model()
+        for table, columns in TABLES:
+            if table == "embedding_model":
+                if model is not None:
+                    dst.record_model(model)
+                    dst.insert(table, columns, src.rows(table, columns), replace=True)
+                report.rows[table] = int(model is not None)
+                continue
+            total = src.count(table)
+            say(f"copying {table}: {total} rows")
+            if table == "id_key":
+                dst.clear_id_key()
+            dst.insert(table, columns, src.rows(table, columns))
+            report.rows[table] = total
+        say("indexing the searchable chunks")
+        report.indexed_chunks = dst.rebuild_indexes()
+        say("verifying counts")
+        _verify(src, dst, report)
+        dst.finish()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _verify(src: _Side, dst: _Side, report: CopyReport) -> None:
+    differences = []
+    for table in (*(name for name, _ in TABLES), *DERIVED):
+        have, want = dst.count(table), src.count(table)
+        if have != want:
+            differences.append(f"{table}: {want} in the source, {have} copied")
+    indexed = dst.count_indexed()
+    for index, rows in dst.index_counts().items():
+        if rows != indexed:
+            differences.append(f"{index}: {rows} rows for {indexed} indexed chunks")
+    if src.count_indexed() != indexed:
+        differences.append(f"indexed chunks: {src.count_indexed()} in the source, {indexed} copied")
+    if differences:
+        raise StoreError(
+            "the copy does not match the source, nothing was written: " + "; ".join(differences)
+        )
+    report.indexed_chunks = indexed
+
+
+def _same(source: str, destination: str) -> bool:
+    if is_postgres_url(source) or is_postgres_url(destination):
+        return source.strip() == destination.strip()
+    return Path(source).expanduser().resolve() == Path(destination).expanduser().resolve()
+
+
+def _shown(target: str) -> str:
+    return shown_url(target) if is_postgres_url(target) else str(Path(target).expanduser())
+
+
+@contextlib.contextmanager
+def _open(target: str, *, reading: bool) -> Iterator[_Side]:
+    side: _Side
+    if is_postgres_url(target):
+        side = _PostgresSide(target)
+    else:
+        side = _SqliteSide(Path(target).expanduser(), create=not reading)
+    try:
+        yield side
+    finally:
+        side.close()
+
+
+class _Side:
+    """One end of a copy: the same operations on either backend."""
+
+    def close(self) -> None: ...
+    def snapshot(self) -> contextlib.AbstractContextManager[None]: ...
+    def transaction(self) -> contextlib.AbstractContextManager[None]: ...
+    def is_empty(self) -> bool: ...
+    def wipe(self) -> None: ...
+    def count(self, table: str) -> int: ...
+    def count_indexed(self) -> int: ...
+    def index_counts(self) -> dict[str, int]: ...
+    def rows(self, table: str, columns: Sequence[str]) -> Iterable[Sequence[Any]]: ...
+    def insert(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Iterable[Sequence[Any]],
+        *,
+        replace: bool = False,
+    ) -> None: ...
+    def model(self) -> ModelFingerprint | None: ...
+    def record_model(self, model: ModelFingerprint) -> None: ...
+    def clear_id_key(self) -> None: ...
+    def rebuild_indexes(self) -> int: ...
+    def finish(self) -> None: ...
+
+
+COUNT = "SELECT count(*) FROM {table}"
+COUNT_INDEXED = "SELECT count(*) FROM indexed_chunk"
+CLEAR_ID_KEY = "DELETE FROM id_key"
+
+
+def _batches(rows: Iterable[Sequence[Any]], size: int = BATCH) -> Iterator[list[Sequence[Any]]]:
+    batch: list[Sequence[Any]] = []
+    for row in rows:
+        batch.append(row)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+class _SqliteSide(_Side):
+    # Emptying a file: the rows (the cascades take documents, revisions, chunks, vectors, tags
+    # and shares with their tenants), then the derived indexes. A contentless FTS5 table is
+    # emptied with its 'delete-all' command.
+    WIPE = (
+        "UPDATE document SET current_revision_id = NULL",
+        "DELETE FROM token",
+        "DELETE FROM tenant",
+        "DELETE FROM index_log",
+        "INSERT INTO chunk_fts (chunk_fts) VALUES ('delete-all')",
+        "DELETE FROM embedding_model",
+    )
+    INDEXED_REVISIONS = """
+        SELECT current_revision_id, title FROM document
+        WHERE status = 'published' AND current_revision_id IS NOT NULL
+        ORDER BY id"""
+
+    def __init__(self, path: Path, *, create: bool) -> None:
+        from kbmcp.store.connection import open_connection
+
+        self.conn = open_connection(path, create=create)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        from kbmcp.store.connection import write_transaction
+
+        with write_transaction(self.conn):
+            # document.current_revision_id names a revision copied after it: checked at commit
+            self.conn.execute("PRAGMA defer_foreign_keys = ON")
+            yield
+
+    def is_empty(self) -> bool:
+        return all(self.count(table) == 0 for table in DATA_TABLES)
+
+    def wipe(self) -> None:
+        for statement in self.WIPE:
+            self.conn.execute(statement)
+        self.conn.execute("DROP TABLE IF EXISTS chunk_vec")
+
+    def count(self, table: str) -> int:
+        return int(self.conn.execute(COUNT.format(table=table)).fetchone()[0])
+
+    def count_indexed(self) -> int:
+        return int(self.conn.execute(COUNT_INDEXED).fetchone()[0])
+
+    def index_counts(self) -> dict[str, int]:
+        from kbmcp.search.vector.sql import has_vector_index
+
+        counts = {"chunk_fts": self.count("chunk_fts_docsize")}
+        counts["chunk_vec"] = self.count("chunk_vec") if has_vector_index(self.conn) else 0
+        return counts
+
+    def rows(self, table: str, columns: Sequence[str]) -> Iterable[Sequence[Any]]:
+        order = ORDER.get(table, "id")
+        return self.conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}")
+
+    def insert(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Iterable[Sequence[Any]],
+        *,
+        replace: bool = False,
+    ) -> None:
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        marks = ", ".join("?" for _ in columns)
+        sql = f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+        for batch in _batches(rows):
+            self.conn.executemany(sql, [tuple(_sqlite_value(v) for v in row) for row in batch])
+
+    def model(self) -> ModelFingerprint | None:
+        from kbmcp.store.vectors import recorded_model
+
+        return recorded_model(self.conn)
+
+    def record_model(self, model: ModelFingerprint) -> None:
+        from kbmcp.store.vectors import record_model
+
+        record_model(self.conn, model)
+
+    def clear_id_key(self) -> None:
+        self.conn.execute(CLEAR_ID_KEY)
+
+    def rebuild_indexes(self) -> int:
+        """FTS5 and vec0 rows of every indexed chunk, written by ingest's own function."""
+        from kbmcp.store.index import add_to_index, index_rows_of_revision
+
+        indexed = 0
+        revisions = self.conn.execute(self.INDEXED_REVISIONS).fetchall()
+        for revision_id, title in revisions:
+            rows = index_rows_of_revision(self.conn, revision_id)
+            add_to_index(self.conn, title, rows)
+            indexed += len(rows)
+        return indexed
+
+    def finish(self) -> None:
+        pass
+
+
+def _sqlite_value(value: Any) -> Any:
+    # psycopg gives bytea and vectors as bytes subclasses or memoryviews; apsw wants bytes
+    if isinstance(value, bytes | memoryview) and type(value) is not bytes:
+        return bytes(value)
+    return value
+
+
+class _PostgresSide(_Side):
+    # TRUNCATE empties every table at once; RESTART IDENTITY resets the id sequences.
+    WIPE = """
+        TRUNCATE tenant, knowledge_base, document, document_tag, document_metadata, revision,
+                 chunk, share, token, chunk_vector, chunk_vec, chunk_keyword, chunk_term,
+                 keyword_total, embedding_model
+        RESTART IDENTITY"""
+    # After explicit ids, each identity continues after the largest one.
+    IDENTITY_TABLES = ("tenant", "knowledge_base", "document", "revision", "chunk", "token")
+    SET_IDENTITY = """
+        SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce(max(id), 0) + 1, false)
+        FROM {table}"""
+
+    def __init__(self, url: str) -> None:
+        from kbmcp.store.postgres.connection import connect
+
+        self.conn = connect(url)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        with self.conn.transaction():
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
+
+    def is_empty(self) -> bool:
+        return all(self.count(table) == 0 for table in DATA_TABLES)
+
+    def wipe(self) -> None:
+        self.conn.execute(self.WIPE)
+
+    def count(self, table: str) -> int:
+        return int(self.conn.execute(COUNT.format(table=table)).fetchone()[0])
+
+    def count_indexed(self) -> int:
+        return int(self.conn.execute(COUNT_INDEXED).fetchone()[0])
+
+    def index_counts(self) -> dict[str, int]:
+        return {"chunk_keyword": self.count("chunk_keyword"), "chunk_vec": self.count("chunk_vec")}
+
+    def rows(self, table: str, columns: Sequence[str]) -> Iterable[Sequence[Any]]:
+        order = ORDER.get(table, "id")
+        # binary: vectors come back as the bytes SQLite stores (vectors.Float32Vector)
+        cursor = self.conn.cursor(binary=True)
+        cursor.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}")
+        return cursor
+
+    def insert(
+        self,
+        table: str,
+        columns: Sequence[str],
+        rows: Iterable[Sequence[Any]],
+        *,
+        replace: bool = False,
+    ) -> None:
+        from kbmcp.store.postgres.vectors import Float32Vector
+
+        if replace:  # the one-row model record: the recorded one gives way to the source's
+            self.conn.execute(f"DELETE FROM {table}")
+        if table == "chunk_vector":
+            sql = "INSERT INTO chunk_vector (chunk_id, embedding) VALUES (%s, %b)"
+            with self.conn.cursor() as cur:
+                for batch in _batches(rows):
+                    cur.executemany(sql, [(i, Float32Vector(bytes(v))) for i, v in batch])
+            return
+        sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+        with self.conn.cursor() as cur, cur.copy(sql) as copy:
+            for row in rows:
+                copy.write_row([_postgres_value(v) for v in row])
+
+    def model(self) -> ModelFingerprint | None:
+        from kbmcp.store.postgres.vectors import recorded_model
+
+        return recorded_model(self.conn)
+
+    def record_model(self, model: ModelFingerprint) -> None:
+        from kbmcp.store.postgres.vectors import record_model
+
+        # the HNSW index is built once the vectors are in (rebuild_indexes): faster than growing it
+        record_model(self.conn, model, with_index=False)
+
+    def clear_id_key(self) -> None:
+        self.conn.execute(CLEAR_ID_KEY)
+
+    def rebuild_indexes(self) -> int:
+        from kbmcp.store.postgres.index import add_to_index, every_index_row
+        from kbmcp.store.postgres.vectors import build_index, recorded_model
+
+        indexed = 0
+        for batch in every_index_row(self.conn):
+            add_to_index(self.conn, batch)
+            indexed += len(batch)
+        if recorded_model(self.conn) is not None:
+            build_index(self.conn)
+        return indexed
+
+    def finish(self) -> None:
+        for table in self.IDENTITY_TABLES:
+            self.conn.execute(self.SET_IDENTITY.format(table=table))
+
+
+def _postgres_value(value: Any) -> Any:
+    if isinstance(value, str) and "\x00" in value:
+        # PostgreSQL text cannot hold NUL; SQLite's can. Say so instead of a driver error.
+        raise StoreError(
+            "the source holds text with a NUL character, which PostgreSQL cannot store"
+        )
+    return value

@@ -1,0 +1,338 @@
+"""The keyword index on PostgreSQL: FTS5's tokens, postings and statistics, and its bm25 in SQL.
+
+SQLite's keyword channel is FTS5's `bm25()` over title, heading path and body
+(kbmcp/search/lexical/fts.py, bm25.py). PostgreSQL's `ts_rank` is not bm25, so this backend keeps
+the inputs of FTS5's formula itself and computes the same floats:
+
+- Text is tokenised in Python with the tokenizer FTS5 uses (porter over unicode61 with
+  remove_diacritics 2, from apsw: `fts.TOKENIZER`), column by column exactly as
+  kbmcp/store/index.py feeds FTS5: title, heading path joined with " > ", body.
+- `chunk_keyword` holds each indexed chunk's token count per column (FTS5's docsize: D is the
+  sum); `chunk_term` one row per (token, chunk) with its instances per column (f is their
+  column-weighted sum) and positions `column << 20 | offset` (a phrase is its tokens at
+  consecutive offsets of one column); `keyword_total` each store's rows and tokens.
+- The statistics are those of the caller's readable set (docs/search.md, "Keyword statistics"):
+  N and the total tokens from `keyword_total` of the readable stores, each phrase's n from the
+  postings of those stores. idf, the stop-word rule and hybrid's ceiling are then computed in
+  Python with the functions SQLite's paths use, and the per-row terms in SQL with the same IEEE
+  operations in the same order (bm25.contributions), summed in query order (an ordered
+  `sum()`: PostgreSQL adds float8 left to right, as FTS5 does), so the scores are FTS5's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from io import StringIO
+from typing import Any
+
+import apsw
+import psycopg
+
+from kbmcp.search.lexical import bm25
+from kbmcp.search.lexical.fts import STOPWORD_DOC_FRACTION, STOPWORD_MIN_ROWS, TOKENIZER, WEIGHTS
+from kbmcp.store.index import heading_text
+
+COLUMNS = ("title", "heading", "body")
+POSITION_SHIFT = 20  # position = column << 20 | offset: a column holds < 2^20 tokens
+MAX_OFFSET = (1 << POSITION_SHIFT) - 1
+
+INSERT_CHUNK_KEYWORD = """
+COPY chunk_keyword (chunk_id, knowledge_base_id, title_tokens, heading_tokens, body_tokens)
+FROM STDIN
+"""
+INSERT_CHUNK_TERMS = """
+COPY chunk_term (token, knowledge_base_id, chunk_id, length, in_title, in_heading, in_body,
+                 positions)
+FROM STDIN
+"""
+# chunk_term rows go with their chunk_keyword row (ON DELETE CASCADE).
+DELETE_CHUNK_KEYWORD = "DELETE FROM chunk_keyword WHERE chunk_id = ANY(%(chunk_ids)s)"
+
+# N and the total tokens of some stores' indexed chunks.
+STORE_TOTALS = """
+SELECT coalesce(sum(rows), 0)::bigint, coalesce(sum(tokens), 0)::bigint
+FROM keyword_total
+WHERE knowledge_base_id = ANY(%(stores)s)
+"""
+# Rows of some stores containing each token: one index range per (token, store).
+TOKEN_ROWS = """
+SELECT t.token,
+       (SELECT count(*) FROM chunk_term AS p
+        WHERE p.token = t.token AND p.knowledge_base_id = ANY(%(stores)s))
+FROM unnest(%(tokens)s::text[]) AS t(token)
+"""
+
+
+# ------------------------------------------------------------------ tokens
+
+
+class _Tokenizers(threading.local):
+    """FTS5's tokenizer from an in-memory apsw connection, one per thread."""
+
+    def __init__(self) -> None:
+        self.conn = apsw.Connection(":memory:")
+        self.tokenize = self.conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+
+
+_local = _Tokenizers()
+
+
+def document_tokens(text: str) -> list[str]:
+    """The tokens FTS5 indexes for a column's text, in order."""
+    if not text:
+        return []
+    found = _local.tokenize(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None)
+    return [token for _, _, token, *_ in found]
+
+
+def query_tokens(term: str) -> tuple[str, ...]:
+    """The index tokens of one query term (fts.term_tokens without a connection)."""
+    found = _local.tokenize(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)
+    return tuple(token for _, _, token, *_ in found)
+
+
+@dataclass(frozen=True)
+class Posting:
+    token: str
+    counts: tuple[int, int, int]  # instances in title, heading, body
+    positions: tuple[int, ...]  # column << 20 | offset, ascending
+
+
+@dataclass(frozen=True)
+class ChunkKeywords:
+    sizes: tuple[int, int, int]  # tokens in title, heading, body (FTS5's docsize)
+    postings: list[Posting]
+
+    @property
+    def length(self) -> int:
+        return sum(self.sizes)
+
+
+def chunk_keywords(title: str, heading_path: Sequence[str], body: str) -> ChunkKeywords:
+    """What FTS5 records for one chunk, as kbmcp/store/index.py feeds it."""
+    columns = (title, heading_text(heading_path), body)
+    counts: dict[str, list[int]] = {}
+    positions: dict[str, list[int]] = {}
+    sizes = []
+    for column, text in enumerate(columns):
+        tokens = document_tokens(text)
+        if len(tokens) > MAX_OFFSET:
+            raise ValueError(f"a chunk's {COLUMNS[column]} has more than {MAX_OFFSET} tokens")
+        sizes.append(len(tokens))
+        for offset, token in enumerate(tokens):
+            counts.setdefault(token, [0, 0, 0])[column] += 1
+            positions.setdefault(token, []).append((column << POSITION_SHIFT) | offset)
+    postings = [
+        Posting(token, (c[0], c[1], c[2]), tuple(positions[token])) for token, c in counts.items()
+    ]
+    return ChunkKeywords((sizes[0], sizes[1], sizes[2]), postings)
+
+
+# ------------------------------------------------------------------ writes
+
+
+@dataclass(frozen=True)
+class KeywordRow:
+    """One chunk to index: what kbmcp/store/index.py's IndexRow gives FTS5, and its store."""
+
+    knowledge_base_id: int
+    chunk_id: int
+    title: str
+    heading_path: Sequence[str]
+    text: str
+
+
+def index_chunks(conn: psycopg.Connection[Any], rows: Sequence[KeywordRow]) -> None:
+    """Add chunks to the keyword index (inside the caller's transaction)."""
+    if not rows:
+        return
+    sizes = StringIO()
+    terms = StringIO()
+    for row in rows:
+        knowledge_base_id = row.knowledge_base_id
+        found = chunk_keywords(row.title, row.heading_path, row.text)
+        sizes.write(f"{row.chunk_id}\t{knowledge_base_id}\t{found.sizes[0]}\t{found.sizes[1]}\t")
+        sizes.write(f"{found.sizes[2]}\n")
+        for posting in found.postings:
+            positions = ",".join(map(str, posting.positions))
+            terms.write(
+                f"{_copy_text(posting.token)}\t{knowledge_base_id}\t{row.chunk_id}\t"
+                f"{found.length}\t{posting.counts[0]}\t{posting.counts[1]}\t{posting.counts[2]}\t"
+                f"{{{positions}}}\n"
+            )
+    with conn.cursor() as cur:
+        with cur.copy(INSERT_CHUNK_KEYWORD) as copy:
+            copy.write(sizes.getvalue())
+        with cur.copy(INSERT_CHUNK_TERMS) as copy:
+            copy.write(terms.getvalue())
+
+
+def unindex_chunks(conn: psycopg.Connection[Any], chunk_ids: Sequence[int]) -> None:
+    if chunk_ids:
+        conn.execute(DELETE_CHUNK_KEYWORD, {"chunk_ids": list(chunk_ids)})
+
+
+def _copy_text(value: str) -> str:
+    """A value in COPY's text format (tokens are letters and digits; escape regardless)."""
+    return (
+        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    )
+
+
+# ------------------------------------------------------------------ statistics
+
+# A query phrase: the user's term and its index tokens (several for `sqlite-vec`, "a phrase").
+Phrase = tuple[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class KeywordStats:
+    """bm25's statistics over a readable set: N, the total tokens, each phrase's n."""
+
+    rows: int
+    total_tokens: int
+    containing: dict[str, int]  # term -> rows containing it
+
+    @property
+    def avgdl(self) -> float:
+        return bm25.IndexStats(self.rows, self.total_tokens).avgdl
+
+    def idf(self, term: str) -> float:
+        return bm25.idf(self.rows, self.containing[term])
+
+
+def keyword_stats(
+    conn: psycopg.Connection[Any], phrases: Sequence[Phrase], stores: Sequence[int]
+) -> KeywordStats:
+    """N and total tokens of these stores' indexed chunks, and the rows of them containing each
+    phrase (a multi-token phrase: its tokens adjacent, in order, in one column)."""
+    store_list = sorted(set(stores))
+    rows, total = conn.execute(STORE_TOTALS, {"stores": store_list}).fetchone()
+    containing: dict[str, int] = {}
+    singles = sorted({tokens[0] for _, tokens in phrases if len(tokens) == 1})
+    if singles and rows:
+        found = dict(conn.execute(TOKEN_ROWS, {"tokens": singles, "stores": store_list}).fetchall())
+    else:
+        found = {}
+    for term, tokens in phrases:
+        if not tokens or not rows:
+            containing[term] = 0
+        elif len(tokens) == 1:
+            containing[term] = int(found.get(tokens[0], 0))
+        else:
+            sql, params = phrase_rows_sql(tokens, "stats")
+            params["stores"] = store_list
+            containing[term] = int(conn.execute(f"SELECT count(*) FROM ({sql}) AS hit", params)
+                                   .fetchone()[0])  # fmt: skip
+    return KeywordStats(int(rows), int(total), containing)
+
+
+def common_terms(
+    terms: Sequence[str], tokens: dict[str, tuple[str, ...]], frequency: dict[str, int], rows: int
+) -> tuple[list[str], list[str]]:
+    """Split terms into (kept, dropped) by fts.py's stop-word rule: a single-token term found in
+    more than STOPWORD_DOC_FRACTION of `rows` is dropped, unless nothing that may match would
+    remain (a single-token term found at all, or a phrase). A phrase is never dropped."""
+    ceiling = STOPWORD_DOC_FRACTION * rows
+    common = [t for t in terms if len(tokens[t]) == 1 and frequency[t] > ceiling]
+    rest = [t for t in terms if t not in common]
+    if not any(len(tokens[t]) > 1 or frequency.get(t, 0) > 0 for t in rest):
+        return list(terms), []
+    return rest, common
+
+
+def prune(
+    phrases: Sequence[Phrase], stats: KeywordStats, scope_rows: int | None, depth: int
+) -> tuple[list[Phrase], list[Phrase]]:
+    """(kept, dropped) phrases, as fts.py's pruning decides for a scope of `scope_rows` chunks
+    (None: every indexed chunk of the file): only for two terms or more, an index of at least
+    STOPWORD_MIN_ROWS and a scope larger than the depth."""
+    if len(phrases) < 2 or stats.rows < STOPWORD_MIN_ROWS:
+        return list(phrases), []
+    if scope_rows is not None and scope_rows <= depth:
+        return list(phrases), []
+    tokens = dict(phrases)
+    terms = [term for term, _ in phrases]
+    kept, dropped = common_terms(terms, tokens, stats.containing, stats.rows)
+    return [p for p in phrases if p[0] in kept], [p for p in phrases if p[0] in dropped]
+
+
+# ------------------------------------------------------------------ scoring SQL
+
+# Rows of one phrase: (phrase number, chunk id, D, f). {rows} is the row filter: the readable
+# stores (statistics) or the searched rows (scoring). Weights are parameters: f is FTS5's sum of
+# one column weight per instance (exact for weights on the 1/1024 grid, as scan.py checks).
+SINGLE_TOKEN_ROWS = """
+    SELECT {number} AS phrase, p1.chunk_id, p1.length,
+           (p1.in_title * %(w_title)s + p1.in_heading * %(w_heading)s
+            + p1.in_body * %(w_body)s) AS f
+    FROM chunk_term AS p1
+    WHERE p1.token = %({token})s AND {rows}"""
+# A multi-token phrase: chunks holding every token, then the instances of the first token whose
+# followers sit at the next offsets of the same column (the offset is the low bits, so +k stays
+# in the column while offsets are below 2^20).
+PHRASE_ROWS = """
+    SELECT {number} AS phrase, p1.chunk_id, p1.length, hit.f
+    FROM chunk_term AS p1
+{joins}
+    CROSS JOIN LATERAL (
+        SELECT sum(CASE start >> {shift} WHEN 0 THEN %(w_title)s WHEN 1 THEN %(w_heading)s
+                   ELSE %(w_body)s END) AS f
+        FROM unnest(p1.positions) AS start
+        WHERE {adjacent}) AS hit
+    WHERE p1.token = %({token})s AND {rows} AND hit.f IS NOT NULL"""
+PHRASE_JOIN = """    JOIN chunk_term AS p{k}
+      ON p{k}.token = %({token})s AND p{k}.knowledge_base_id = p1.knowledge_base_id
+     AND p{k}.chunk_id = p1.chunk_id"""
+ROWS_OF_STORES = "p1.knowledge_base_id = ANY(%(stores)s)"
+ROWS_SEARCHED = "p1.knowledge_base_id = ANY(%(searched_stores)s)"
+ROWS_IN_SCOPE = """p1.knowledge_base_id = ANY(%(searched_stores)s)
+      AND p1.chunk_id IN (SELECT id FROM scope_chunk)"""
+
+
+def phrase_rows_sql(
+    tokens: Sequence[str], rows: str, number: int = 0, prefix: str = "t"
+) -> tuple[str, dict[str, Any]]:
+    """SQL yielding (phrase, chunk_id, length, f) for one phrase, and its token parameters.
+    `rows`: "stats" (the stores' rows), "searched" (the searched stores) or "scope"."""
+    row_filter = {"stats": ROWS_OF_STORES, "searched": ROWS_SEARCHED, "scope": ROWS_IN_SCOPE}[rows]
+    names = [f"{prefix}{number}_{k}" for k in range(len(tokens))]
+    params: dict[str, Any] = dict(zip(names, tokens, strict=True))
+    params.update(weight_params())
+    if len(tokens) == 1:
+        sql = SINGLE_TOKEN_ROWS.format(number=number, token=names[0], rows=row_filter)
+        return sql, params
+    joins = "\n".join(PHRASE_JOIN.format(k=k + 1, token=names[k]) for k in range(1, len(tokens)))
+    adjacent = " AND ".join(f"start + {k} = ANY(p{k + 1}.positions)" for k in range(1, len(tokens)))
+    sql = PHRASE_ROWS.format(
+        number=number,
+        joins=joins,
+        shift=POSITION_SHIFT,
+        adjacent=adjacent,
+        token=names[0],
+        rows=row_filter,
+    )
+    return sql, params
+
+
+def weight_params() -> dict[str, float]:
+    return {"w_title": WEIGHTS[0], "w_heading": WEIGHTS[1], "w_body": WEIGHTS[2]}
+
+
+def bm25_params(stats: KeywordStats) -> dict[str, float]:
+    """The constants of bm25.contributions as float8 parameters, so SQL evaluates the same
+    doubles: idf * ((f * (k1 + 1.0)) / (f + k1 * ((1 - b) + ((b * D) / avgdl))))."""
+    return {
+        "k1": bm25.K1,
+        "k1_plus_1": bm25.K1 + 1.0,
+        "one_minus_b": 1 - bm25.B,
+        "b": bm25.B,
+        "avgdl": stats.avgdl,
+    }
+
+
+# One phrase's bm25 term for a row of phrase_rows_sql; :idf is the query's idf per phrase number.
+CONTRIBUTION = """%(idf)s[h.phrase] * ((h.f * %(k1_plus_1)s)
+        / (h.f + %(k1)s * (%(one_minus_b)s + ((%(b)s * h.length) / %(avgdl)s))))"""

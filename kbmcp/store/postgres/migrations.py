@@ -1,0 +1,117 @@
+"""Versioned schema migrations on PostgreSQL: the mechanism of kbmcp/store/migrations.py.
+
+Migrations are the numbered `sql/NNN_name.sql` files beside this module, applied in order, all
+pending ones in ONE transaction together with the version record (`kbmcp_schema`) and the id
+key of a new database, so a database is created whole or stays empty, and an upgrade happens
+whole or not at all (PostgreSQL's DDL is transactional).
+
+Several servers may start on one database at once: the transaction first takes an advisory
+lock (`pg_advisory_xact_lock`), so one migrates and the others wait, re-read the version and
+find nothing left to do. The lock is released at commit or rollback.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import psycopg
+
+from kbmcp.errors import StoreError
+from kbmcp.store.postgres.id_key import ensure_id_key
+
+_FILE_NAME = re.compile(r"^(?P<version>\d{3})_(?P<name>\w+)\.sql$")
+# Any constant shared by every kbmcp process: the key of the migration lock.
+ADVISORY_LOCK_KEY = 0x6B626D6370  # "kbmcp"
+
+CREATE_VECTOR_EXTENSION = "CREATE EXTENSION IF NOT EXISTS vector"
+CREATE_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS kbmcp_schema (
+    id      integer PRIMARY KEY CHECK (id = 1),
+    version integer NOT NULL
+)
+"""
+TAKE_LOCK = "SELECT pg_advisory_xact_lock(%(key)s)"
+VERSION_TABLE_EXISTS = "SELECT to_regclass('kbmcp_schema') IS NOT NULL"
+SELECT_VERSION = "SELECT version FROM kbmcp_schema WHERE id = 1"
+SET_VERSION = """
+INSERT INTO kbmcp_schema (id, version) VALUES (1, %(version)s)
+ON CONFLICT (id) DO UPDATE SET version = excluded.version
+"""
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def all_migrations() -> list[Migration]:
+    found = []
+    for entry in resources.files("kbmcp.store.postgres").joinpath("sql").iterdir():
+        match = _FILE_NAME.match(entry.name)
+        if match:
+            found.append(
+                Migration(int(match["version"]), match["name"], entry.read_text(encoding="utf-8"))
+            )
+    found.sort(key=lambda m: m.version)
+    versions = [m.version for m in found]
+    if versions != list(range(1, len(found) + 1)):
+        raise RuntimeError(f"migration files must be numbered 1..n without gaps, found {versions}")
+    return found
+
+
+def latest_version() -> int:
+    return len(all_migrations())
+
+
+def current_version(conn: psycopg.Connection[Any]) -> int:
+    if not conn.execute(VERSION_TABLE_EXISTS).fetchone()[0]:
+        return 0
+    row = conn.execute(SELECT_VERSION).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def migrate(conn: psycopg.Connection[Any], *, target: int | None = None) -> list[int]:
+    """Apply the pending migrations up to `target` (default: all) in one transaction under the
+    migration lock, then give a new database its id key. Returns the versions applied."""
+    migrations = all_migrations()
+    goal = len(migrations) if target is None else target
+    found = current_version(conn)
+    if found > len(migrations):
+        raise StoreError(
+            f"this database has schema version {found}, newer than this kbmcp knows "
+            f"({len(migrations)}): upgrade kbmcp",
+            details={"schema_version": found},
+        )
+    if found >= goal:
+        return []
+    try:
+        with conn.transaction():
+            conn.execute(TAKE_LOCK, {"key": ADVISORY_LOCK_KEY})
+            # Re-read under the lock: another process may have migrated meanwhile.
+            pending = migrations[current_version(conn) : goal]
+            if pending:
+                conn.execute(CREATE_VECTOR_EXTENSION)
+                conn.execute(CREATE_VERSION_TABLE)
+            for migration in pending:
+                conn.execute(migration.sql)
+                conn.execute(SET_VERSION, {"version": migration.version})
+            if pending and goal == len(migrations):
+                ensure_id_key(conn)
+    except psycopg.errors.FeatureNotSupported as exc:  # e.g. pgvector not installed
+        raise StoreError(f"cannot set up the database: {exc}".splitlines()[0]) from None
+    except psycopg.errors.UndefinedFile as exc:  # the extension's files are missing
+        raise StoreError(
+            "cannot set up the database: the pgvector extension is not installed on the server "
+            f"({str(exc).splitlines()[0]})"
+        ) from None
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise StoreError(
+            f"cannot set up the database: {str(exc).splitlines()[0]} (run `CREATE EXTENSION "
+            "vector` as a superuser once, or connect as the database's owner)"
+        ) from None
+    return [migration.version for migration in pending]
