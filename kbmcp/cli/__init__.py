@@ -12,8 +12,8 @@ from kbmcp import __version__
 from kbmcp.cli.accounts import kb, tenant, token
 from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
-from kbmcp.cli.copy import copy_command
 from kbmcp.cli.common import Utf8Path
+from kbmcp.cli.copy import copy_command
 from kbmcp.cli.eval import eval_command
 from kbmcp.cli.memory import forget, memory, remember
 from kbmcp.cli.search import search
