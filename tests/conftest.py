@@ -18,6 +18,11 @@ from kbmcp.workspace import Workspace
 from tests.cli_support import Run, cli_runner
 from tests.id_support import TEST_ID_KEY
 from tests.mcp_support import HttpServer, build_corpus, connect
+from tests.postgres_fixtures import (  # noqa: F401 (fixtures)
+    fresh_postgres_url,
+    postgres_server_url,
+    postgres_url,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"

@@ -8,6 +8,7 @@ Connections are in autocommit mode: a read is one statement, and a write names i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +19,7 @@ from psycopg_pool import ConnectionPool
 
 from kbmcp.errors import StoreError
 from kbmcp.store.postgres.url import is_postgres_url, shown_url
+from kbmcp.store.postgres.vectors import register_vector
 
 CONNECT_TIMEOUT_S = 10
 POOL_MAX_SIZE = 8
@@ -32,7 +34,8 @@ def connect(url: str, *, migrate: bool = True) -> psycopg.Connection[Any]:
         from kbmcp.store.postgres.migrations import migrate as apply_migrations
 
         try:
-            apply_migrations(conn)
+            if apply_migrations(conn):
+                register_vector(conn)  # the type exists now (a new database)
         except BaseException:
             conn.close()
             raise
@@ -60,8 +63,6 @@ def configure(conn: psycopg.Connection[Any]) -> None:
     for name in ("json", "jsonb"):
         conn.adapters.register_loader(name, TextLoader)
     conn.adapters.register_loader("json", TextBinaryLoader)  # binary json is its text
-    from kbmcp.store.postgres.vectors import register_vector
-
     register_vector(conn)
 
 
@@ -102,8 +103,12 @@ def _conninfo(url: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}connect_timeout={CONNECT_TIMEOUT_S}"
 
 
+# libpq quotes the whole URL in some messages; it may hold a password.
+_QUOTED_URL = re.compile(r'"?postgres(?:ql)?://[^"\s]*"?', re.IGNORECASE)
+
+
 def _reason(exc: Exception) -> str:
-    """The server's or libpq's message on one line (libpq's spans several)."""
+    """The server's or libpq's message on one line (libpq's spans several), without the URL."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     # libpq prefixes: 'connection to server at "h" (1.2.3.4), port 5432 failed: ...'
     reason = lines[-1] if lines else type(exc).__name__
@@ -111,4 +116,4 @@ def _reason(exc: Exception) -> str:
         if "failed:" in line:
             reason = line.split("failed:", 1)[1].strip() or reason
             break
-    return reason
+    return _QUOTED_URL.sub("the URL", reason)

@@ -1,0 +1,207 @@
+"""Shared by the PostgreSQL tests: a corpus with every kind of row, and the same search run by
+the SQLite engine and by the PostgreSQL ranking (kbmcp/store/postgres/ranking.py).
+
+Until the service layer runs on PostgreSQL (issue 18, phase B), `pg_search` resolves what the
+ranking needs the way kbmcp/search/engine.py does - the readable set, the scope, the floor, the
+query's terms and vector - from the SQLite copy of the same data (ids are equal: `kbmcp copy`
+keeps them), and ranks on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kbmcp.access import Principal, readable
+from kbmcp.clock import now_iso
+from kbmcp.search.floor import similarity_floor
+from kbmcp.search.models import SearchFilters, SearchRequest
+from kbmcp.search.query_text import query_terms
+from kbmcp.search.request import check_arguments
+from kbmcp.search.scope import resolve_scope, scope_chunk_ids
+from kbmcp.search.vector.candidates import unit
+from kbmcp.service.ingest import IngestOptions, add_paths
+from kbmcp.service.memories import create_memory_store, forget, remember
+from kbmcp.service.search import search
+from kbmcp.service.tenants import act_as_tenant, create_tenant, share_knowledge_base
+from kbmcp.service.tokens import create_token
+from kbmcp.store.postgres.ranking import PgRanking, RankRequest, rank
+from kbmcp.workspace import Workspace
+from tests.mcp_support import T0, T1, T2, build_corpus, hash_workspace, pinned_clock, write
+
+ACME_RUNBOOK = """\
+# Acme failover runbook
+
+Zanzibar is the codename of the acme failover procedure. Promote the standby, then repoint
+the load balancer. The vector index is rebuilt after a failover.
+
+## Rollback
+
+Demote the promoted standby if the zanzibar checks fail; the error budget decides.
+"""
+ACME_NOTES = """\
+---
+title: Acme notes
+tags: {team: billing}
+owner: finance
+priority: 2
+---
+Acme notes: the quokka cluster hosts the billing queue. The error budget of billing is small.
+"""
+BETA_DOCS = """\
+# Beta onboarding
+
+Every beta engineer receives a narwhal badge on the first day. The vector index of beta
+holds the onboarding guide; the error budget is reviewed weekly.
+"""
+MEMORIES = {
+    "acme": [
+        "Deploys freeze on Fridays; the error budget is reviewed on Mondays.",
+        "The zanzibar failover drill runs every quarter.",
+        "Billing queue owners: the quokka team.",
+    ],
+    "local": [
+        "The vector index must be rebuilt after changing the embedding model.",
+        "Remember to renew the TLS certificate before March.",
+    ],
+}
+
+
+def build_rich_corpus(root: Path, db_path: Path, *, view: str = "all") -> None:
+    """The MCP corpus (local tenant: two knowledge bases, a revised document, memories) plus
+    tenants `acme` and `beta` with their knowledge bases, a share of beta's to acme, a token and
+    acme's memories (one forgotten), written at pinned times.
+
+    `view`: "all", or only what one tenant may read, "local" or "acme": in such a file the
+    tenant reads every store, so its keyword statistics are the whole file's (FTS5's own). The
+    same names give the same public ids in every file built with the test key."""
+    if view in ("all", "local"):
+        build_corpus(root, db_path)
+    files = {
+        "acme-ops": ("acme", write(root / "acme-ops", {"failover.md": ACME_RUNBOOK})),
+        "acme-notes": ("acme", write(root / "acme-notes", {"notes.md": ACME_NOTES})),
+        "beta-docs": ("beta", write(root / "beta-docs", {"onboarding.md": BETA_DOCS})),
+    }
+    with hash_workspace(db_path) as ws, pinned_clock(T0):
+        admin = ws.local_principal()
+        if view in ("all", "acme"):
+            for tenant in ("acme", "beta"):
+                create_tenant(ws, admin, tenant)
+            for kb, (owner, folder) in files.items():
+                add_paths(ws, act_as_tenant(ws, admin, owner), [folder],
+                          IngestOptions(knowledge_base=kb))  # fmt: skip
+            share_knowledge_base(ws, admin, "beta-docs", tenant="acme")
+            create_token(ws, admin, tenant="acme", scopes=["knowledge:read", "memory:read"])
+        for owner, contents in MEMORIES.items():
+            if view not in ("all", owner):
+                continue
+            principal = admin if owner == "local" else act_as_tenant(ws, admin, owner)
+            store = None
+            for moment, content in zip((T0, T1, T2), contents, strict=False):
+                with pinned_clock(moment):
+                    if store is None:
+                        store = create_memory_store(ws, principal, "journal").memory_store_id
+                    remembered = remember(ws, principal, content, memory_store_id=store,
+                                          tags={"topic": "ops"})  # fmt: skip
+            with pinned_clock(T2):  # a forgotten memory: archived, never searched
+                forget(ws, principal, remembered.memory_id)
+                remember(ws, principal, contents[0] + " Again.", memory_store_id=store)
+
+
+def principal_of(ws: Workspace, tenant: str | None) -> Principal:
+    admin = ws.local_principal()
+    return admin if tenant is None else act_as_tenant(ws, admin, tenant)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A result as both backends must give it (scores rounded as snapshots round them)."""
+
+    chunk_id: str
+    score: float
+    lexical_rank: int | None
+    lexical_score: float | None
+    semantic_rank: int | None
+    semantic_score: float | None
+    recency_weight: float | None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+def sqlite_hits(ws: Workspace, principal: Principal, request: SearchRequest) -> list[Hit]:
+    response = search(ws, principal, request)
+    return [
+        Hit(r.chunk_id, _round(r.score), r.lexical_rank, _round(r.lexical_score),
+            r.semantic_rank, _round(r.semantic_similarity), _round(r.recency_weight))
+        for r in response.results
+    ]  # fmt: skip
+
+
+def pg_search(pg: Any, ws: Workspace, principal: Principal, request: SearchRequest) -> PgRanking:
+    """The ranking on PostgreSQL of what `search` ranks on SQLite (see the module docstring)."""
+    conn = ws.conn
+    args = check_arguments(request, ws.settings.rrf_k, ws.settings.recency_half_life_days)
+    can_read = readable(conn, principal)
+    scope = resolve_scope(conn, can_read, request.filters or SearchFilters())
+    floor = similarity_floor(conn, scope, args.min_similarity)
+    vector = None
+    if args.uses_semantic:
+        ws.ensure_model()
+        vector = unit(np.asarray(ws.embedder.embed([args.query])[0], dtype=np.float32))
+    stores = [*(scope.readable_kb_ids or ()), *(scope.memory_store_ids or ())]
+    return rank(
+        pg,
+        RankRequest(
+            terms=query_terms(args.query),
+            query_vector=vector,
+            lexical=args.uses_lexical,
+            readable_stores=can_read.all_ids,
+            searched_stores=stores,
+            scope_ids=scope_chunk_ids(conn, scope) if scope.filters else None,
+            every_store=scope.everything,
+            mode=args.mode,
+            alpha=args.alpha,
+            rrf_k=args.rrf_k,
+            depth=args.depth,
+            limit=args.limit,
+            half_life_days=args.recency_half_life_days,
+            now=now_iso(),
+            min_similarity=floor.value,
+            floor_exempt=[] if floor.exempt is None else floor.exempt.tolist(),
+        ),
+    )
+
+
+def pg_hits(pg: Any, ws: Workspace, principal: Principal, request: SearchRequest) -> list[Hit]:
+    return [
+        Hit(r.chunk_id, _round(r.score), r.lexical_rank, _round(r.lexical_score),
+            r.semantic_rank, _round(r.semantic_score), _round(r.recency_weight))
+        for r in pg_search(pg, ws, principal, request).ranking.rows
+    ]  # fmt: skip
+
+
+QUERIES = (
+    "vector index",  # common in several stores
+    '"error budget" billing',  # a quoted phrase
+    "zanzibar failover standby",
+    "sqlite-vec exact search",  # a hyphenated term: a phrase of two tokens
+    "the of and a",  # stop words only
+    "quokka",
+    "restore the database backup",
+    '"on-call engineer" pages within minutes',
+    "page",
+    "nothing matches xylophone",
+)
+MODES = ("lexical", "semantic", "hybrid", "rrf")
+FILTERS = (
+    SearchFilters(),
+    SearchFilters(include_memories=False),
+    SearchFilters(document_paths=["ops/"]),
+    SearchFilters(tags={"topic": "ops"}),
+    SearchFilters(metadata={"owner": "infra"}),
+)

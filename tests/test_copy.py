@@ -1,0 +1,165 @@
+"""`kbmcp copy SRC DST`: a file to PostgreSQL and back gives the same knowledge base, row for row
+and search for search; a destination in use is never overwritten by accident."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import psycopg
+import pytest
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search.models import SearchRequest
+from kbmcp.service.search import search
+from kbmcp.store.connection import open_connection
+from kbmcp.store.copy import DERIVED, TABLES
+from kbmcp.workspace import Workspace
+from tests.postgres_search import FILTERS, MODES, QUERIES, build_rich_corpus, principal_of
+from tests.ranked_output import stable
+
+# SQLite tables that are not copied because the destination derives them.
+SQLITE_DERIVED = {"document_metadata", "index_log", "sqlite_sequence"}
+
+
+@pytest.fixture(scope="module")
+def round_trip(
+    tmp_path_factory: pytest.TempPathFactory, postgres_url: str
+) -> Iterator[tuple[Path, Path, str]]:
+    """(source file, the file copied back from PostgreSQL, the database URL)."""
+    from kbmcp.store.copy import copy_store
+
+    root = tmp_path_factory.mktemp("copy")
+    source = root / "source.db"
+    build_rich_corpus(root / "src", source)
+    back = root / "back.db"
+    copy_store(str(source), postgres_url, force=True)
+    copy_store(postgres_url, str(back))
+    yield source, back, postgres_url
+
+
+def _dump(path: Path) -> dict[str, list[tuple]]:
+    conn = open_connection(path, create=False)
+    try:
+        return {
+            table: sorted(conn.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall())
+            for table, columns in TABLES
+            if table not in ("embedding_model",)
+        } | {
+            "embedding_model": conn.execute(
+                "SELECT name, dimension, version, recorded_at FROM embedding_model"
+            ).fetchall(),
+            "document_metadata": sorted(conn.execute("SELECT * FROM document_metadata")),
+            "indexed": sorted(conn.execute("SELECT * FROM indexed_chunk")),
+            "chunk_vec": sorted(conn.execute("SELECT rowid, embedding FROM chunk_vec")),
+            "chunk_fts_docsize": sorted(conn.execute("SELECT id, sz FROM chunk_fts_docsize")),
+        }
+    finally:
+        conn.close()
+
+
+def test_every_row_comes_back_unchanged(round_trip: tuple[Path, Path, str]) -> None:
+    source, back, _ = round_trip
+    before, after = _dump(source), _dump(back)
+    assert before["token"] and before["share"] and before["id_key"]  # the corpus has them all
+    for table in before:
+        assert after[table] == before[table], table
+
+
+def _searches(path: Path, tenant: str | None) -> list[object]:
+    ws = Workspace(Settings(db_path=path, embedder="hash"), embedder=HashingEmbedder())
+    try:
+        principal = principal_of(ws, tenant)
+        found = []
+        for mode in MODES:
+            for filters in FILTERS:
+                for query in QUERIES:
+                    request = SearchRequest(query=query, mode=mode, limit=5, filters=filters)
+                    found.append(stable(search(ws, principal, request).__dict__ | {"stats": None}))
+        return found
+    finally:
+        ws.close()
+
+
+@pytest.mark.parametrize("tenant", [None, "acme"])
+def test_searches_are_identical_after_a_round_trip(
+    round_trip: tuple[Path, Path, str], tenant: str | None
+) -> None:
+    source, back, _ = round_trip
+    before = _searches(source, tenant)
+    assert any(response["results"] for response in before)  # type: ignore[index]
+    assert _searches(back, tenant) == before
+
+
+def test_the_database_holds_what_the_file_holds(round_trip: tuple[Path, Path, str]) -> None:
+    source, _, url = round_trip
+    file = _dump(source)
+    with psycopg.connect(url) as pg:
+        for table, _columns in TABLES:
+            count = pg.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            assert count == len(file[table]) if table != "embedding_model" else count == 1
+        indexed = pg.execute("SELECT count(*) FROM indexed_chunk").fetchone()[0]
+        assert indexed == len(file["indexed"])
+        assert pg.execute("SELECT count(*) FROM chunk_keyword").fetchone()[0] == indexed
+        assert pg.execute("SELECT count(*) FROM chunk_vec").fetchone()[0] == indexed
+        # the id sequences continue after the copied ids
+        next_id = pg.execute("SELECT nextval(pg_get_serial_sequence('chunk', 'id'))").fetchone()
+        assert next_id[0] > max(row[0] for row in file["chunk"])
+
+
+def test_copy_names_every_column_of_both_schemas(round_trip: tuple[Path, Path, str]) -> None:
+    """A migration that adds a table or a column to either backend must teach `kbmcp copy`."""
+    source, _, url = round_trip
+    conn = apsw.Connection(str(source), flags=apsw.SQLITE_OPEN_READONLY)
+    copied = dict(TABLES)
+    sqlite_tables = {
+        name
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'chunk_fts%'"
+            " AND name != 'chunk_vec' AND name NOT GLOB 'chunk_vec_*'"
+        )
+    }
+    assert sqlite_tables - SQLITE_DERIVED == set(copied)
+    for table, columns in copied.items():
+        have = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+        assert sorted(have) == sorted(columns), table
+    conn.close()
+    with psycopg.connect(url) as pg:
+        for table, columns in copied.items():
+            have = [
+                row[0]
+                for row in pg.execute(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = %s",
+                    (table,),
+                )
+            ]
+            assert sorted(have) == sorted(columns), table
+    assert set(DERIVED) <= SQLITE_DERIVED
+
+
+def test_a_destination_in_use_needs_force(
+    round_trip: tuple[Path, Path, str], kbmcp, tmp_path: Path
+) -> None:
+    source, back, url = round_trip
+    refused = kbmcp("copy", url, back)
+    assert refused.code == 1
+    assert refused.err.splitlines()[-1].startswith("error: ")
+    assert "already holds a knowledge base: pass --force" in refused.err
+    other = tmp_path / "other.db"
+    copied = kbmcp("copy", url, other)
+    assert copied.code == 0, copied.err
+    assert "copying chunk:" in copied.err  # progress, on stderr
+    assert "counts verified" in copied.out
+    again = kbmcp("copy", "--force", url, other, "--json")
+    assert again.code == 0, again.err
+    report = again.json()
+    assert report["rows"]["document"] == len(_dump(source)["document"])
+    assert _dump(other) == _dump(source)
+
+
+def test_copying_to_itself_is_refused(kbmcp, round_trip: tuple[Path, Path, str]) -> None:
+    source, _, _ = round_trip
+    result = kbmcp("copy", source, source)
+    assert result.code == 1 and "the same database" in result.err

@@ -1,0 +1,142 @@
+"""The ranking on PostgreSQL gives what the SQLite engine gives on the same data: the same chunks
+in the same order with the same scores (rounded as snapshots round them), per channel too, in
+every mode, for scoped searches, phrases, memories with decay, and a tenant who cannot read
+every store (keyword statistics over its readable set)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search.lexical import fts
+from kbmcp.search.models import SearchFilters, SearchRequest
+from kbmcp.store import copy
+from kbmcp.store.postgres import keyword
+from kbmcp.store.postgres.connection import connect
+from kbmcp.workspace import Workspace
+from tests.mcp_support import pinned_clock
+from tests.postgres_search import (
+    FILTERS,
+    MODES,
+    QUERIES,
+    build_rich_corpus,
+    pg_hits,
+    principal_of,
+    sqlite_hits,
+)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory, postgres_url: str) -> Iterator[tuple]:
+    """The rich corpus in a file and, copied, in PostgreSQL; and the local tenant's and acme's
+    views of it, each in a file of its own (the SQLite references: see build_rich_corpus)."""
+    root = tmp_path_factory.mktemp("pg-ranking")
+    paths = {view: root / f"{view}.db" for view in ("all", "local", "acme")}
+    for view, path in paths.items():
+        build_rich_corpus(root / view, path, view=view)
+    copy.copy_store(str(paths["all"]), postgres_url, force=True)
+    pg = connect(postgres_url)
+    workspaces = {
+        view: Workspace(Settings(db_path=path, embedder="hash"), embedder=HashingEmbedder())
+        for view, path in paths.items()
+    }
+    try:
+        yield pg, workspaces
+    finally:
+        pg.close()
+        for ws in workspaces.values():
+            ws.close()
+
+
+@pytest.fixture(autouse=True)
+def _pruning_on_small_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fts.py prunes stop words from indexes of 1000 chunks on; this corpus is smaller, so the
+    threshold is lowered on both backends to compare the pruned path too."""
+    monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", 5)
+    monkeypatch.setattr(keyword, "STOPWORD_MIN_ROWS", 5)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("filters", FILTERS, ids=lambda f: ",".join(
+    k for k, v in vars(f).items() if v is not None) or "unscoped")  # fmt: skip
+def test_same_results_as_sqlite(stores: tuple, mode: str, filters: SearchFilters) -> None:
+    """The local tenant, in a database that also holds acme's and beta's stores."""
+    pg, views = stores
+    ws, reference = views["all"], views["local"]
+    principal, alone = principal_of(ws, None), principal_of(reference, None)
+    compared = 0
+    for query in QUERIES:
+        for depth in (None, 2):  # 2: the pruned terms find fewer rows than the depth
+            request = SearchRequest(query=query, mode=mode, limit=8, candidates=depth,
+                                    filters=filters)  # fmt: skip
+            want = sqlite_hits(reference, alone, request)
+            assert pg_hits(pg, ws, principal, request) == want, (query, depth)
+            compared += len(want)
+    assert compared > 0
+
+
+def test_pruning_is_exercised(stores: tuple) -> None:
+    """The comparison above covers pruned queries: the statistics make a common word common."""
+    pg, views = stores
+    ws = views["all"]
+    phrases = [(t, keyword.query_tokens(t)) for t in ("the", "index", "zanzibar")]
+    stats = keyword.keyword_stats(pg, phrases, principal_of_readable(ws))
+    kept, dropped = keyword.prune(phrases, stats, None, 2)
+    assert [t for t, _ in dropped] == ["the"] and len(kept) == 2
+
+
+def principal_of_readable(ws: Workspace) -> list[int]:
+    from kbmcp.access import readable
+
+    return readable(ws.conn, principal_of(ws, None)).all_ids
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_memories_decay_alike(stores: tuple, mode: str) -> None:
+    pg, views = stores
+    ws, reference = views["all"], views["local"]
+    principal, alone = principal_of(ws, None), principal_of(reference, None)
+    compared = 0
+    with pinned_clock("2026-03-01T12:00:00.123456Z"):
+        for query in ("vector index", "embedding model rebuilt", "TLS certificate"):
+            request = SearchRequest(query=query, mode=mode, limit=8, recency_half_life_days=7,
+                                    filters=SearchFilters(include_documents=False))  # fmt: skip
+            want = sqlite_hits(reference, alone, request)
+            assert all(hit.recency_weight is not None for hit in want)
+            assert pg_hits(pg, ws, principal, request) == want
+            compared += len(want)
+    assert compared > 0
+
+
+def test_a_floor_spares_selected_documents_alike(stores: tuple) -> None:
+    pg, views = stores
+    ws, reference = views["all"], views["local"]
+    principal, alone = principal_of(ws, None), principal_of(reference, None)
+    first = ws.conn.execute("SELECT public_id FROM document ORDER BY id LIMIT 1").fetchone()[0]
+    request = SearchRequest(
+        query="vector index", mode="semantic", min_similarity=0.99,
+        filters=SearchFilters(document_ids=[first], include_memories=True),
+    )  # fmt: skip
+    want = sqlite_hits(reference, alone, request)
+    assert want  # the selected document is spared by the floor
+    assert pg_hits(pg, ws, principal, request) == want
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_keyword_statistics_are_the_readable_sets(stores: tuple, mode: str) -> None:
+    """acme reads its own stores and one shared by beta, not the local tenant's: its scores on
+    PostgreSQL (every tenant's data in one database) are SQLite's on a file that holds only
+    what acme may read, where FTS5's own statistics are the readable set's."""
+    pg, views = stores
+    ws, acme_ws = views["all"], views["acme"]
+    acme_full, acme_alone = principal_of(ws, "acme"), principal_of(acme_ws, "acme")
+    compared = 0
+    for query in QUERIES:
+        request = SearchRequest(query=query, mode=mode, limit=8)
+        want = sqlite_hits(acme_ws, acme_alone, request)
+        assert pg_hits(pg, ws, acme_full, request) == want, query
+        compared += len(want)
+    assert compared > 0
