@@ -48,6 +48,11 @@ _TABLE_COLUMNS = (
         "text",
     ),
     ("document_tag", "document_id key value"),
+    (
+        "source_file",
+        "document_id size mtime_ns inode bytes_hash read_key folder checked_ns",
+    ),
+    ("staged_revision", "revision_id document_id chunking updated_at"),
     ("share", "knowledge_base_id tenant_id shared_at revoked_at"),
     (
         "token",
@@ -68,7 +73,8 @@ DATA_TABLES = ("tenant", "knowledge_base", "document", "token")
 BATCH = 1000
 # The order rows are read in (the key of tables without an `id`).
 ORDER = {"document_tag": "document_id, key, value", "share": "knowledge_base_id, tenant_id",
-         "chunk_vector": "chunk_id"}  # fmt: skip
+         "chunk_vector": "chunk_id", "source_file": "document_id",
+         "staged_revision": "revision_id"}  # fmt: skip
 
 Progress = Callable[[str], None]
 
@@ -338,7 +344,7 @@ class _PostgresSide(_Side):
     WIPE = """
         TRUNCATE tenant, knowledge_base, document, document_tag, document_metadata, revision,
                  chunk, share, token, chunk_vector, chunk_vec, chunk_keyword, chunk_term,
-                 keyword_total, embedding_model
+                 keyword_total, embedding_model, source_file, staged_revision
         RESTART IDENTITY"""
     # After explicit ids, each identity continues after the largest one.
     IDENTITY_TABLES = ("tenant", "knowledge_base", "document", "revision", "chunk", "token")
