@@ -21,6 +21,7 @@ So a process never holds more connections than it had threads using the workspac
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,11 +33,13 @@ from kbmcp.access import Principal, local_principal
 from kbmcp.config import Settings
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.registry import create_embedder
-from kbmcp.store.connection import open_connection, write_transaction
+from kbmcp.store.connection import checkpoint, open_connection, write_transaction
 from kbmcp.store.vectors import check_model, record_model
 
 if TYPE_CHECKING:
     from kbmcp.search.accelerator import Accelerator
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -154,10 +157,18 @@ class Workspace:
                 record_model(self.conn, fingerprint)
 
     def close(self) -> None:
+        """Fold the WAL into the file and close every connection. The last connection to the
+        file (of any process) removes the -wal and -shm files; if another process still has
+        it open, the checkpoint leaves the -wal empty."""
         with self._leases_lock:
             leases, self._leases = self._leases, []
+        if leases:
+            checkpoint(leases[0].conn)
         for lease in leases:
-            lease.conn.close()
+            try:
+                lease.conn.close()
+            except apsw.Error as exc:  # in use by a thread still finishing a request
+                logger.warning("closing a connection to %s: %s", self.settings.db_path, exc)
 
     def __enter__(self) -> Workspace:
         return self

@@ -1,4 +1,5 @@
-"""Servers that live for hours (issue 20): connections stay bounded whatever the thread churn.
+"""Servers that live for hours (issue 20): connections stay bounded whatever the thread churn,
+and a stop by signal closes the file.
 
 anyio's worker threads expire after 10 s idle, and the next request starts a new thread: the
 shape of a desktop agent's calls (a burst, a pause, a burst). The servers here run with that
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -22,8 +24,9 @@ from mcp import Client
 
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.search import search
+from kbmcp.store.connection import open_connection
 from kbmcp.workspace import Workspace
-from tests.mcp_support import payload
+from tests.mcp_support import build_corpus, payload
 from tests.search_corpus import ingest, write_small_corpus
 from tests.server_process import HttpProcess, StdioProcess
 
@@ -41,6 +44,10 @@ FAST_EXPIRY = (
     "import anyio._backends._asyncio as backend; backend.WorkerThread.MAX_IDLE_TIME = 0.01; "
     "from kbmcp.cli import main; main()"
 )
+COUNT_MEMORIES = """
+SELECT count(*) FROM document AS d JOIN knowledge_base AS k ON k.id = d.knowledge_base_id
+WHERE k.kind = 'memories'
+"""
 SEARCH = {"name": "search_knowledge", "arguments": {"query": "database backups restore"}}
 
 
@@ -144,3 +151,46 @@ async def test_http_server_descriptors_stay_flat_across_worker_expiry(
             database_counts.append(database_descriptors(churning_http.pid, corpus_db))
     warm = database_counts[WARM_UP_BURSTS - 1]
     assert max(database_counts) - warm <= SLACK, database_counts
+
+
+def wal_and_shm(db: Path) -> list[str]:
+    return sorted(p.name for p in db.parent.iterdir() if p.name.endswith(("-wal", "-shm")))
+
+
+def memory_count(db: Path) -> int:
+    conn = open_connection(db, create=False)
+    try:
+        return int(conn.execute(COUNT_MEMORIES).fetchone()[0])
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_sigterm_closes_the_file_and_folds_the_wal_in(transport: str, tmp_path: Path) -> None:
+    """A supervisor's SIGTERM: the server stops cleanly, and the last connection's checkpoint
+    leaves the file whole with no -wal behind (before: uvicorn re-raised the signal and the
+    process died with a 138 MiB -wal; stdio died of the default action)."""
+    db = tmp_path / "kb.db"
+    build_corpus(tmp_path, db)
+    before = memory_count(db)
+    facts = [f"fact {n}: " + "the heron waits by the water " * 40 for n in range(40)]
+    if transport == "stdio":
+        stdio = StdioProcess(db)
+        process = stdio.process
+        for fact in facts:
+            assert "error" not in stdio.call_tool("remember", {"content": fact})
+    else:
+        http = HttpProcess(db)
+        process = http.process
+
+        async def remember_all() -> None:
+            async with Client(http.url) as client:
+                for fact in facts:
+                    assert not (await client.call_tool("remember", {"content": fact})).is_error
+
+        anyio.run(remember_all)
+    assert Path(f"{db}-wal").stat().st_size > 0
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=20) == 0
+    assert wal_and_shm(db) == []
+    assert memory_count(db) == before + len(facts)

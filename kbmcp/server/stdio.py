@@ -8,7 +8,8 @@
   the SDK would read it as a notification (no reply ever).
 - JSON nested too deeply to parse is one log line and a parse error, never a traceback.
 - When the client closes the server's stdout (nothing can reach it any more) the server stops
-  at once, exit status 0, instead of serving until stdin closes and then failing.
+  at once, exit status 0, instead of serving until stdin closes and then failing; SIGTERM and
+  SIGINT stop it the same way (the caller then closes the file, checkpointing the WAL).
 
 The server reads its own stdin and writes its own private duplicate of stdout (fd 1 itself
 points at stderr meanwhile, so nothing a library prints can corrupt the stream), so it can see
@@ -23,6 +24,7 @@ import json
 import logging
 import os
 import select
+import signal
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -82,6 +84,7 @@ async def _serve(server: MCPServer) -> None:
                     tasks.start_soon(relay)
                     tasks.start_soon(answer_rejected)
                     tasks.start_soon(_stop_when_stdout_closes, stdout.fileno(), everything)
+                    tasks.start_soon(_stop_on_signals, everything)
                     await low.run(receive, write_stream, low.create_initialization_options())
                     tasks.cancel_scope.cancel()
 
@@ -194,6 +197,19 @@ def invalid_id_reply(line: str) -> JSONRPCError | None:
     return JSONRPCError(
         jsonrpc="2.0", id=None, error=ErrorData(code=INVALID_REQUEST, message=message)
     )
+
+
+async def _stop_on_signals(scope: anyio.CancelScope) -> None:
+    """SIGTERM (a client or supervisor stopping the server) and SIGINT end serving like the end
+    of stdin does, so `kbmcp serve` closes the file (checkpointing the WAL) before it exits;
+    the default action would kill the process on the spot. Not on Windows (no such signals)."""
+    if sys.platform == "win32":
+        return
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            logger.info("stopping on signal %s", signum)
+            scope.cancel()
+            return
 
 
 async def _stop_when_stdout_closes(fd: int, scope: anyio.CancelScope) -> None:

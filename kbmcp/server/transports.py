@@ -70,12 +70,28 @@ def run_stdio(server: MCPServer, warm_up: Callable[[], None] | None = None) -> N
 
 
 class _AnnouncingServer(uvicorn.Server):
-    """uvicorn, announcing the bound address on stderr once it accepts connections."""
+    """uvicorn, announcing the bound address on stderr once it accepts connections, and
+    returning after a SIGTERM or SIGINT instead of dying of it.
+
+    uvicorn shuts down gracefully on those signals and then raises the signal again, whose
+    default action kills the process on the spot: the workspace was never closed, so the WAL
+    was neither checkpointed nor removed (a 138 MiB -wal left behind). Here the signal counts
+    as handled: run() returns, and `kbmcp serve` closes the file as on any other exit."""
 
     def __init__(self, config: uvicorn.Config, display_host: str) -> None:
         super().__init__(config)
         self.display_host = display_host
         self.bound_port: int | None = None
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                if self._captured_signals:
+                    logger.info("stopping on signal %s", self._captured_signals[-1])
+                self._captured_signals.clear()  # handled: nothing to raise again
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)

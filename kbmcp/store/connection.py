@@ -33,6 +33,8 @@ from kbmcp.store.migrations import current_version, latest_version, migrate
 from kbmcp.store.schema_check import schema_mismatch
 
 BUSY_TIMEOUT_MS = 10_000
+# A closing checkpoint waits this long at most for readers and writers of other processes.
+CHECKPOINT_TIMEOUT_MS = 1_000
 logger = logging.getLogger(__name__)
 MMAP_BYTES = 1 << 30
 # Tables every kbmcp file has since migration 1: how a kbmcp file is told from a foreign one.
@@ -384,3 +386,21 @@ def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         if is_disk_full(exc):
             raise disk_full_error(conn, exc) from None
         raise
+
+
+def checkpoint(conn: apsw.Connection) -> tuple[int, int, int] | None:
+    """Copy the WAL into the file and truncate it to zero bytes (`wal_checkpoint(TRUNCATE)`),
+    waiting at most CHECKPOINT_TIMEOUT_MS for other processes' readers and writers. Returns
+    SQLite's (busy, frames in the WAL, frames copied), or None when there is nothing to do (a
+    read-only or rollback-journal file). A checkpoint that cannot finish is harmless: the WAL
+    keeps everything, and the next one continues."""
+    if conn.readonly("main") or conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        return None
+    conn.set_busy_timeout(CHECKPOINT_TIMEOUT_MS)
+    try:
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except apsw.Error:
+        return None
+    finally:
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    return busy, frames, copied
