@@ -30,7 +30,7 @@ from kbmcp.search.matches import (
     reference_matches,
 )
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest
-from kbmcp.search.ranking import bound
+from kbmcp.search.ranking import ChannelSource, bound, rank
 from kbmcp.search.vector import matrix as vector_matrix
 from kbmcp.search.vector.matrix import FULL_PASS_BLOCK_ELEMENTS, all_similarities
 from kbmcp.service import memories
@@ -280,3 +280,23 @@ def test_every_limit_returns_the_head_of_the_whole_order(
             )
             assert head.results == whole.results[:limit]
             assert head.stats.has_more == (limit < len(whole.results))
+
+
+@pytest.mark.parametrize("limit", [0, 101, "10; DROP TABLE chunk", 2.5])
+def test_rank_writes_only_a_checked_int_limit_into_the_sql(
+    searched: Workspace, limit: object
+) -> None:
+    """The limit is a literal of the ranking statement (a bound one made it twice as slow), so
+    anything but an int from 1 to MAX_LIMIT is refused before any SQL is made."""
+    with pytest.raises(ValueError, match="limit must be an int"):
+        rank(
+            searched.conn,
+            scope_ids=None,
+            lexical=ChannelSource.off(),
+            semantic=ChannelSource.off(),
+            mode="hybrid",
+            alpha=0.5,
+            rrf_k=60,
+            depth=100,
+            limit=limit,  # type: ignore[arg-type]
+        )
