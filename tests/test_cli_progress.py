@@ -29,7 +29,6 @@ from kbmcp.cli.progress import (
     Frame,
     add_progress,
     chunk_progress,
-    file_progress,
     progress_lines,
 )
 from tests.mcp_support import REPO_ROOT, subprocess_env, write
@@ -174,22 +173,11 @@ def test_chunk_progress_draws_chunks() -> None:
     assert all(cell_len(text) <= 80 for text in screen_lines(out.getvalue()))
 
 
-def test_file_progress_counts_files() -> None:
-    console, _ = terminal(80)
-    with file_progress("indexing", console, clock=Clock()) as update:
-        assert update is not None
-        update(3, 155)
-        line = shown(progress_lines(update.__self__.frame(), 80))[0]  # type: ignore[attr-defined]
-    assert line.startswith("indexing ") and "  2%  3/155 files  " in line
-
-
 def test_nothing_is_drawn_when_not_on_a_terminal() -> None:
     out = io.StringIO()
     piped = Console(file=out)  # not a terminal: rich sees a plain file
     with add_progress("indexing", piped) as update, chunk_progress("x", piped) as chunks:
         assert update is None and chunks is None
-        with file_progress("indexing", piped) as files:
-            assert files is None
     assert out.getvalue() == ""
     with add_progress("indexing") as update:  # stderr under pytest is not a terminal either
         assert update is None

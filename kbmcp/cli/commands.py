@@ -18,7 +18,7 @@ from kbmcp.cli.common import (
 )
 from kbmcp.cli.doctor_lines import doctor_lines
 from kbmcp.cli.ingest_options import ingest_options
-from kbmcp.cli.progress import chunk_progress, file_progress
+from kbmcp.cli.progress import add_progress, chunk_progress
 from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
 from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
 from kbmcp.wording import counted
@@ -80,12 +80,11 @@ def add(
     if dry_run:
         _print_preview(preview_paths(list(paths), options), as_json)
         return
-    # Files until add_paths reports bytes (on_progress): then add_progress draws it.
-    with open_workspace(ctx, create=True) as workspace, file_progress("indexing") as progress:
+    with open_workspace(ctx, create=True) as workspace, add_progress("indexing") as progress:
         principal = workspace.local_principal()
         if tenant_ref is not None:
             principal = act_as_tenant(workspace, principal, tenant_ref)
-        report = add_paths(workspace, principal, list(paths), options, progress)
+        report = add_paths(workspace, principal, list(paths), options, on_progress=progress)
     if as_json:
         echo_json(report.to_dict())
     else:

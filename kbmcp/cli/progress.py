@@ -1,6 +1,5 @@
-"""Progress lines on a terminal, drawn by rich: `kbmcp add` measured in bytes (`add_progress`,
-for the service's IngestProgress reports; `file_progress` counts files for an add_paths that
-reports only those), `reembed` and `eval` in chunks.
+"""Progress lines on a terminal, drawn by rich: `kbmcp add` measured in bytes, `reembed` and
+`eval` in chunks.
 
     indexing ━━━━━━━━━━╸━━━━━━━━━  37%  12.3/33.1 MB  18/155 files  0:00:42  ETA 0:01:10
       embedding docs/manuals/big-manual.pdf: chunk 120 of 950, for 0:00:13
@@ -41,8 +40,8 @@ GAP = "  "
 
 
 class AddProgress(Protocol):
-    """What the display reads of the service's progress report for an add (files, bytes, and
-    the file being embedded with its chunk counts)."""
+    """What the display reads of the service's report (kbmcp.service.ingest_progress's
+    IngestProgress): files, bytes, and the file being embedded with its chunk counts."""
 
     @property
     def files_done(self) -> int: ...
@@ -135,16 +134,6 @@ def chunk_progress(
     """A `progress(chunks done, chunks total)` callback (reembed, eval), drawn as `add_progress`
     draws; None when stderr is not a terminal."""
     with _display(label, "chunk", console, clock) as display:
-        yield None if display is None else display.count_report
-
-
-@contextlib.contextmanager
-def file_progress(
-    label: str, console: Console | None = None, *, clock: Callable[[], float] = time.monotonic
-) -> Iterator[Callable[[int, int], None] | None]:
-    """A `progress(files done, files total)` callback: the service's older per-file report,
-    drawn until an add reports bytes (`add_progress`, once add_paths takes `on_progress`)."""
-    with _display(label, "file", console, clock) as display:
         yield None if display is None else display.count_report
 
 
