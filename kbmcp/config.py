@@ -13,6 +13,7 @@ from pathlib import Path
 import platformdirs
 
 from kbmcp.errors import InvalidRequest
+from kbmcp.store.postgres.url import is_postgres_url
 
 DEFAULT_EMBEDDER = "minilm"
 EMBEDDER_NAMES = ("minilm", "hash")
@@ -39,7 +40,10 @@ class Settings:
     write_batch_chunks: int = DEFAULT_WRITE_BATCH_CHUNKS
 
     def with_db(self, db_path: Path | str | None) -> Settings:
-        return self if db_path is None else replace(self, db_path=Path(db_path).expanduser())
+        if db_path is None:
+            return self
+        _refuse_url(db_path, "--db")
+        return replace(self, db_path=Path(db_path).expanduser())
 
     def with_immutable(self, immutable: bool) -> Settings:
         """`--immutable` turns it on; without the flag KBMCP_IMMUTABLE decides."""
@@ -53,6 +57,7 @@ def default_db_path() -> Path:
 def load_settings(environ: dict[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     db = env.get("KBMCP_DB")
+    _refuse_url(db, "KBMCP_DB")
     embedder = env.get("KBMCP_EMBEDDER", DEFAULT_EMBEDDER).strip().lower()
     if embedder not in EMBEDDER_NAMES:
         raise InvalidRequest(
@@ -73,6 +78,17 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         immutable=_flag(env, "KBMCP_IMMUTABLE"),
         write_batch_chunks=_write_batch_chunks(env),
     )
+
+
+def _refuse_url(db: Path | str | None, name: str) -> None:
+    """A PostgreSQL URL is not a file name: `Path()` would make a folder `postgresql:` of it.
+    Until the service runs on PostgreSQL (issue 18, phase B), only `kbmcp copy` takes one."""
+    if is_postgres_url(db):
+        raise InvalidRequest(
+            f"{name}: PostgreSQL databases are not served by this version yet; "
+            "`kbmcp copy SRC DST` copies a knowledge base to and from one",
+            details={"argument": name},
+        )
 
 
 def _flag(env: os._Environ[str] | dict[str, str], name: str) -> bool:

@@ -174,3 +174,15 @@ def test_cli_reports_an_unreachable_server_on_one_line(kbmcp, tmp_path: Path) ->
     assert result.err.count("\n") == 1
     assert result.err.startswith("error: cannot connect to PostgreSQL at postgresql://nobody:***@")
     assert not (tmp_path / "out.db").exists()
+
+
+def test_a_url_is_never_taken_for_a_file_name(kbmcp, tmp_path: Path, monkeypatch) -> None:
+    """Until the service runs on PostgreSQL, --db / KBMCP_DB refuse a URL instead of making a
+    folder named `postgresql:` (Path() of a URL)."""
+    monkeypatch.chdir(tmp_path)
+    result = kbmcp("--db", "postgresql://u@h/kb", "ls")
+    assert result.code == 1 and "--db: PostgreSQL databases are not served" in result.err
+    monkeypatch.setenv("KBMCP_DB", "postgresql://u@h/kb")
+    result = kbmcp("ls")
+    assert result.code == 1 and "KBMCP_DB: PostgreSQL databases" in result.err
+    assert list(tmp_path.iterdir()) == []
