@@ -37,8 +37,8 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.service.search import search
-from kbmcp.store.catalog import ensure_knowledge_base, ensure_tenant
-from kbmcp.store.id_key import id_key_of
+from kbmcp.store.sqlite.catalog import ensure_knowledge_base, ensure_tenant
+from kbmcp.store.sqlite.id_key import id_key_of
 from kbmcp.workspace import Workspace
 
 FOREIGN_TENANT = "other"

@@ -47,16 +47,16 @@ from kbmcp.search.lexical import fts
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest
 from kbmcp.service.ingest_batch import sha256
 from kbmcp.service.search import search
-from kbmcp.store.catalog import (
+from kbmcp.store.sqlite.catalog import (
     MEMORIES,
     dump_json,
     ensure_knowledge_base,
     ensure_tenant,
     find_knowledge_base,
 )
-from kbmcp.store.id_key import id_key_of
-from kbmcp.store.index import IndexRow, add_to_index
-from kbmcp.store.vectors import record_model, store_vectors
+from kbmcp.store.sqlite.id_key import id_key_of
+from kbmcp.store.sqlite.index import IndexRow, add_to_index
+from kbmcp.store.sqlite.vectors import record_model, store_vectors
 from kbmcp.workspace import Workspace
 
 DIM = 384

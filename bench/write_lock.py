@@ -32,7 +32,7 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.service import admin, ingest, ingest_batch
 from kbmcp.service.ingest import add_paths
-from kbmcp.store import connection
+from kbmcp.store.sqlite import connection
 from kbmcp.workspace import Workspace
 
 REMEMBERER = """

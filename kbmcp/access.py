@@ -18,9 +18,9 @@ import apsw
 
 from kbmcp.clock import system_now_iso
 from kbmcp.errors import Forbidden
-from kbmcp.store.catalog import LOCAL_TENANT, TenantRef, ensure_tenant
-from kbmcp.store.connection import write_transaction
-from kbmcp.store.id_key import id_key_of
+from kbmcp.store.sqlite.catalog import LOCAL_TENANT, TenantRef, ensure_tenant
+from kbmcp.store.sqlite.connection import write_transaction
+from kbmcp.store.sqlite.id_key import id_key_of
 from kbmcp.tokens import secret_matches, token_id_of
 
 NO_ROW = 0  # SQLite row ids start at 1

@@ -33,8 +33,8 @@ from kbmcp.access import Principal, local_principal
 from kbmcp.config import Settings
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.registry import create_embedder
-from kbmcp.store.connection import checkpoint, open_connection, write_transaction
-from kbmcp.store.vectors import check_model, record_model
+from kbmcp.store.sqlite.connection import checkpoint, open_connection, write_transaction
+from kbmcp.store.sqlite.vectors import check_model, record_model
 
 if TYPE_CHECKING:
     from kbmcp.search.accelerator import Accelerator

@@ -22,7 +22,7 @@ from kbmcp.clock import format_timestamp
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.tenants import act_as_tenant, create_tenant
 from kbmcp.service.tokens import create_token
-from kbmcp.store.connection import open_connection
+from kbmcp.store.sqlite.connection import open_connection
 from kbmcp.workspace import Workspace
 from tests.mcp_support import T0, hash_workspace, pinned_clock, write
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from kbmcp.store.connection import open_connection
+from kbmcp.store.sqlite.connection import open_connection
 
 INDEXED_CHUNKS = """
 SELECT c.id FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kbmcp.store.connection import open_connection
+from kbmcp.store.sqlite.connection import open_connection
 from tests.cli_support import Run, assert_one_line_error
 from tests.mcp_support import write
 

@@ -25,7 +25,7 @@ from kbmcp.server.auth import is_loopback
 from kbmcp.server.scope_guard import TOOL_SCOPES
 from kbmcp.service.tenants import share_knowledge_base, unshare_knowledge_base
 from kbmcp.service.tokens import revoke_token
-from kbmcp.store.connection import open_connection
+from kbmcp.store.sqlite.connection import open_connection
 from tests.access_support import (
     MARKERS,
     admin_workspace,

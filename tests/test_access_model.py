@@ -19,8 +19,8 @@ from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.listing import list_knowledge_bases
 from kbmcp.service.tenants import create_tenant, share_knowledge_base, unshare_knowledge_base
 from kbmcp.service.tokens import count_usable_tokens, create_token, list_tokens, revoke_token
-from kbmcp.store import migrations
-from kbmcp.store.connection import open_connection
+from kbmcp.store.sqlite import migrations
+from kbmcp.store.sqlite.connection import open_connection
 from tests.access_support import build_two_tenants, expire_token, make_token
 from tests.mcp_support import T0, T1, T2, hash_workspace, payload, stdio_params, write
 

@@ -129,6 +129,6 @@ def test_the_extension_is_found_where_sqlite_vec_says() -> None:
     """kbmcp locates vec0 without importing sqlite_vec (whose __init__ loads numpy)."""
     import sqlite_vec
 
-    from kbmcp.store.connection import sqlite_vec_path
+    from kbmcp.store.sqlite.connection import sqlite_vec_path
 
     assert sqlite_vec_path() == sqlite_vec.loadable_path()

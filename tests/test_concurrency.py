@@ -15,7 +15,7 @@ from kbmcp.search.models import SearchRequest
 from kbmcp.service.listing import list_documents, list_knowledge_bases
 from kbmcp.service.read import read_document
 from kbmcp.service.search import search
-from kbmcp.store.connection import write_transaction
+from kbmcp.store.sqlite.connection import write_transaction
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 

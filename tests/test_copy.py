@@ -14,8 +14,8 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.search import search
-from kbmcp.store.connection import open_connection
 from kbmcp.store.copy import DERIVED, TABLES
+from kbmcp.store.sqlite.connection import open_connection
 from kbmcp.workspace import Workspace
 from tests.postgres_search import FILTERS, MODES, QUERIES, build_rich_corpus, principal_of
 from tests.ranked_output import stable

@@ -21,8 +21,8 @@ import pytest
 
 from kbmcp.errors import DiskFull, StoreError
 from kbmcp.service.ingest import IngestOptions, add_paths
-from kbmcp.store.connection import open_connection
-from kbmcp.store.migrations import latest_version
+from kbmcp.store.sqlite.connection import open_connection
+from kbmcp.store.sqlite.migrations import latest_version
 from kbmcp.workspace import Workspace
 from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT, hash_workspace, subprocess_env

@@ -22,9 +22,9 @@ from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.read import read_document
 from kbmcp.service.search import search
 from kbmcp.service.tenants import create_knowledge_base
-from kbmcp.store import migrations
-from kbmcp.store.connection import open_connection
-from kbmcp.store.id_key import id_key_info, id_key_of
+from kbmcp.store.sqlite import migrations
+from kbmcp.store.sqlite.connection import open_connection
+from kbmcp.store.sqlite.id_key import id_key_info, id_key_of
 from tests.id_support import TEST_ID_KEY
 from tests.mcp_support import hash_workspace, write
 

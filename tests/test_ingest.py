@@ -25,7 +25,7 @@ from kbmcp.service.admin import reembed
 from kbmcp.service.ingest import IngestOptions, IngestReport, add_paths
 from kbmcp.service.listing import list_documents
 from kbmcp.service.read import read_document
-from kbmcp.store.vectors import recorded_model
+from kbmcp.store.sqlite.vectors import recorded_model
 from kbmcp.workspace import Workspace
 from tests.file_tree import write_tree
 

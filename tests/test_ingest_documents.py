@@ -17,7 +17,7 @@ from kbmcp.ingest.chunker import chunk_document
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.ingest import DocumentInput, add_documents
 from kbmcp.service.search import search
-from kbmcp.store.vectors import from_blob
+from kbmcp.store.sqlite.vectors import from_blob
 from kbmcp.workspace import Workspace
 
 GUIDE = (

@@ -24,7 +24,7 @@ from mcp import Client
 
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.search import search
-from kbmcp.store.connection import open_connection
+from kbmcp.store.sqlite.connection import open_connection
 from kbmcp.workspace import Workspace
 from tests.mcp_support import build_corpus, payload
 from tests.search_corpus import ingest, write_small_corpus

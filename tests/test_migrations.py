@@ -9,10 +9,10 @@ import pytest
 
 from kbmcp.embed.base import ModelFingerprint
 from kbmcp.errors import StoreError
-from kbmcp.store import migrations
-from kbmcp.store.connection import BUSY_TIMEOUT_MS, open_connection, write_transaction
-from kbmcp.store.migrations import Migration, all_migrations, current_version, latest_version
-from kbmcp.store.vectors import VEC_TABLE, record_model
+from kbmcp.store.sqlite import migrations
+from kbmcp.store.sqlite.connection import BUSY_TIMEOUT_MS, open_connection, write_transaction
+from kbmcp.store.sqlite.migrations import Migration, all_migrations, current_version, latest_version
+from kbmcp.store.sqlite.vectors import VEC_TABLE, record_model
 
 FINGERPRINT = ModelFingerprint("hashing", 384, "1")
 

@@ -22,8 +22,8 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import ReadOnly, StoreError
 from kbmcp.service.ingest import IngestOptions, add_paths
-from kbmcp.store import migrations
-from kbmcp.store.connection import open_connection, write_transaction
+from kbmcp.store.sqlite import migrations
+from kbmcp.store.sqlite.connection import open_connection, write_transaction
 from kbmcp.workspace import Workspace
 from tests.cli_support import assert_one_line_error
 from tests.mcp_support import REPO_ROOT, HttpServer, connect, payload, subprocess_env

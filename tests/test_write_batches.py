@@ -29,9 +29,9 @@ from kbmcp.service import ingest_batch
 from kbmcp.service.admin import reembed
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.search import search
-from kbmcp.store import connection
-from kbmcp.store.connection import open_connection, write_transaction
-from kbmcp.store.vectors import VEC_TABLE, to_blob
+from kbmcp.store.sqlite import connection
+from kbmcp.store.sqlite.connection import open_connection, write_transaction
+from kbmcp.store.sqlite.vectors import VEC_TABLE, to_blob
 from kbmcp.workspace import Workspace
 from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT
@@ -220,7 +220,7 @@ def test_a_writer_that_must_wait_says_so_and_keeps_waiting(
 
     threading.Thread(target=release_later).start()
     with (
-        caplog.at_level(logging.WARNING, logger="kbmcp.store.connection"),
+        caplog.at_level(logging.WARNING, logger="kbmcp.store.sqlite.connection"),
         write_transaction(waiter),
     ):
         waiter.execute("CREATE TABLE t (x)")
@@ -237,7 +237,7 @@ def test_a_writer_that_must_wait_says_so_and_keeps_waiting(
 REMEMBERER = """
 import json, sys, time
 from pathlib import Path
-from kbmcp.store import connection
+from kbmcp.store.sqlite import connection
 connection.BUSY_TIMEOUT_MS = 300
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder

@@ -24,7 +24,7 @@ from mcp.server.auth.settings import AuthSettings
 from kbmcp.access import Principal, principal_for_secret
 from kbmcp.errors import Forbidden
 from kbmcp.server.host_check import is_loopback_name
-from kbmcp.store.connection import open_connection
+from kbmcp.store.sqlite.connection import open_connection
 from kbmcp.workspace import Workspace
 
 logger = logging.getLogger(__name__)

@@ -16,10 +16,10 @@ from kbmcp import __version__
 from kbmcp.access import ADMIN, Principal
 from kbmcp.ids import TEST_KEY_ENV
 from kbmcp.service.reembed import reembed
-from kbmcp.store.files import loose_permissions
-from kbmcp.store.id_key import id_key_info
-from kbmcp.store.migrations import current_version, latest_version
-from kbmcp.store.vectors import recorded_model
+from kbmcp.store.sqlite.files import loose_permissions
+from kbmcp.store.sqlite.id_key import id_key_info
+from kbmcp.store.sqlite.migrations import current_version, latest_version
+from kbmcp.store.sqlite.vectors import recorded_model
 from kbmcp.workspace import Workspace
 
 __all__ = ["doctor", "reembed"]
@@ -69,7 +69,7 @@ def _file_report(workspace: Workspace) -> dict[str, Any]:
         "configured_embedder": workspace.settings.embedder,
         "counts": {name: conn.execute(query).fetchone()[0] for name, query in COUNTS.items()},
         "id_key": _id_key_report(conn),
-        # Files others may read (kbmcp/store/files.py): kbmcp creates them 0600.
+        # Files others may read (kbmcp/store/sqlite/files.py): kbmcp creates them 0600.
         "warnings": loose_permissions(Path(workspace.settings.db_path)),
     }
 

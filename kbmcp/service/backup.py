@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbmcp.errors import InvalidRequest
-from kbmcp.store.backup import copy_database
+from kbmcp.store.sqlite.backup import copy_database
 from kbmcp.workspace import Workspace, holding_lock
 
 
@@ -44,7 +44,7 @@ def destination_path(source: Path, destination: Path, *, overwrite: bool) -> Pat
 
 @holding_lock
 def backup(workspace: Workspace, destination: Path, *, overwrite: bool = False) -> BackupReport:
-    """Copy the workspace's file to `destination` (see kbmcp/store/backup.py). The copy is
+    """Copy the workspace's file to `destination` (see kbmcp/store/sqlite/backup.py). The copy is
     written beside the destination under a temporary name and renamed into place, so DEST is
     either the previous file or the complete, checked copy, never a partial one."""
     started = time.perf_counter()

@@ -10,7 +10,7 @@ revision: revisions are content snapshots.
 One file, one document, one path whatever the order of adds: a file's path is relative to the
 outermost added folder that holds it, and adding a folder around one added before moves that
 one's documents first (`kbmcp.service.ingest_places`). An unchanged file is found by its
-recorded signature without being opened (`kbmcp.store.source_files`).
+recorded signature without being opened (`kbmcp.store.sqlite.source_files`).
 
 `add_documents` (defined in `kbmcp.service.ingest_documents`, importable from here) is the same
 write path for documents given as text, optionally with their vectors.
@@ -52,11 +52,11 @@ from kbmcp.ingest.walker import (
 from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, PendingDocument, sha256
 from kbmcp.service.ingest_places import KnownDocuments, apply_moves
 from kbmcp.service.ingest_progress import IngestProgress, ProgressTracker
-from kbmcp.store import catalog as sql
-from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
-from kbmcp.store.connection import write_transaction
-from kbmcp.store.index import chunk_ids_of_revision, remove_from_index
-from kbmcp.store.source_files import FileSignature, RecordedFile
+from kbmcp.store.sqlite import catalog as sql
+from kbmcp.store.sqlite.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
+from kbmcp.store.sqlite.connection import write_transaction
+from kbmcp.store.sqlite.index import chunk_ids_of_revision, remove_from_index
+from kbmcp.store.sqlite.source_files import FileSignature, RecordedFile
 from kbmcp.wording import counted
 from kbmcp.workspace import Workspace, holding_lock
 

@@ -44,13 +44,13 @@ from kbmcp.service.ingest_write import (
     sha256,
     stored_spans,
 )
-from kbmcp.store import catalog as sql
-from kbmcp.store import staging
-from kbmcp.store.catalog import KnowledgeBaseRef
-from kbmcp.store.connection import write_transaction
-from kbmcp.store.disk_full import is_disk_full
-from kbmcp.store.source_files import FileRefresh, RecordedFile, refresh_files
-from kbmcp.store.vectors import check_model, to_blob
+from kbmcp.store.sqlite import catalog as sql
+from kbmcp.store.sqlite import staging
+from kbmcp.store.sqlite.catalog import KnowledgeBaseRef
+from kbmcp.store.sqlite.connection import write_transaction
+from kbmcp.store.sqlite.disk_full import is_disk_full
+from kbmcp.store.sqlite.source_files import FileRefresh, RecordedFile, refresh_files
+from kbmcp.store.sqlite.vectors import check_model, to_blob
 from kbmcp.workspace import Workspace
 
 __all__ = ["IngestBatch", "KnownDocument", "PendingDocument", "sha256"]

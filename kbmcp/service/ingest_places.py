@@ -22,10 +22,10 @@ import apsw
 
 from kbmcp.ingest.walker import SourceFile
 from kbmcp.service.ingest_write import KnownDocument
-from kbmcp.store import catalog as sql
-from kbmcp.store.catalog import KnowledgeBaseRef
-from kbmcp.store.connection import write_transaction
-from kbmcp.store.source_files import MOVE_SOURCE_FILE, RecordedFile, recorded_files
+from kbmcp.store.sqlite import catalog as sql
+from kbmcp.store.sqlite.catalog import KnowledgeBaseRef
+from kbmcp.store.sqlite.connection import write_transaction
+from kbmcp.store.sqlite.source_files import MOVE_SOURCE_FILE, RecordedFile, recorded_files
 
 # A document's path while a set of moves is applied: unique, and no path a file can have
 # (a NUL never occurs in a path), so moves that swap or chain paths never collide.

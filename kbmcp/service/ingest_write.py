@@ -7,7 +7,7 @@ one), so searches go on seeing the old text; the last transaction moves the sear
 the old revision's chunks to the new one's in set-based statements and makes the revision
 current: the document changes for readers at once. A run that is interrupted leaves the revision
 listed in `staged_revision`; the next run with the same content and chunking resumes it from its
-last written chunk (kbmcp/store/staging.py).
+last written chunk (kbmcp/store/sqlite/staging.py).
 """
 
 from __future__ import annotations
@@ -26,13 +26,18 @@ from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.ids import IdKey
 from kbmcp.ingest.chunker import ChunkSpan
 from kbmcp.ingest.parsing import ParsedDocument
-from kbmcp.store import catalog as sql
-from kbmcp.store import staging
-from kbmcp.store.catalog import KnowledgeBaseRef, dump_json
-from kbmcp.store.id_key import id_key_of
-from kbmcp.store.index import IndexRow, add_to_index, chunk_ids_of_revision, remove_from_index
-from kbmcp.store.source_files import RecordedFile, record_file
-from kbmcp.store.vectors import drop_stored_vectors, store_vectors
+from kbmcp.store.sqlite import catalog as sql
+from kbmcp.store.sqlite import staging
+from kbmcp.store.sqlite.catalog import KnowledgeBaseRef, dump_json
+from kbmcp.store.sqlite.id_key import id_key_of
+from kbmcp.store.sqlite.index import (
+    IndexRow,
+    add_to_index,
+    chunk_ids_of_revision,
+    remove_from_index,
+)
+from kbmcp.store.sqlite.source_files import RecordedFile, record_file
+from kbmcp.store.sqlite.vectors import drop_stored_vectors, store_vectors
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from kbmcp.search.models import (
     InlineContent,
     page_of,
 )
-from kbmcp.store.catalog import RESULT_KIND
+from kbmcp.store.sqlite.catalog import RESULT_KIND
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
 

@@ -27,8 +27,8 @@ from kbmcp.access import ADMIN, Principal
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import StoreError
-from kbmcp.store.connection import write_transaction
-from kbmcp.store.vectors import VEC_TABLE, record_model, recorded_model, to_blob
+from kbmcp.store.sqlite.connection import write_transaction
+from kbmcp.store.sqlite.vectors import VEC_TABLE, record_model, recorded_model, to_blob
 from kbmcp.workspace import Workspace
 
 REEMBED_BATCH = 256

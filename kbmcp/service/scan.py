@@ -20,7 +20,7 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.neutralise import neutralise
 from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
-from kbmcp.store.catalog import RESULT_KIND
+from kbmcp.store.sqlite.catalog import RESULT_KIND
 from kbmcp.validate import integer, shown
 from kbmcp.workspace import Workspace
 

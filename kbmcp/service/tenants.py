@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from kbmcp.access import ADMIN, Principal, tenant_principal
 from kbmcp.clock import now_iso, system_now_iso
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
-from kbmcp.store import catalog
-from kbmcp.store.catalog import NamedTenant, OwnedKnowledgeBase
-from kbmcp.store.connection import write_transaction
+from kbmcp.store.sqlite import catalog
+from kbmcp.store.sqlite.catalog import NamedTenant, OwnedKnowledgeBase
+from kbmcp.store.sqlite.connection import write_transaction
 from kbmcp.validate import collection_name
 from kbmcp.workspace import Workspace, holding_lock
 

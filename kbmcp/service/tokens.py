@@ -20,8 +20,8 @@ from kbmcp.clock import format_timestamp, system_now, system_now_iso
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id
 from kbmcp.service.tenants import resolve_knowledge_base, tenant_named
-from kbmcp.store import catalog
-from kbmcp.store.connection import write_transaction
+from kbmcp.store.sqlite import catalog
+from kbmcp.store.sqlite.connection import write_transaction
 from kbmcp.tokens import hash_secret, new_secret
 from kbmcp.workspace import Workspace, holding_lock
 

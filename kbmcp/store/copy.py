@@ -5,7 +5,7 @@ copied: tenants, knowledge bases and memory stores, documents with every revisio
 and chunks, the vectors (as stored: nothing is re-embedded), shares, tokens (their hashes: the
 secrets were never stored), the id key and the model record. What is rebuilt instead of copied:
 whatever the destination derives from those rows - the keyword and vector indexes of the indexed
-chunks (on SQLite exactly as ingest writes them: kbmcp/store/index.py), document_metadata and
+chunks (on SQLite exactly as ingest writes them: kbmcp/store/sqlite/index.py), document_metadata and
 index_log (their triggers).
 
 The destination is written in ONE transaction: it ends as a whole copy or as it was. A
@@ -240,7 +240,7 @@ class _SqliteSide(_Side):
         ORDER BY id"""
 
     def __init__(self, path: Path, *, create: bool) -> None:
-        from kbmcp.store.connection import open_connection
+        from kbmcp.store.sqlite.connection import open_connection
 
         self.conn = open_connection(path, create=create)
 
@@ -257,7 +257,7 @@ class _SqliteSide(_Side):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        from kbmcp.store.connection import write_transaction
+        from kbmcp.store.sqlite.connection import write_transaction
 
         with write_transaction(self.conn):
             # document.current_revision_id names a revision copied after it: checked at commit
@@ -304,12 +304,12 @@ class _SqliteSide(_Side):
             self.conn.executemany(sql, [tuple(_sqlite_value(v) for v in row) for row in batch])
 
     def model(self) -> ModelFingerprint | None:
-        from kbmcp.store.vectors import recorded_model
+        from kbmcp.store.sqlite.vectors import recorded_model
 
         return recorded_model(self.conn)
 
     def record_model(self, model: ModelFingerprint) -> None:
-        from kbmcp.store.vectors import record_model
+        from kbmcp.store.sqlite.vectors import record_model
 
         record_model(self.conn, model)
 
@@ -318,7 +318,7 @@ class _SqliteSide(_Side):
 
     def rebuild_indexes(self) -> int:
         """FTS5 and vec0 rows of every indexed chunk, written by ingest's own function."""
-        from kbmcp.store.index import add_to_index, index_rows_of_revision
+        from kbmcp.store.sqlite.index import add_to_index, index_rows_of_revision
 
         indexed = 0
         revisions = self.conn.execute(self.INDEXED_REVISIONS).fetchall()

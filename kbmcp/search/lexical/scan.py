@@ -26,7 +26,7 @@ from kbmcp.search.lexical import bm25
 from kbmcp.search.lexical.stats import ReadableRows
 from kbmcp.search.lexical.tokens import ChunkTokens, TokenCache
 from kbmcp.search.query_text import quote_term
-from kbmcp.store.index import heading_text
+from kbmcp.store.sqlite.index import heading_text
 
 # The text of each allowed chunk exactly as it was indexed (store/index.py: title, heading path
 # joined with " > ", body), with FTS5's recorded column sizes for the same row.

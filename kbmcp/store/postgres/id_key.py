@@ -1,4 +1,4 @@
-"""The database's id key (kbmcp/store/id_key.py's rules): created once, in the migration
+"""The database's id key (kbmcp/store/sqlite/id_key.py's rules): created once, in the migration
 transaction of a new database, read by every write that makes a public id."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Putting chunks into the search indexes on PostgreSQL and taking them out: what
-kbmcp/store/index.py does with FTS5 and vec0, here the keyword tables (keyword.py) and chunk_vec
-(vectors.py). The same rows are indexed: the chunks of the current revision of a published
-document, with the document's title, the heading path and the text."""
+kbmcp/store/sqlite/index.py does with FTS5 and vec0, here the keyword tables (keyword.py) and
+chunk_vec (vectors.py). The same rows are indexed: the chunks of the current revision of a
+published document, with the document's title, the heading path and the text."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ DELETE_INDEXED_VECTORS = "DELETE FROM chunk_vec WHERE chunk_id = ANY(%(chunk_ids
 
 @dataclass(frozen=True)
 class IndexRow:
-    """kbmcp/store/index.py's IndexRow with the chunk's store and its document's title."""
+    """kbmcp/store/sqlite/index.py's IndexRow with the chunk's store and its document's title."""
 
     knowledge_base_id: int
     title: str

@@ -6,7 +6,7 @@ the inputs of FTS5's formula itself and computes the same floats:
 
 - Text is tokenised in Python with the tokenizer FTS5 uses (porter over unicode61 with
   remove_diacritics 2, from apsw: `fts.TOKENIZER`), column by column exactly as
-  kbmcp/store/index.py feeds FTS5: title, heading path joined with " > ", body.
+  kbmcp/store/sqlite/index.py feeds FTS5: title, heading path joined with " > ", body.
 - `chunk_keyword` holds each indexed chunk's token count per column (FTS5's docsize: D is the
   sum); `chunk_term` one row per (token, chunk) with its instances per column (f is their
   column-weighted sum) and positions `column << 20 | offset` (a phrase is its tokens at
@@ -32,7 +32,7 @@ import psycopg
 
 from kbmcp.search.lexical import bm25
 from kbmcp.search.lexical.fts import STOPWORD_DOC_FRACTION, STOPWORD_MIN_ROWS, TOKENIZER, WEIGHTS
-from kbmcp.store.index import heading_text
+from kbmcp.store.sqlite.index import heading_text
 
 COLUMNS = ("title", "heading", "body")
 POSITION_SHIFT = 20  # position = column << 20 | offset: a column holds < 2^20 tokens
@@ -111,7 +111,7 @@ class ChunkKeywords:
 
 
 def chunk_keywords(title: str, heading_path: Sequence[str], body: str) -> ChunkKeywords:
-    """What FTS5 records for one chunk, as kbmcp/store/index.py feeds it."""
+    """What FTS5 records for one chunk, as kbmcp/store/sqlite/index.py feeds it."""
     columns = (title, heading_text(heading_path), body)
     counts: dict[str, list[int]] = {}
     positions: dict[str, list[int]] = {}
@@ -135,7 +135,7 @@ def chunk_keywords(title: str, heading_path: Sequence[str], body: str) -> ChunkK
 
 @dataclass(frozen=True)
 class KeywordRow:
-    """One chunk to index: what kbmcp/store/index.py's IndexRow gives FTS5, and its store."""
+    """One chunk to index: what kbmcp/store/sqlite/index.py's IndexRow gives FTS5, and its store."""
 
     knowledge_base_id: int
     chunk_id: int

@@ -1,4 +1,4 @@
-"""Versioned schema migrations on PostgreSQL: the mechanism of kbmcp/store/migrations.py.
+"""Versioned schema migrations on PostgreSQL: the mechanism of kbmcp/store/sqlite/migrations.py.
 
 Migrations are the numbered `sql/NNN_name.sql` files beside this module, applied in order, all
 pending ones in ONE transaction together with the version record (`kbmcp_schema`) and the id

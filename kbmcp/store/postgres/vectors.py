@@ -2,7 +2,7 @@
 
 A vector crosses the driver as pgvector's binary form (2-byte dimension, 2 unused bytes, then
 big-endian float32s) and reaches kbmcp as the bytes SQLite stores (little-endian float32, see
-kbmcp/store/vectors.py): `Float32Vector`. So copying a vector between the backends is exact,
+kbmcp/store/sqlite/vectors.py): `Float32Vector`. So copying a vector between the backends is exact,
 and no text formatting of floats is involved.
 
 Tables (sql/001_schema.sql): `chunk_vector` (every current chunk, for reuse on edit) and
@@ -106,7 +106,8 @@ def recorded_model(conn: psycopg.Connection[Any]) -> ModelFingerprint | None:
 
 
 def check_model(conn: psycopg.Connection[Any], fingerprint: ModelFingerprint) -> bool:
-    """As kbmcp/store/vectors.py's: False when no model is recorded, ModelMismatch when another."""
+    """As kbmcp/store/sqlite/vectors.py's: False when no model is recorded, ModelMismatch when
+    another."""
     recorded = recorded_model(conn)
     if recorded is None:
         return False

@@ -7,7 +7,7 @@ anything is written, naming what is missing and what belongs to a later version.
 
 The expected schema of version N is what migrations 1..N make of an empty database in memory
 (computed once per process, a few milliseconds). Only names are compared: objects kbmcp does not
-make in migrations (the vec0 index, which kbmcp/store/vectors.py creates, and anything a user
+make in migrations (the vec0 index, which kbmcp/store/sqlite/vectors.py creates, and anything a user
 added) are ignored.
 """
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from kbmcp.store.migrations import all_migrations, migrate
+from kbmcp.store.sqlite.migrations import all_migrations, migrate
 
 # Objects kbmcp's migrations make (tables, their indexes, triggers, views); SQLite's own
 # (sqlite_sequence, sqlite_stat1, sqlite_autoindex_*) are not part of a version's schema.

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from kbmcp.store.vectors import index_vectors, unindex_vectors
+from kbmcp.store.sqlite.vectors import index_vectors, unindex_vectors
 
 INSERT_FTS = """
 INSERT INTO chunk_fts (rowid, title, heading, body) VALUES (:chunk_id, :title, :heading, :body)

@@ -27,7 +27,7 @@ class Migration:
 
 def all_migrations() -> list[Migration]:
     found = []
-    for entry in resources.files("kbmcp.store").joinpath("sql").iterdir():
+    for entry in resources.files("kbmcp.store.sqlite").joinpath("sql").iterdir():
         match = _FILE_NAME.match(entry.name)
         if match:
             found.append(

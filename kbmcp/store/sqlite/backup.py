@@ -13,14 +13,14 @@ from pathlib import Path
 import apsw
 
 from kbmcp.errors import StoreError
-from kbmcp.store.connection import load_sqlite_vec
-from kbmcp.store.files import create_private_file
+from kbmcp.store.sqlite.connection import load_sqlite_vec
+from kbmcp.store.sqlite.files import create_private_file
 
 
 def copy_database(source: apsw.Connection, destination: Path) -> int:
     """Copy `source` into the new file `destination`; returns the number of pages copied.
     The destination is removed again if anything fails. It is created private (0600), as the
-    knowledge base itself is (kbmcp/store/files.py)."""
+    knowledge base itself is (kbmcp/store/sqlite/files.py)."""
     try:
         create_private_file(destination)
     except OSError as exc:

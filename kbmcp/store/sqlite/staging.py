@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import apsw
 
-from kbmcp.store.vectors import VEC_TABLE
+from kbmcp.store.sqlite.vectors import VEC_TABLE
 
 # A new document whose first revision is being written: archived (so in no listing of published
 # documents and no index) and without a current revision until the switch publishes it.
@@ -66,7 +66,7 @@ DELETE FROM chunk_vector WHERE chunk_id IN (
 """
 
 # The switch. The keyword index and the vec0 index leave the old revision's chunks and take the
-# new one's, each in one statement. The FTS5 row is what kbmcp/store/index.py's add_to_index
+# new one's, each in one statement. The FTS5 row is what kbmcp/store/sqlite/index.py's add_to_index
 # writes: title, the heading path joined with " > " ('' for none), the text.
 # Trap: `rowid IN (SELECT ...)` is the form both FTS5 (contentless_delete) and vec0 delete by.
 UNINDEX_FTS_OF_REVISION = """

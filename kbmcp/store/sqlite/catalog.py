@@ -11,7 +11,7 @@ import apsw
 from kbmcp.clock import now_iso
 from kbmcp.errors import InvalidRequest
 from kbmcp.ids import looks_like_id
-from kbmcp.store.id_key import id_key_of
+from kbmcp.store.sqlite.id_key import id_key_of
 
 LOCAL_TENANT = "local"
 DEFAULT_KB = "default"

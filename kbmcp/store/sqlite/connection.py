@@ -26,11 +26,11 @@ from urllib.parse import quote
 import apsw
 
 from kbmcp.errors import ReadOnly, StoreError
-from kbmcp.store.disk_full import disk_full_error, is_disk_full
-from kbmcp.store.files import create_private_file, make_private_folder
-from kbmcp.store.id_key import ensure_id_key
-from kbmcp.store.migrations import current_version, latest_version, migrate
-from kbmcp.store.schema_check import schema_mismatch
+from kbmcp.store.sqlite.disk_full import disk_full_error, is_disk_full
+from kbmcp.store.sqlite.files import create_private_file, make_private_folder
+from kbmcp.store.sqlite.id_key import ensure_id_key
+from kbmcp.store.sqlite.migrations import current_version, latest_version, migrate
+from kbmcp.store.sqlite.schema_check import schema_mismatch
 
 BUSY_TIMEOUT_MS = 10_000
 # A closing checkpoint waits this long at most for readers and writers of other processes.
@@ -125,8 +125,8 @@ def is_writable(db_path: Path) -> bool:
 
 def _create_file(db_path: Path) -> bool:
     """An empty, private (0600) file, in private folders if they are missing: SQLite gives its
-    -wal and -shm files the same mode (kbmcp/store/files.py). False if another process created
-    the file first."""
+    -wal and -shm files the same mode (files.py). False if another process created the file
+    first."""
     try:
         make_private_folder(db_path.parent)
     except OSError as exc:
