@@ -65,7 +65,7 @@ def main() -> None:
         open_db, auth_db = Path(tmp) / "open.db", Path(tmp) / "auth.db"
         shutil.copy(args.db, open_db)
         shutil.copy(args.db, auth_db)
-        with Workspace(Settings(db_path=auth_db, embedder="minilm")) as ws:
+        with Workspace(Settings(db=auth_db, embedder="minilm")) as ws:
             secret = create_token(
                 ws, ws.local_principal(), tenant="local", scopes=["knowledge:read"]
             ).secret

@@ -129,7 +129,7 @@ class Timing:
 
 
 def ingest(db: Path, folder: Path, embedder: Embedder) -> tuple[IngestReport, Timing]:
-    with Workspace(Settings(db_path=db, embedder="hash"), embedder=embedder) as workspace:
+    with Workspace(Settings(db=db, embedder="hash"), embedder=embedder) as workspace:
         started, cpu_started = time.perf_counter(), time.process_time()
         report = add_paths(workspace, workspace.local_principal(), [folder])
         elapsed = Timing(time.perf_counter() - started, time.process_time() - cpu_started)

@@ -51,7 +51,7 @@ def queries_of(db: Path, chunks: int, count: int, warmup: int) -> dict[str, dict
         if saved["count"] == count and saved["warmup"] == warmup:
             return saved["queries"]
     corpus = Corpus(chunks)
-    with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+    with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
         samples = build(ws, corpus, write=False)
     queries = {
         "measured": {n: make_queries(corpus, s, count) for n, s in samples.items()},
@@ -65,11 +65,11 @@ def two_tenant_copy(db: Path, chunks: int, foreign_chunks: int) -> Path:
     copy = db.with_suffix(".two-tenants.db")
     if copy.exists():
         return copy
-    with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+    with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
         ws.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     shutil.copyfile(db, copy)
     corpus = Corpus(chunks)
-    with Workspace(Settings(db_path=copy, embedder="hash"), embedder=HashingEmbedder()) as ws:
+    with Workspace(Settings(db=copy, embedder="hash"), embedder=HashingEmbedder()) as ws:
         conn = ws.conn
         conn.execute("BEGIN IMMEDIATE")
         tenant = ensure_tenant(conn, FOREIGN_TENANT)
@@ -95,7 +95,7 @@ def measure(
     db: Path, queries: dict[str, dict[str, list[str]]], embedder: PrecomputedEmbedder
 ) -> dict[str, tuple[float, float, float]]:
     """Per cell: server p50, server p95, one-shot p50 (ms)."""
-    settings = Settings(db_path=db, embedder="hash")
+    settings = Settings(db=db, embedder="hash")
     out = {}
     with (
         Workspace(settings, embedder=embedder, long_lived=True) as server,

@@ -129,7 +129,7 @@ def write_corpus(root: Path, chunks: int) -> None:
 
 
 def ensure_corpus(db: Path, chunks: int) -> int:
-    with Workspace(Settings(db_path=db, embedder="minilm")) as ws:
+    with Workspace(Settings(db=db, embedder="minilm")) as ws:
         principal = ws.local_principal()
         have = sum(kb.chunk_count for kb in list_knowledge_bases(ws, principal))
         if have >= chunks:
@@ -219,14 +219,14 @@ async def over_http(
 
 
 async def over_http_with_token(db: Path, calls: int, warmup: int) -> list[tuple[float, float]]:
-    with Workspace(Settings(db_path=db, embedder="minilm")) as ws:
+    with Workspace(Settings(db=db, embedder="minilm")) as ws:
         created = create_token(
             ws, ws.local_principal(), tenant="local", scopes=["knowledge:read"], name="bench"
         )
     try:
         return await over_http(db, calls, warmup, secret=created.secret)
     finally:
-        with Workspace(Settings(db_path=db, embedder="minilm")) as ws:
+        with Workspace(Settings(db=db, embedder="minilm")) as ws:
             revoke_token(ws, ws.local_principal(), created.token.token_id)
 
 

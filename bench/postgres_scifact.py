@@ -48,7 +48,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=100)
     options = parser.parse_args()
     dataset = load_beir(options.dataset)
-    ws = Workspace(Settings(db_path=options.db), long_lived=False)
+    ws = Workspace(Settings(db=options.db), long_lived=False)
     pg = connect(options.pg)
     principal = ws.local_principal()
     vectors = np.load(options.vectors) if options.vectors else None

@@ -431,7 +431,7 @@ def main() -> None:
         db_path = args.db or Path(tmp) / "bench.db"
         reuse = db_path.exists()
         ws = Workspace(
-            Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
+            Settings(db=db_path, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
         )
         samples = build(ws, corpus, write=not reuse)
         print(f"built {args.chunks} chunks in {time.perf_counter() - started:.0f}s")

@@ -38,7 +38,7 @@ from kbmcp.workspace import Workspace
 db, queries, index, mode, scope = sys.argv[1:6]
 query, vector = json.load(open(queries))[int(index)]
 filters = SearchFilters(document_paths=[scope]) if scope else SearchFilters()
-with Workspace(Settings(db_path=Path(db), embedder="hash"), embedder=HashingEmbedder()) as ws:
+with Workspace(Settings(db=Path(db), embedder="hash"), embedder=HashingEmbedder()) as ws:
     principal = ws.local_principal()
     started = time.perf_counter()
     search(ws, principal, SearchRequest(query, mode=mode, filters=filters), query_vector=vector)
@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--scope", default="", help="A path prefix (default: unscoped).")
     args = parser.parse_args()
     corpus = Corpus(args.chunks, chunks_per_doc=args.chunks_per_doc)
-    with Workspace(Settings(db_path=args.db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+    with Workspace(Settings(db=args.db, embedder="hash"), embedder=HashingEmbedder()) as ws:
         samples = build(ws, corpus, write=False)
     queries = make_queries(corpus, samples["unscoped"], args.queries)
     vectors = PrecomputedEmbedder(queries).embed(queries)

@@ -66,7 +66,7 @@ def main() -> None:
     limits = [int(k) for k in args.limits.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "scifact.db"
-        settings = Settings(db_path=db, embedder="hash")
+        settings = Settings(db=db, embedder="hash")
         embedder = PrecomputedEmbedder(queries)
         with Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as ws:
             started = time.perf_counter()

@@ -48,7 +48,7 @@ WRITER = textwrap.dedent(
 
     db, folder, seconds = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
     started, n = time.monotonic(), 0
-    with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+    with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
         while time.monotonic() - started < seconds:
             path = folder / f"note{n:04d}.md"
             path.write_text(f"# Note {n}\\n\\nA note about zebra crossings number {n}.\\n" * 3)
@@ -88,7 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     corpus = Corpus(args.chunks, chunks_per_doc=args.chunks_per_doc)
     ws = Workspace(
-        Settings(db_path=args.db, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
+        Settings(db=args.db, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
     )
     samples = build(ws, corpus, write=False)
     scope = next(iter(SCOPES))

@@ -107,7 +107,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "docs"
         build_folder(root, args.pdfs, args.pages, args.notes)
-        settings = Settings(db_path=Path(tmp) / "kb.db", embedder="hash")
+        settings = Settings(db=Path(tmp) / "kb.db", embedder="hash")
         with Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as workspace:
             principal = workspace.local_principal()
             options = IngestOptions(knowledge_base="bench")

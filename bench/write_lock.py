@@ -44,7 +44,7 @@ from kbmcp.service.memories import remember
 from kbmcp.workspace import Workspace
 db, stop, ready = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 done, failures, latencies = 0, [], []
-with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
     principal = ws.local_principal()
     ready.write_text("ready")
     while not stop.exists():
@@ -104,7 +104,7 @@ def main() -> None:
         (folder / "manual.md").write_text(document(args.chunks))
         db = Path(tmp) / "kb.db"
         stop, ready = Path(tmp) / "stop", Path(tmp) / "ready"
-        with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+        with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
             ws.ensure_model()
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
             other = subprocess.Popen(

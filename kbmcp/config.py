@@ -1,6 +1,9 @@
 """Settings from the environment and the command line: the only configuration kbmcp has.
 
-Precedence for the database file: `--db PATH`, then `KBMCP_DB`, then the platform's user data dir.
+Precedence for the database: `--db`, then `KBMCP_DB`, then a file in the platform's user data dir.
+Either names a file (kept as a `Path`) or a PostgreSQL database by URL (`postgresql://...`, kept
+as the string: `Path()` would turn `postgresql://host/db` into the relative path
+`postgresql:/host/db`).
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from pathlib import Path
 
 import platformdirs
 
-from kbmcp.errors import InvalidRequest
-from kbmcp.store.postgres.url import is_postgres_url
+from kbmcp.errors import InvalidRequest, StoreError
+from kbmcp.store.postgres.url import is_postgres_url, shown_url
 
 DEFAULT_EMBEDDER = "minilm"
 EMBEDDER_NAMES = ("minilm", "hash")
@@ -30,7 +33,8 @@ DEFAULT_WRITE_BATCH_CHUNKS = 1000
 
 @dataclass(frozen=True)
 class Settings:
-    db_path: Path
+    # The knowledge base: a file path, or a PostgreSQL URL (a str; see `is_postgres`).
+    db: Path | str
     embedder: str = DEFAULT_EMBEDDER
     rrf_k: int = DEFAULT_RRF_K
     recency_half_life_days: float = DEFAULT_RECENCY_HALF_LIFE_DAYS
@@ -39,15 +43,40 @@ class Settings:
     immutable: bool = False
     write_batch_chunks: int = DEFAULT_WRITE_BATCH_CHUNKS
 
-    def with_db(self, db_path: Path | str | None) -> Settings:
-        if db_path is None:
-            return self
-        _refuse_url(db_path, "--db")
-        return replace(self, db_path=Path(db_path).expanduser())
+    def with_db(self, db: Path | str | None) -> Settings:
+        return self if db is None else replace(self, db=database(db))
+
+    @property
+    def is_postgres(self) -> bool:
+        return is_postgres_url(self.db)
+
+    @property
+    def db_path(self) -> Path:
+        """The knowledge-base file, for what only a file has (backup, file modes, WAL); a
+        StoreError for a PostgreSQL database."""
+        if isinstance(self.db, Path):
+            return self.db
+        raise StoreError(
+            f"{self.shown_db} is a PostgreSQL database, not a file: this needs a knowledge-base "
+            "file (`kbmcp copy URL FILE` makes one)",
+            details={"db": self.shown_db},
+        )
+
+    @property
+    def shown_db(self) -> str:
+        """The database as messages show it: the path, or the URL without its password."""
+        return shown_url(self.db) if isinstance(self.db, str) else str(self.db)
 
     def with_immutable(self, immutable: bool) -> Settings:
         """`--immutable` turns it on; without the flag KBMCP_IMMUTABLE decides."""
         return replace(self, immutable=True) if immutable else self
+
+
+def database(db: Path | str) -> Path | str:
+    """A `--db` / KBMCP_DB value as Settings keep it: a URL as given (stripped), a path expanded."""
+    if is_postgres_url(db):
+        return str(db).strip()
+    return Path(db).expanduser()
 
 
 def default_db_path() -> Path:
@@ -57,7 +86,6 @@ def default_db_path() -> Path:
 def load_settings(environ: dict[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     db = env.get("KBMCP_DB")
-    _refuse_url(db, "KBMCP_DB")
     embedder = env.get("KBMCP_EMBEDDER", DEFAULT_EMBEDDER).strip().lower()
     if embedder not in EMBEDDER_NAMES:
         raise InvalidRequest(
@@ -71,24 +99,13 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
     if not 1 <= rrf_k <= MAX_RRF_K:
         raise InvalidRequest(f"KBMCP_RRF_K must be an integer from 1 to {MAX_RRF_K}, got {rrf_k}")
     return Settings(
-        db_path=Path(db).expanduser() if db else default_db_path(),
+        db=database(db) if db else default_db_path(),
         embedder=embedder,
         rrf_k=rrf_k,
         recency_half_life_days=_half_life(env),
         immutable=_flag(env, "KBMCP_IMMUTABLE"),
         write_batch_chunks=_write_batch_chunks(env),
     )
-
-
-def _refuse_url(db: Path | str | None, name: str) -> None:
-    """A PostgreSQL URL is not a file name: `Path()` would make a folder `postgresql:` of it.
-    Until the service runs on PostgreSQL (issue 18, phase B), only `kbmcp copy` takes one."""
-    if is_postgres_url(db):
-        raise InvalidRequest(
-            f"{name}: PostgreSQL databases are not served by this version yet; "
-            "`kbmcp copy SRC DST` copies a knowledge base to and from one",
-            details={"argument": name},
-        )
 
 
 def _flag(env: os._Environ[str] | dict[str, str], name: str) -> bool:

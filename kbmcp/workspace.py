@@ -1,4 +1,4 @@
-"""A workspace: the open file, the configured embedder and settings, shared by every service call.
+"""A workspace: the open store, the configured embedder and settings, shared by every service call.
 
 The CLI opens one per command; the MCP server opens one for its lifetime. `long_lived` says
 which: a long-lived workspace holds the search accelerators (kbmcp/search/accelerator.py:
@@ -6,47 +6,46 @@ every vector in memory, per-term bm25 contributions, tokenised chunks) that pay 
 queries; a one-shot one (the default) holds none and answers from SQL alone (vec0, FTS5)
 instead of paying a fill of ~0.5-2 s at 100k chunks for a single query (docs/search.md).
 
-Connections: every thread that uses the workspace holds its own apsw connection to the file
-while it lives, so a server's requests run in parallel: in WAL mode readers never wait for each
-other nor for a writer. Writes take `lock`, so a process has one writer at a time (other
-processes queue on SQLite's busy timeout); reads take no lock.
+The store (kbmcp/store/backend.py) is an SQLite file or a PostgreSQL database, opened from
+`settings.db`; services reach it through `workspace.store` and `workspace.conn`.
+
+Connections: every thread that uses the workspace holds its own connection to the database
+while it lives, so a server's requests run in parallel: in WAL mode (and on PostgreSQL) readers
+never wait for each other nor for a writer. Writes take `lock`, so a process has one writer at a
+time (other processes queue on SQLite's busy timeout, or on PostgreSQL's row locks); reads take
+no lock.
 
 Threads come and go (the servers' worker threads expire after 10 s idle and new ones start for
 the next request), connections do not: a thread that needs one takes over the connection of a
 thread that has ended, and only opens a new one when every connection belongs to a live thread.
 So a process never holds more connections than it had threads using the workspace at one time
-(the worker pool's size), however long it runs; all are closed with the workspace.
+(the worker pool's size), however long it runs; all are closed with the workspace. A connection
+the PostgreSQL server dropped is replaced at the thread's next call.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
-import apsw
-
 from kbmcp.access import Principal, local_principal
 from kbmcp.config import Settings
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.registry import create_embedder
-from kbmcp.store.sqlite.connection import checkpoint, open_connection, write_transaction
-from kbmcp.store.sqlite.vectors import check_model, record_model
+from kbmcp.store.backend import Connection, Store, open_store
 
 if TYPE_CHECKING:
     from kbmcp.search.accelerator import Accelerator
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass
 class _Lease:
     """A connection and the thread it belongs to until that thread ends."""
 
-    conn: apsw.Connection
+    conn: Connection
     thread: threading.Thread
 
 
@@ -59,19 +58,19 @@ class Workspace:
         create: bool = True,
         long_lived: bool = False,
     ) -> None:
-        """Open the file (`create=False`: a missing file is an error instead of a new file).
-        `long_lived`: the process serves many queries (server, eval, bench), so search may fill
-        in-memory caches; otherwise it uses them only if already warm."""
+        """Open the database (`create=False`: a missing file or an empty database is an error
+        instead of a new knowledge base). `long_lived`: the process serves many queries (server,
+        eval, bench), so search may fill in-memory caches; otherwise it uses them only if
+        already warm."""
         self.settings = settings
+        self.store: Store = open_store(settings)
         self.accelerator: Accelerator | None = None
         self.long_lived = long_lived
         self._local = threading.local()
         self._leases: list[_Lease] = []
         self._leases_lock = threading.Lock()
-        # The first connection creates and migrates the file; the others only open it.
-        self._local.conn = self._register(
-            open_connection(settings.db_path, create=create, immutable=settings.immutable)
-        )
+        # The first connection creates and migrates the database; the others only open it.
+        self._local.conn = self._register(self.store.connect(create=create, migrate=True))
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
         # The process's writer lock: service functions that write hold it while they use the
@@ -79,43 +78,46 @@ class Workspace:
         self.lock = threading.RLock()
 
     @property
-    def conn(self) -> apsw.Connection:
-        """This thread's connection to the file."""
+    def conn(self) -> Connection:
+        """This thread's connection to the database (only store functions use what it is)."""
         conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = self._take_over() or self._register(
-                open_connection(
-                    self.settings.db_path,
-                    create=False,
-                    apply_migrations=False,
-                    immutable=self.settings.immutable,
-                )
-            )
+        if conn is None or not self.store.usable(conn):
+            if conn is not None:
+                self._drop(conn)
+            conn = self._take_over() or self._register(self.store.connect())
             self._local.conn = conn
         return conn
 
     @property
     def connection_count(self) -> int:
-        """How many connections to the file the workspace holds open."""
+        """How many connections to the database the workspace holds open."""
         with self._leases_lock:
             return len(self._leases)
 
-    def _take_over(self) -> apsw.Connection | None:
+    def _take_over(self) -> Connection | None:
         """The connection of a thread that has ended, now this thread's; None if every
         connection belongs to a live thread. A thread that has ended runs no more code, so
         nothing else can be using its connection."""
-        with self._leases_lock:
-            lease = next((lease for lease in self._leases if not lease.thread.is_alive()), None)
-            if lease is None:
-                return None
-            lease.thread = threading.current_thread()
-        if lease.conn.in_transaction:
+        while True:
+            with self._leases_lock:
+                lease = next((lease for lease in self._leases if not lease.thread.is_alive()), None)
+                if lease is None:
+                    return None
+                lease.thread = threading.current_thread()
             # Never expected (write_transaction always ends what it began), but a transaction
             # left open by a dead thread must not leak into this thread's first call.
-            lease.conn.execute("ROLLBACK")
-        return lease.conn
+            self.store.abandon(lease.conn)
+            if self.store.usable(lease.conn):
+                return lease.conn
+            self._drop(lease.conn)  # closed by `abandon`, or dropped by the server
 
-    def _register(self, conn: apsw.Connection) -> apsw.Connection:
+    def _drop(self, conn: Connection) -> None:
+        """Forget (and close) a connection that can no longer be used."""
+        with self._leases_lock:
+            self._leases = [lease for lease in self._leases if lease.conn is not conn]
+        self.store.close([conn])
+
+    def _register(self, conn: Connection) -> Connection:
         with self._leases_lock:
             self._leases.append(_Lease(conn, threading.current_thread()))
         return conn
@@ -148,27 +150,20 @@ class Workspace:
         """Check that the file's vectors come from the configured embedder, recording it on first
         use. Raises ModelMismatch (naming `kbmcp reembed`) otherwise."""
         fingerprint = self.embedder.fingerprint
-        if check_model(self.conn, fingerprint) or self.conn.readonly("main"):
-            # Recorded already; or a read-only file without a model, which has no vectors to
-            # check (nor room to record one).
+        store, conn = self.store, self.conn
+        if store.vectors.check_model(conn, fingerprint) or store.is_read_only(conn):
+            # Recorded already; or a read-only database without a model, which has no vectors
+            # to check (nor room to record one).
             return
-        with self.lock, write_transaction(self.conn):
-            if not check_model(self.conn, fingerprint):
-                record_model(self.conn, fingerprint)
+        with self.lock, store.write_transaction(conn):
+            if not store.vectors.check_model(conn, fingerprint):
+                store.vectors.record_model(conn, fingerprint)
 
     def close(self) -> None:
-        """Fold the WAL into the file and close every connection. The last connection to the
-        file (of any process) removes the -wal and -shm files; if another process still has
-        it open, the checkpoint leaves the -wal empty."""
+        """Close every connection (on SQLite, the WAL is folded into the file first)."""
         with self._leases_lock:
             leases, self._leases = self._leases, []
-        if leases:
-            checkpoint(leases[0].conn)
-        for lease in leases:
-            try:
-                lease.conn.close()
-            except apsw.Error as exc:  # in use by a thread still finishing a request
-                logger.warning("closing a connection to %s: %s", self.settings.db_path, exc)
+        self.store.close([lease.conn for lease in leases])
 
     def __enter__(self) -> Workspace:
         return self

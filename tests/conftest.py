@@ -23,6 +23,7 @@ from tests.postgres_fixtures import (  # noqa: F401 (fixtures)
     postgres_server_url,
     postgres_url,
 )
+from tests.store_backends import backend_db, backend_workspace  # noqa: F401 (fixtures)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"
@@ -75,7 +76,7 @@ def workspace(db_path: Path) -> Iterator[Workspace]:
     """A long-lived workspace (as the server's): search uses its in-memory caches. The SQL-only
     one-shot path is compared with it in tests/test_search_one_shot.py."""
     ws = Workspace(
-        Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
+        Settings(db=db_path, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
     )
     try:
         yield ws

@@ -118,7 +118,7 @@ def pinned_clock(moment: str) -> Iterator[None]:
 
 
 def hash_workspace(db_path: Path) -> Workspace:
-    return Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
+    return Workspace(Settings(db=db_path, embedder="hash"), embedder=HashingEmbedder())
 
 
 def build_corpus(root: Path, db_path: Path) -> None:

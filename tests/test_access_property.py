@@ -59,7 +59,7 @@ class World:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("property")
     db = root / "kb.db"
-    settings_ = Settings(db_path=db, embedder="hash")
+    settings_ = Settings(db=db, embedder="hash")
     ws = Workspace(settings_, embedder=HashingEmbedder(), long_lived=True)
     admin = ws.local_principal()
     for tenant in TENANTS:

@@ -69,7 +69,7 @@ def test_every_row_comes_back_unchanged(round_trip: tuple[Path, Path, str]) -> N
 
 
 def _searches(path: Path, tenant: str | None) -> list[object]:
-    ws = Workspace(Settings(db_path=path, embedder="hash"), embedder=HashingEmbedder())
+    ws = Workspace(Settings(db=path, embedder="hash"), embedder=HashingEmbedder())
     try:
         principal = principal_of(ws, tenant)
         found = []

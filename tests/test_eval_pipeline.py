@@ -165,7 +165,7 @@ def test_cli_eval_end_to_end_lexical_matches_hand_computed(
 def test_service_run_agrees_with_evaluate_run(db_path: Path, dataset_dir: Path) -> None:
     from kbmcp.config import Settings
 
-    with Workspace(Settings(db_path=db_path, embedder="hash")) as ws:
+    with Workspace(Settings(db=db_path, embedder="hash")) as ws:
         report = evaluate(ws, ws.local_principal(), dataset_dir, options=EvalOptions())
     assert list(report.modes) == ["lexical", "semantic", "hybrid", "rrf"]
     for mode, result in report.modes.items():

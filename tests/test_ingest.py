@@ -146,7 +146,7 @@ def embedder() -> CountingEmbedder:
 
 @pytest.fixture
 def ws(db_path: Path, embedder: CountingEmbedder) -> Iterator[Workspace]:
-    workspace = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=embedder)
+    workspace = Workspace(Settings(db=db_path, embedder="hash"), embedder=embedder)
     try:
         yield workspace
     finally:
@@ -612,12 +612,12 @@ def test_an_embedder_failure_midway_leaves_no_half_written_document(
     monkeypatch.setattr(ingest_batch, "EMBED_BATCH_CHUNKS", 6)  # ~2 documents per batch
     folder = many_files(tmp_path / "notes", 12)
     failing = CountingEmbedder(fail_on_call=2)
-    with Workspace(Settings(db_path=db_path), embedder=failing) as workspace:
+    with Workspace(Settings(db=db_path), embedder=failing) as workspace:
         with pytest.raises(RuntimeError, match="failed on call 2"):
             add(workspace, folder)
         present = assert_all_or_nothing(workspace.conn)
         assert 0 < len(present) < 12
-    with Workspace(Settings(db_path=db_path), embedder=CountingEmbedder()) as workspace:
+    with Workspace(Settings(db=db_path), embedder=CountingEmbedder()) as workspace:
         report = add(workspace, folder)
         assert report.unchanged == len(present) and report.added == 12 - len(present)
         assert len(assert_all_or_nothing(workspace.conn)) == 12
@@ -656,7 +656,7 @@ def test_a_concurrent_identical_add_creates_no_duplicate_revisions(
     """Another process adds the same folder while this run is embedding: what it wrote is
     recognised under the write lock instead of being written again as revision 2."""
     folder = make_mixed_folder(tmp_path)
-    other = Workspace(Settings(db_path=db_path), embedder=HashingEmbedder())
+    other = Workspace(Settings(db=db_path), embedder=HashingEmbedder())
 
     class RacingEmbedder(CountingEmbedder):
         def embed(self, texts: Sequence[str]) -> np.ndarray:
@@ -664,7 +664,7 @@ def test_a_concurrent_identical_add_creates_no_duplicate_revisions(
                 assert add(other, folder).added == 7
             return super().embed(texts)
 
-    with other, Workspace(Settings(db_path=db_path), embedder=RacingEmbedder()) as workspace:
+    with other, Workspace(Settings(db=db_path), embedder=RacingEmbedder()) as workspace:
         report = add(workspace, folder)
         assert (report.added, report.updated, report.unchanged) == (0, 0, 7)
         assert rows(workspace.conn, "SELECT count(*), max(number) FROM revision") == [(7, 1)]
@@ -676,12 +676,12 @@ def test_a_concurrent_identical_add_creates_no_duplicate_revisions(
 
 def test_another_model_is_refused_until_reembed(db_path: Path, tmp_path: Path) -> None:
     folder = make_mixed_folder(tmp_path)
-    with Workspace(Settings(db_path=db_path), embedder=HashingEmbedder()) as workspace:
+    with Workspace(Settings(db=db_path), embedder=HashingEmbedder()) as workspace:
         add(workspace, folder)
         (folder / "notes.txt").unlink()
         add(workspace, folder, prune=True)  # an archived document keeps its stored vectors
     other = HashingEmbedder(dimension=64)
-    with Workspace(Settings(db_path=db_path), embedder=other) as workspace:
+    with Workspace(Settings(db=db_path), embedder=other) as workspace:
         with pytest.raises(ModelMismatch, match=r"kbmcp reembed") as caught:
             add(workspace, folder)
         assert "hashing (dim 384" in caught.value.message
@@ -714,7 +714,7 @@ def test_the_default_model_ingests_and_reads_back(db_path: Path, tmp_path: Path)
     (tmp_path / "a.md").write_text("# Keys\n\nRotate API keys every ninety days.\n")
     (tmp_path / "b.md").write_text("# Birds\n\nHerons wait in shallow water for fish.\n")
     model = MiniLMEmbedder()
-    with Workspace(Settings(db_path=db_path), embedder=model) as workspace:
+    with Workspace(Settings(db=db_path), embedder=model) as workspace:
         report = add(workspace, tmp_path / "a.md", tmp_path / "b.md")
         assert report.added == 2 and report.chunks_embedded == 2
         assert recorded_model(workspace.conn) == FINGERPRINT

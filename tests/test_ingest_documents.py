@@ -17,7 +17,7 @@ from kbmcp.ingest.chunker import chunk_document
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.ingest import DocumentInput, add_documents
 from kbmcp.service.search import search
-from kbmcp.store.sqlite.vectors import from_blob
+from kbmcp.store.vectors import from_blob
 from kbmcp.workspace import Workspace
 
 GUIDE = (
@@ -40,7 +40,7 @@ class NoEmbedding(DelegatingEmbedder):
 @pytest.fixture
 def counted(db_path: Path) -> Iterator[tuple[Workspace, NoEmbedding]]:
     embedder = NoEmbedding()
-    workspace = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=embedder)
+    workspace = Workspace(Settings(db=db_path, embedder="hash"), embedder=embedder)
     yield workspace, embedder
     workspace.close()
 

@@ -95,7 +95,7 @@ def test_a_file_that_fails_to_embed_or_write_loses_nothing_else(
         return real_add_to_index(conn, title, rows)
 
     monkeypatch.setattr(ingest_write, "add_to_index", failing_add_to_index)
-    settings = Settings(db_path=db_path, embedder="hash")
+    settings = Settings(db=db_path, embedder="hash")
     with Workspace(settings, embedder=PoisonEmbedder()) as workspace:
         report = add_paths(workspace, workspace.local_principal(), [root])
         assert report.added == 20
@@ -125,7 +125,7 @@ def test_a_broken_embedder_is_an_error_not_a_failure_per_file(
     tmp_path: Path, db_path: Path
 ) -> None:
     root = write_tree(tmp_path / "docs", {"a.md": "# A\n\npoison\n", "b.md": "# B\n\npoison\n"})
-    settings = Settings(db_path=db_path, embedder="hash")
+    settings = Settings(db=db_path, embedder="hash")
     with (
         Workspace(settings, embedder=PoisonEmbedder()) as workspace,
         pytest.raises(ValueError, match="cannot take"),

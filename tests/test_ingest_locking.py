@@ -62,7 +62,7 @@ def test_add_and_reembed_embed_without_the_lock_and_reembed_catches_late_writes(
     for i in range(3):
         (folder / f"n{i}.md").write_text(f"# Note {i}\n\nText {i}.\n")
     embedder = ProbingEmbedder()
-    with Workspace(Settings(db_path=db_path, embedder="hash"), embedder=embedder) as workspace:
+    with Workspace(Settings(db=db_path, embedder="hash"), embedder=embedder) as workspace:
         embedder.workspace = workspace
         assert add_paths(workspace, workspace.local_principal(), [folder]).added == 3
         assert embedder.lock_free and all(embedder.lock_free)
@@ -72,7 +72,7 @@ def test_add_and_reembed_embed_without_the_lock_and_reembed_catches_late_writes(
         (late / "late.md").write_text("# Late\n\nWritten while reembed embeds.\n")
 
         def another_process_adds_a_document() -> None:
-            settings = Settings(db_path=db_path, embedder="hash")
+            settings = Settings(db=db_path, embedder="hash")
             with Workspace(settings, embedder=HashingEmbedder()) as other:
                 add_paths(other, other.local_principal(), [late])
 

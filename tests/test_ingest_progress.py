@@ -29,7 +29,7 @@ def test_bytes_move_while_one_large_file_embeds(tmp_path: Path, write_batch_chun
     )
     events: list[IngestProgress] = []
     settings = Settings(
-        db_path=tmp_path / "kb.db", embedder="hash", write_batch_chunks=write_batch_chunks
+        db=tmp_path / "kb.db", embedder="hash", write_batch_chunks=write_batch_chunks
     )
     with Workspace(settings, embedder=HashingEmbedder()) as workspace:
         report = add_paths(

@@ -58,7 +58,7 @@ def db(tmp_path: Path) -> Path:
 
 
 def workspace(db_path: Path, half_life: float = 0.0) -> Workspace:
-    settings = Settings(db_path=db_path, embedder="hash", recency_half_life_days=half_life)
+    settings = Settings(db=db_path, embedder="hash", recency_half_life_days=half_life)
     return Workspace(settings, embedder=HashingEmbedder())
 
 
@@ -703,7 +703,7 @@ def test_cli_memory_commands(kbmcp: Any, tmp_path: Path) -> None:
 async def test_the_default_model_finds_a_paraphrased_memory(tmp_path: Path) -> None:
     """With the real default model (MiniLM), a memory is found by meaning: the query shares no
     content word with it, and two unrelated memories are beside it."""
-    settings = Settings(db_path=tmp_path / "minilm.db", embedder="minilm")
+    settings = Settings(db=tmp_path / "minilm.db", embedder="minilm")
     with Workspace(settings) as ws:
         async with Client(build_server(ws)) as client:
             fact = await ok(client, "remember", content=FACT)

@@ -40,7 +40,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory, postgres_url: str) -> Itera
     copy.copy_store(str(paths["all"]), postgres_url, force=True)
     pg = connect(postgres_url)
     workspaces = {
-        view: Workspace(Settings(db_path=path, embedder="hash"), embedder=HashingEmbedder())
+        view: Workspace(Settings(db=path, embedder="hash"), embedder=HashingEmbedder())
         for view, path in paths.items()
     }
     try:

@@ -275,7 +275,7 @@ def test_a_read_only_knowledge_base_without_a_model_is_searched_without_vectors(
     """`serve --create` made it, nothing was added, then it was shipped read-only: no model was
     ever recorded and none can be, so search answers (empty) instead of failing."""
     db = tmp_path / "kb.db"
-    with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()):
+    with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()):
         pass  # the schema only
     db.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
     try:
@@ -322,7 +322,7 @@ def live_folder(corpus: Path, tmp_path: Path) -> Path:
     if probe.returncode != 0:
         pytest.skip(f"cannot make a bind mount here: {probe.stderr.strip()}")
     live = tmp_path / "live"
-    settings = Settings(db_path=live / "kb.db", embedder="hash")
+    settings = Settings(db=live / "kb.db", embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder()) as ws:
         add_paths(ws, ws.local_principal(), [corpus], IngestOptions(knowledge_base="default"))
     return live
@@ -335,7 +335,7 @@ def test_a_server_on_a_read_only_mount_sees_the_hosts_writes(
     server behind the read-only mount answers from what the host commits, across checkpoints
     and the host closing and reopening the file (before: opened immutable, it saw nothing new
     and then read "database disk image is malformed")."""
-    settings = Settings(db_path=live_folder / "kb.db", embedder="hash")
+    settings = Settings(db=live_folder / "kb.db", embedder="hash")
     host = Workspace(settings, embedder=HashingEmbedder())
     server = serve_through_read_only_mount(live_folder, tmp_path / "ro")
     try:

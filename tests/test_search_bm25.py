@@ -61,7 +61,7 @@ def _write(folder: Path, rng: random.Random, docs: int) -> None:
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     root = tmp_path_factory.mktemp("bm25")
     ws = Workspace(
-        Settings(db_path=root / "kb.db", embedder="hash"),
+        Settings(db=root / "kb.db", embedder="hash"),
         embedder=HashingEmbedder(),
         long_lived=True,
     )
@@ -190,7 +190,7 @@ def test_postings_follow_writes_in_place_and_stay_exact(tmp_path: Path) -> None:
     """A server's postings, filled for many phrases, then documents added, rewritten and archived
     by another connection: the accelerator updates them in place (no phrase fetched again) and
     every score still equals FTS5's bm25() bit for bit."""
-    settings = Settings(db_path=tmp_path / "kb.db", embedder="hash")
+    settings = Settings(db=tmp_path / "kb.db", embedder="hash")
     server = Workspace(settings, embedder=HashingEmbedder(), long_lived=True)
     writer = Workspace(settings, embedder=HashingEmbedder())
     try:

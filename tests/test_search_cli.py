@@ -55,7 +55,7 @@ def test_json_output_snapshot(db: Path, args: list[str], snapshot_json: Any) -> 
 
 def test_json_output_equals_the_service_response(db: Path) -> None:
     cli_response = _run(db, "keys", "--path", "handbook/", "--limit", "2")
-    with Workspace(Settings(db_path=db, embedder="hash")) as ws:
+    with Workspace(Settings(db=db, embedder="hash")) as ws:
         request = SearchRequest(
             "keys", limit=2, filters=SearchFilters(document_paths=["handbook/"])
         )

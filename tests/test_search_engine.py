@@ -42,7 +42,7 @@ def test_vector_copy_follows_writes_from_another_connection_in_place(
     assert "late.md" not in _paths(workspace, "zebra crossing", mode="semantic")
     loaded = _vectors(workspace)
     assert len(loaded.live_rows()) == 6
-    other = Workspace(Settings(db_path=db_path, embedder="hash"), embedder=HashingEmbedder())
+    other = Workspace(Settings(db=db_path, embedder="hash"), embedder=HashingEmbedder())
     try:
         late = tmp_path / "late"
         late.mkdir()

@@ -228,7 +228,7 @@ def test_bound_candidates_equal_the_row_by_row_json(dtype: type) -> None:
 def searched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     """Documents and memories (a store with tags), the server's workspace."""
     root = tmp_path_factory.mktemp("fast_paths")
-    settings = Settings(db_path=root / "kb.db", embedder="hash", recency_half_life_days=30.0)
+    settings = Settings(db=root / "kb.db", embedder="hash", recency_half_life_days=30.0)
     with Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as ws:
         ingest(ws, write_small_corpus(root))
         owner = ws.local_principal()

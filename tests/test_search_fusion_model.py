@@ -53,7 +53,7 @@ def kitchen(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     for path, text in PAGES.items():
         (root / "pages" / path).parent.mkdir(parents=True, exist_ok=True)
         (root / "pages" / path).write_text(textwrap.dedent(text), encoding="utf-8")
-    workspace = Workspace(Settings(db_path=root / "kb.db", embedder="minilm"), long_lived=True)
+    workspace = Workspace(Settings(db=root / "kb.db", embedder="minilm"), long_lived=True)
     add_paths(workspace, workspace.local_principal(), [Path(root / "pages")], IngestOptions())
     yield workspace
     workspace.close()

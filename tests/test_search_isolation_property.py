@@ -199,7 +199,7 @@ def _run(db: Path, caller: Principal, wanted: list[SearchRequest]) -> list[list[
     out = []
     for long_lived in (True, False):
         with Workspace(
-            Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder(), long_lived=long_lived
+            Settings(db=db, embedder="hash"), embedder=HashingEmbedder(), long_lived=long_lived
         ) as ws:
             out.append([_fields(search(ws, caller, request)) for request in wanted])
     return out

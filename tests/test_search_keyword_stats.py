@@ -221,7 +221,7 @@ def test_statistics_of_every_store_are_the_index_own(two_tenants: TwoTenants) ->
     """The two definitions give the same integers when the caller reads everything, so
     switching between them never changes a score."""
     with Workspace(
-        Settings(db_path=two_tenants.db, embedder="hash"), embedder=HashingEmbedder(),
+        Settings(db=two_tenants.db, embedder="hash"), embedder=HashingEmbedder(),
         long_lived=True,
     ) as ws:  # fmt: skip
         conn = ws.conn
@@ -274,7 +274,7 @@ def test_every_source_scores_with_the_readable_set_statistics(
     stores = two_tenants.sets[name]
     reference = apsw.Connection(str(readable_only_index[name]))
     with Workspace(
-        Settings(db_path=two_tenants.db, embedder="hash"), embedder=HashingEmbedder(),
+        Settings(db=two_tenants.db, embedder="hash"), embedder=HashingEmbedder(),
         long_lived=True,
     ) as ws:  # fmt: skip
         conn = ws.conn
@@ -339,7 +339,7 @@ def word_file(tmp_path: Path) -> Iterator[tuple[Path, Principal]]:
 
 
 def _scores(db: Path, principal: Principal) -> list[tuple[str, list]]:
-    settings = Settings(db_path=db, embedder="hash")
+    settings = Settings(db=db, embedder="hash")
     out = []
     for long_lived in (True, False):
         with Workspace(settings, embedder=HashingEmbedder(), long_lived=long_lived) as ws:
@@ -388,7 +388,7 @@ def test_another_tenants_first_store_changes_nothing(tmp_path: Path, mode: str) 
         out = []
         for long_lived in (True, False):
             with Workspace(
-                Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder(),
+                Settings(db=db, embedder="hash"), embedder=HashingEmbedder(),
                 long_lived=long_lived,
             ) as ws:  # fmt: skip
                 owner = ws.local_principal()
@@ -420,7 +420,7 @@ def test_another_tenants_queries_do_not_change_a_strategy(tmp_path: Path) -> Non
     query = SearchRequest("zebra crossing", mode="lexical", filters=SearchFilters(
         document_paths=["d001.md"]))  # fmt: skip
     with Workspace(
-        Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
+        Settings(db=db, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
     ) as ws:
         acme = act_as_tenant(ws, ws.local_principal(), "acme")
         beta = act_as_tenant(ws, ws.local_principal(), "beta")

@@ -27,9 +27,7 @@ QUERY = "how do I rotate keys and search the scope"
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
     root = tmp_path_factory.mktemp("modes")
-    workspace = Workspace(
-        Settings(db_path=root / "kb.db", embedder="hash"), embedder=HashingEmbedder()
-    )
+    workspace = Workspace(Settings(db=root / "kb.db", embedder="hash"), embedder=HashingEmbedder())
     ingest(workspace, write_small_corpus(root))
     yield workspace
     workspace.close()
@@ -123,7 +121,7 @@ def test_rrf_sums_reciprocal_ranks_with_the_given_k(ws: Workspace) -> None:
 def test_rrf_k_defaults_to_the_configured_value(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ws, "settings", Settings(db_path=ws.settings.db_path, rrf_k=7))
+    monkeypatch.setattr(ws, "settings", Settings(db=ws.settings.db_path, rrf_k=7))
     assert _search(ws, mode="rrf").rrf_k == 7
 
 

@@ -67,7 +67,7 @@ def pair(
     memories with the same words ("shared": its readable set's statistics apply,
     kbmcp/search/lexical/stats.py)."""
     root = tmp_path_factory.mktemp("one_shot")
-    settings = Settings(db_path=root / "kb.db", embedder="hash")
+    settings = Settings(db=root / "kb.db", embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as server:
         ingest(server, write_adversarial_corpus(root))
         ingest(server, write_small_corpus(root), kb="handbook")

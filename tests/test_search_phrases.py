@@ -56,7 +56,7 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def pair(db: Path) -> Iterator[tuple[Workspace, Workspace]]:
-    settings = Settings(db_path=db, embedder="hash")
+    settings = Settings(db=db, embedder="hash")
     with (
         Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as server,
         Workspace(settings, embedder=HashingEmbedder()) as one_shot,

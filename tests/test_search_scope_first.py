@@ -32,7 +32,7 @@ from tests.search_corpus import (
 @pytest.fixture(scope="module")
 def adversarial_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("adversarial")
-    with Workspace(Settings(db_path=root / "kb.db", embedder="hash")) as ws:
+    with Workspace(Settings(db=root / "kb.db", embedder="hash")) as ws:
         ingest(ws, write_adversarial_corpus(root))
     return root / "kb.db"
 
@@ -40,7 +40,7 @@ def adversarial_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module", params=[True, False], ids=["server", "one-shot"])
 def corpus(adversarial_db: Path, request: pytest.FixtureRequest) -> Iterator[Workspace]:
     """Both search paths: in-memory caches (server) and SQL only (one-shot CLI)."""
-    settings = Settings(db_path=adversarial_db, embedder="hash")
+    settings = Settings(db=adversarial_db, embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder(), long_lived=request.param) as ws:
         yield ws
 

@@ -75,7 +75,7 @@ def test_a_store_committed_while_embedding_is_not_searched(
 ) -> None:
     db, caller = file_of_acme
     embedder = CommittingEmbedder(lambda: _beta_remembers(db))
-    settings = Settings(db_path=db, embedder="hash")
+    settings = Settings(db=db, embedder="hash")
     with Workspace(settings, embedder=embedder, long_lived=long_lived) as ws:
         if long_lived:  # a warm server: its copies were built before the commit
             search(ws, caller, SearchRequest(QUERY, mode="lexical"))

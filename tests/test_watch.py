@@ -70,7 +70,7 @@ def watched(tmp_path: Path) -> Iterator[tuple[Watcher, Path]]:
     folder.mkdir()
     (folder / "birds.md").write_text("# Birds\n\nThe heron waits.\n")
     # the database lives inside the watched folder: its writes must not trigger syncs
-    settings = Settings(db_path=folder / "kb.db", embedder="hash")
+    settings = Settings(db=folder / "kb.db", embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder()) as workspace:
         watcher = Watcher(workspace, folder)
         watcher.thread.start()
@@ -225,7 +225,7 @@ def test_a_change_touches_only_the_files_it_names(
         return real_read_bytes(path)
 
     monkeypatch.setattr(reader, "_read_bytes", counting_read_bytes)
-    settings = Settings(db_path=tmp_path / "kb.db", embedder="hash")
+    settings = Settings(db=tmp_path / "kb.db", embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder()) as workspace:
         watcher = Watcher(workspace, folder)
         watcher.thread.start()
@@ -275,7 +275,7 @@ def test_a_burst_is_searchable_file_by_file_and_an_edit_jumps_the_queue(
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "birds.md").write_text("# Birds\n\nThe heron waits.\n")
-    settings = Settings(db_path=tmp_path / "kb.db", embedder="hash")
+    settings = Settings(db=tmp_path / "kb.db", embedder="hash")
     with Workspace(settings, embedder=SlowEmbedder()) as workspace:
         watcher = Watcher(workspace, folder)
         watcher.thread.start()
@@ -307,7 +307,7 @@ def test_a_burst_is_searchable_file_by_file_and_an_edit_jumps_the_queue(
 
 def published_under(db: Path, prefix: str) -> int:
     """Documents under `prefix` that searches find (published, in the indexes)."""
-    with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+    with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
         return ws.conn.execute(
             "SELECT count(DISTINCT d.path) FROM indexed_chunk AS i "
             "JOIN document AS d ON d.id = i.document_id WHERE d.path LIKE :prefix || '%'",
@@ -316,5 +316,5 @@ def published_under(db: Path, prefix: str) -> int:
 
 
 def workspace_paths(db: Path) -> dict[str, str]:
-    with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+    with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
         return dict(ws.conn.execute("SELECT path, status FROM document").fetchall())

@@ -31,7 +31,8 @@ from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.search import search
 from kbmcp.store.sqlite import connection
 from kbmcp.store.sqlite.connection import open_connection, write_transaction
-from kbmcp.store.sqlite.vectors import VEC_TABLE, to_blob
+from kbmcp.store.sqlite.vectors import VEC_TABLE
+from kbmcp.store.vectors import to_blob
 from kbmcp.workspace import Workspace
 from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT
@@ -83,7 +84,7 @@ def transaction_sizes(sizes: list[int]) -> Iterator[None]:
 
 def lexical_paths(db: Path, word: str) -> list[str]:
     """The documents another process's keyword search finds now."""
-    with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as other:
+    with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()) as other:
         request = SearchRequest(word, mode="lexical", limit=5)
         return sorted({r.path for r in search(other, other.local_principal(), request).results})
 
@@ -98,7 +99,7 @@ def test_a_huge_document_is_written_in_bounded_parts_and_appears_at_once(
     db = tmp_path / "kb.db"
     embedder = ProbeEmbedder()
     seen_during: list[list[str]] = []
-    settings = Settings(db_path=db, embedder="hash", write_batch_chunks=BOUND)
+    settings = Settings(db=db, embedder="hash", write_batch_chunks=BOUND)
     with Workspace(settings, embedder=embedder) as workspace:
         sizes: list[int] = []
         embedder.probe = lambda: seen_during.append(lexical_paths(db, "wades"))
@@ -139,7 +140,7 @@ def test_parts_and_one_transaction_give_the_same_index(tmp_path: Path) -> None:
     (folder / "huge.md").write_text(big_document(60))
     states = []
     for bound, name in ((BOUND, "parts.db"), (100_000, "whole.db")):
-        settings = Settings(db_path=tmp_path / name, embedder="hash", write_batch_chunks=bound)
+        settings = Settings(db=tmp_path / name, embedder="hash", write_batch_chunks=bound)
         with Workspace(settings, embedder=HashingEmbedder()) as workspace:
             add_paths(workspace, workspace.local_principal(), [folder])
             conn = workspace.conn
@@ -176,7 +177,7 @@ def test_an_interrupted_huge_document_resumes(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "huge.md").write_text(big_document(100))
     db = tmp_path / "kb.db"
-    settings = Settings(db_path=db, embedder="hash", write_batch_chunks=BOUND)
+    settings = Settings(db=db, embedder="hash", write_batch_chunks=BOUND)
     embedder = ProbeEmbedder()
     calls = 0
 
@@ -246,7 +247,7 @@ from kbmcp.service.memories import remember
 from kbmcp.workspace import Workspace
 db, stop = Path(sys.argv[1]), Path(sys.argv[2])
 done, failures, slowest = 0, [], 0.0
-with Workspace(Settings(db_path=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
+with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()) as ws:
     principal = ws.local_principal()
     Path(sys.argv[3]).write_text("ready")
     while not stop.exists():
@@ -269,7 +270,7 @@ def test_remembering_every_200ms_while_a_huge_document_is_added_and_reembedded(
     folder.mkdir()
     (folder / "huge.md").write_text(big_document(1500))  # ~3,000 chunks
     db = tmp_path / "kb.db"
-    settings = Settings(db_path=db, embedder="hash", write_batch_chunks=200)
+    settings = Settings(db=db, embedder="hash", write_batch_chunks=200)
     with Workspace(settings, embedder=HashingEmbedder()) as workspace:
         workspace.ensure_model()
         stop, ready = tmp_path / "stop", tmp_path / "ready"
@@ -308,7 +309,7 @@ def test_reembed_stages_outside_the_lock_and_catches_documents_changed_meanwhile
         (folder / f"n{number}.md").write_text(big_document(3, word=f"bird{number}"))
     db = tmp_path / "kb.db"
     embedder = ProbeEmbedder()
-    settings = Settings(db_path=db, embedder="hash")
+    settings = Settings(db=db, embedder="hash")
     with Workspace(settings, embedder=embedder) as workspace:
         principal = workspace.local_principal()
         add_paths(workspace, principal, [folder])

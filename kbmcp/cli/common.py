@@ -21,6 +21,9 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.workspace import Workspace
 
 T = TypeVar("T")
+# Whether the commands run on a PostgreSQL database (issue 18): off until every service runs
+# on the store contract (kbmcp/store/backend.py) on both backends.
+SERVES_POSTGRES = False
 
 
 @contextlib.contextmanager
@@ -32,6 +35,13 @@ def open_workspace(
     Only commands that run many queries (`serve`, `eval`) pass long_lived=True (see Workspace)."""
     root = ctx.find_root().obj
     settings = load_settings().with_db(root.get("db")).with_immutable(root.get("immutable", False))
+    if settings.is_postgres and not SERVES_POSTGRES:
+        source = "--db" if root.get("db") is not None else "KBMCP_DB"
+        raise InvalidRequest(
+            f"{source}: PostgreSQL databases are not served by this version yet; "
+            "`kbmcp copy SRC DST` copies a knowledge base to and from one",
+            details={"argument": source},
+        )
     workspace = Workspace(settings, create=create, long_lived=long_lived)
     try:
         yield workspace

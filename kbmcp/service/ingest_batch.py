@@ -50,7 +50,8 @@ from kbmcp.store.sqlite.catalog import KnowledgeBaseRef
 from kbmcp.store.sqlite.connection import write_transaction
 from kbmcp.store.sqlite.disk_full import is_disk_full
 from kbmcp.store.sqlite.source_files import FileRefresh, RecordedFile, refresh_files
-from kbmcp.store.sqlite.vectors import check_model, to_blob
+from kbmcp.store.sqlite.vectors import check_model
+from kbmcp.store.vectors import to_blob
 from kbmcp.workspace import Workspace
 
 __all__ = ["IngestBatch", "KnownDocument", "PendingDocument", "sha256"]

@@ -32,7 +32,7 @@ from kbmcp.service.ingest import (
 )
 from kbmcp.service.ingest_batch import IngestBatch
 from kbmcp.store.sqlite.catalog import dump_json
-from kbmcp.store.sqlite.vectors import to_blob
+from kbmcp.store.vectors import to_blob
 from kbmcp.workspace import Workspace
 
 KINDS = ("markdown", "html", "rst", "pdf", "text", "code")

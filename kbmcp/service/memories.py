@@ -43,7 +43,7 @@ from kbmcp.store.sqlite.catalog import (
 )
 from kbmcp.store.sqlite.connection import write_transaction
 from kbmcp.store.sqlite.id_key import id_key_of
-from kbmcp.store.sqlite.vectors import to_blob
+from kbmcp.store.vectors import to_blob
 from kbmcp.validate import collection_name, integer, shown
 from kbmcp.workspace import Workspace, holding_lock
 

@@ -28,7 +28,8 @@ from kbmcp.embed.base import Embedder
 from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import StoreError
 from kbmcp.store.sqlite.connection import write_transaction
-from kbmcp.store.sqlite.vectors import VEC_TABLE, record_model, recorded_model, to_blob
+from kbmcp.store.sqlite.vectors import VEC_TABLE, record_model, recorded_model
+from kbmcp.store.vectors import to_blob
 from kbmcp.workspace import Workspace
 
 REEMBED_BATCH = 256

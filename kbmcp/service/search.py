@@ -14,11 +14,9 @@ before it as "every store of the file" would search that store too).
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-import apsw
 import numpy as np
 
 from kbmcp.access import Principal, readable
@@ -51,7 +49,7 @@ def search(
     given = None if query_vector is None else _given_vector(query_vector)
     vector = None
     if args.uses_semantic:
-        with _read_transaction(conn):  # a bad filter is reported before the model loads
+        with workspace.store.read_snapshot(conn):  # a bad filter is reported before the model loads
             resolve_scope(conn, readable(conn, principal), request.filters)
         workspace.ensure_model()
         # Outside any transaction: embedding takes milliseconds to seconds of CPU.
@@ -59,7 +57,9 @@ def search(
         _check_dimension(workspace, vector)
     if args.uses_lexical:
         ensure_vocabulary(conn)
-    with _read_transaction(conn):
+    # One snapshot for the whole search (never blocks or is blocked by a writer), so the scope,
+    # both channels and the result rows agree even while another process commits.
+    with workspace.store.read_snapshot(conn):
         can_read = readable(conn, principal)
         scope = resolve_scope(conn, can_read, request.filters)
         stores = readable_stores(conn, can_read)
@@ -89,17 +89,3 @@ def _check_dimension(workspace: Workspace, vector: np.ndarray) -> None:
             f"query_vector has {len(vector)} dimensions; this file's model has {expected}",
             details={"argument": "query_vector"},
         )
-
-
-@contextlib.contextmanager
-def _read_transaction(conn: apsw.Connection) -> Iterator[None]:
-    """One snapshot for the whole search (WAL: never blocks or is blocked by a writer), so the
-    scope, both channels and the result rows agree even while another process commits."""
-    if conn.in_transaction:
-        yield
-        return
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        conn.execute("COMMIT")

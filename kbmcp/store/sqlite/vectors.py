@@ -16,16 +16,12 @@ allowed vector in memory instead (kbmcp/search/vector/matrix.py).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 import apsw
 
 from kbmcp.clock import now_iso
 from kbmcp.embed.base import ModelFingerprint
 from kbmcp.errors import ModelMismatch
-
-if TYPE_CHECKING:
-    import numpy as np
 
 VEC_TABLE = "chunk_vec"
 
@@ -41,22 +37,6 @@ INSERT_STORED_VECTOR = "INSERT OR REPLACE INTO chunk_vector (chunk_id, embedding
 DELETE_STORED_VECTOR = "DELETE FROM chunk_vector WHERE chunk_id = ?"
 INSERT_INDEXED_VECTOR = f"INSERT INTO {VEC_TABLE} (rowid, embedding) VALUES (?, ?)"
 DELETE_INDEXED_VECTOR = f"DELETE FROM {VEC_TABLE} WHERE rowid = ?"
-
-
-# numpy is imported where vectors are converted, not with the module: commands that only read
-# the model record (`kbmcp ls` opening a file) never load it.
-
-
-def to_blob(vector: np.ndarray) -> bytes:
-    import numpy as np
-
-    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
-
-
-def from_blob(blob: bytes) -> np.ndarray:
-    import numpy as np
-
-    return np.frombuffer(blob, dtype=np.float32)
 
 
 def recorded_model(conn: apsw.Connection) -> ModelFingerprint | None:

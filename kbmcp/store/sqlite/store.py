@@ -1,0 +1,110 @@
+"""The store contract (kbmcp/store/backend.py) on one SQLite file."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import apsw
+
+from kbmcp.errors import KbError
+from kbmcp.store.sqlite import connection, disk_full, vectors
+
+if TYPE_CHECKING:
+    from kbmcp.store.vectors import Vectors
+
+logger = logging.getLogger(__name__)
+
+# Failures of the file itself, not of one document's data.
+DATABASE_ERRORS: tuple[type[BaseException], ...] = (
+    KbError,
+    apsw.FullError,
+    apsw.IOError,
+    apsw.BusyError,
+    apsw.LockedError,
+    apsw.ReadOnlyError,
+    apsw.CorruptError,
+    apsw.NotADBError,
+    apsw.CantOpenError,
+    apsw.InterruptError,
+    apsw.NoMemError,
+)
+
+
+class SqliteStore:
+    kind: Literal["sqlite"] = "sqlite"
+    database_errors = DATABASE_ERRORS
+    driver_errors: tuple[type[BaseException], ...] = (apsw.Error,)
+
+    # The concerns (kbmcp/store/backend.py): this backend's module for each.
+    vectors: Vectors = vectors
+
+    def __init__(self, path: Path, *, immutable: bool = False) -> None:
+        self.path = path
+        self.immutable = immutable
+        self.shown = str(path)
+
+    def connect(self, *, create: bool = False, migrate: bool = False) -> apsw.Connection:
+        return connection.open_connection(
+            self.path, create=create, apply_migrations=migrate, immutable=self.immutable
+        )
+
+    def usable(self, conn: apsw.Connection) -> bool:
+        return True  # a file does not go away under an open connection
+
+    def in_transaction(self, conn: apsw.Connection) -> bool:
+        return bool(conn.in_transaction)
+
+    def abandon(self, conn: apsw.Connection) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+    def close(self, conns: Sequence[apsw.Connection]) -> None:
+        """Fold the WAL into the file, then close. The last connection to the file (of any
+        process) removes the -wal and -shm files; if another process still has it open, the
+        checkpoint leaves the -wal empty."""
+        if conns:
+            connection.checkpoint(conns[0])
+        for conn in conns:
+            try:
+                conn.close()
+            except apsw.Error as exc:  # in use by a thread still finishing a request
+                logger.warning("closing a connection to %s: %s", self.shown, exc)
+
+    def write_transaction(
+        self, conn: apsw.Connection
+    ) -> contextlib.AbstractContextManager[apsw.Connection]:
+        return connection.write_transaction(conn)
+
+    @contextlib.contextmanager
+    def read_snapshot(self, conn: apsw.Connection) -> Iterator[None]:
+        """BEGIN ... COMMIT: in WAL mode a read transaction sees one snapshot and never blocks
+        or is blocked by a writer."""
+        if conn.in_transaction:
+            yield
+            return
+        conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def savepoint(self, conn: apsw.Connection) -> Iterator[None]:
+        with conn:  # apsw: a SAVEPOINT, released at the end, rolled back on an exception
+            yield
+
+    def is_read_only(self, conn: apsw.Connection) -> bool:
+        return bool(conn.readonly("main"))
+
+    def ensure_writable(self, conn: apsw.Connection) -> None:
+        connection.ensure_writable(conn)
+
+    def is_disk_full(self, error: BaseException) -> bool:
+        return disk_full.is_disk_full(error)
+
+    def is_constraint_violation(self, error: BaseException) -> bool:
+        return isinstance(error, apsw.ConstraintError)

@@ -1,0 +1,50 @@
+"""The vectors concern of the store contract: the embedding-model record and the vector tables.
+
+Implemented by kbmcp/store/sqlite/vectors.py (a `chunk_vector` table and a sqlite-vec vec0
+index) and kbmcp/store/postgres/vectors.py (pgvector columns and an HNSW index). Both exchange
+a vector as the same bytes: little-endian float32 (`to_blob`), so a vector copied between the
+backends is exact.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from kbmcp.embed.base import ModelFingerprint
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from kbmcp.store.backend import Connection
+
+
+class Vectors(Protocol):
+    def recorded_model(self, conn: Connection) -> ModelFingerprint | None:
+        """The model the database's vectors come from; None before the first one is recorded."""
+        ...
+
+    def check_model(self, conn: Connection, fingerprint: ModelFingerprint) -> bool:
+        """True if the vectors come from `fingerprint`, False if no model is recorded yet;
+        ModelMismatch (naming `kbmcp reembed`) if they come from another model."""
+        ...
+
+    def record_model(self, conn: Connection, fingerprint: ModelFingerprint) -> None:
+        """Record `fingerprint` and empty the vector tables for it (inside a write
+        transaction): vectors of another model are dropped."""
+        ...
+
+
+# numpy is imported where vectors are converted, not with the module: commands that only read
+# the model record (`kbmcp ls` opening a file) never load it.
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    import numpy as np
+
+    return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+
+def from_blob(blob: bytes) -> np.ndarray:
+    import numpy as np
+
+    return np.frombuffer(blob, dtype=np.float32)
