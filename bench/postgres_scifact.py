@@ -68,7 +68,7 @@ def main() -> None:
             runs["sqlite"][query.id] = first_of_each(
                 beir_id_from_path(r.path) for r in response.results
             )
-            can_read = readable(ws.conn, principal)
+            can_read = readable(ws.store, ws.conn, principal)
             scope = resolve_scope(ws.conn, can_read, SearchFilters())
             started = time.perf_counter()
             ranked = rank(

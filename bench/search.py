@@ -47,13 +47,8 @@ from kbmcp.search.lexical import fts
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest
 from kbmcp.service.ingest_batch import sha256
 from kbmcp.service.search import search
-from kbmcp.store.sqlite.catalog import (
-    MEMORIES,
-    dump_json,
-    ensure_knowledge_base,
-    ensure_tenant,
-    find_knowledge_base,
-)
+from kbmcp.store.catalog import MEMORIES, dump_json
+from kbmcp.store.sqlite.catalog import ensure_knowledge_base, ensure_tenant, find_knowledge_base
 from kbmcp.store.sqlite.id_key import id_key_of
 from kbmcp.store.sqlite.index import IndexRow, add_to_index
 from kbmcp.store.sqlite.vectors import record_model, store_vectors

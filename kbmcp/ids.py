@@ -3,7 +3,7 @@
 Ids are derived deterministically from what makes a row unique (a document from its knowledge
 base and path, a revision from its document and number, ...), keyed with the file's id key: the
 id is HMAC-SHA256(key, kind and parts), cut to 64 bits. The key is 32 random bytes made when the
-file is created (kbmcp/store/sqlite/id_key.py) and stored in it. So within one file the same inputs
+file is created (kbmcp/store/id_key.py) and stored in it. So within one file the same inputs
 always give the same id (re-adding a corpus keeps its ids, citations stay stable), while without
 the key nobody can compute the id of another tenant's knowledge base from its name, or test
 guesses of a memory's text against its id. Two files never share ids.
@@ -57,7 +57,7 @@ def make_id(key: bytes, kind: str, *parts: object) -> str:
 
 @dataclass(frozen=True)
 class IdKey:
-    """A file's id key, read once per write (kbmcp/store/sqlite/id_key.py: `id_key_of`)."""
+    """A file's id key, read once per write (kbmcp/store/id_key.py: `id_key_of`)."""
 
     key: bytes = field(repr=False)
 

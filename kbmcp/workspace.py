@@ -144,7 +144,7 @@ class Workspace:
             return self._embedder
 
     def local_principal(self) -> Principal:
-        return local_principal(self.conn, self.lock)
+        return local_principal(self.store, self.conn, self.lock)
 
     def ensure_model(self) -> None:
         """Check that the file's vectors come from the configured embedder, recording it on first

@@ -146,7 +146,7 @@ def pg_search(pg: Any, ws: Workspace, principal: Principal, request: SearchReque
     """The ranking on PostgreSQL of what `search` ranks on SQLite (see the module docstring)."""
     conn = ws.conn
     args = check_arguments(request, ws.settings.rrf_k, ws.settings.recency_half_life_days)
-    can_read = readable(conn, principal)
+    can_read = readable(ws.store, conn, principal)
     scope = resolve_scope(conn, can_read, request.filters or SearchFilters())
     floor = similarity_floor(conn, scope, args.min_similarity)
     vector = None

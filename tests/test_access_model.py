@@ -34,7 +34,7 @@ def db(tmp_path: Path) -> Path:
 
 def principal(db: Path, secret: str) -> Principal:
     with hash_workspace(db) as ws:
-        found = principal_for_secret(ws.conn, secret)
+        found = principal_for_secret(ws.store, ws.conn, secret)
     assert found is not None
     return found
 
@@ -101,19 +101,19 @@ def test_tokens_stop_working_when_expired_or_revoked(
         # The machine's clock (token expiry never reads KBMCP_NOW), moved across the expiry.
         machine = {"time": parse_timestamp(T0)}
         monkeypatch.setattr(clock, "system_now", lambda: machine["time"])
-        assert principal_for_secret(ws.conn, secret) is not None
+        assert principal_for_secret(ws.store, ws.conn, secret) is not None
         machine["time"] = parse_timestamp(T1)  # exactly the expiry instant: expired
-        assert principal_for_secret(ws.conn, secret) is None
+        assert principal_for_secret(ws.store, ws.conn, secret) is None
         machine["time"] = parse_timestamp(T2)
-        assert principal_for_secret(ws.conn, secret) is None
+        assert principal_for_secret(ws.store, ws.conn, secret) is None
     monkeypatch.undo()
     other_id, other = make_token(db, "beta", ["knowledge:read"])
     with hash_workspace(db) as ws:
-        assert principal_for_secret(ws.conn, other) is not None
+        assert principal_for_secret(ws.store, ws.conn, other) is not None
         revoke_token(ws, ws.local_principal(), other_id)
-        assert principal_for_secret(ws.conn, other) is None
+        assert principal_for_secret(ws.store, ws.conn, other) is None
         for bad in ("", "kbmcp_", other.upper(), other[:-1], other + "x", " " * 3):
-            assert principal_for_secret(ws.conn, bad) is None
+            assert principal_for_secret(ws.store, ws.conn, bad) is None
 
 
 def test_kbmcp_now_never_decides_whether_a_token_is_expired(
@@ -127,8 +127,8 @@ def test_kbmcp_now_never_decides_whether_a_token_is_expired(
     with hash_workspace(db) as ws:
         for pinned in ("2020-01-01T00:00:00Z", "2100-01-01T00:00:00Z"):
             monkeypatch.setenv("KBMCP_NOW", pinned)
-            assert principal_for_secret(ws.conn, valid) is not None, pinned
-            assert principal_for_secret(ws.conn, expired) is None, pinned
+            assert principal_for_secret(ws.store, ws.conn, valid) is not None, pinned
+            assert principal_for_secret(ws.store, ws.conn, expired) is None, pinned
             statuses = {t.token_id: t.status for t in list_tokens(ws, ws.local_principal())}
             assert statuses[expired_id] == "expired", pinned
             assert count_usable_tokens(ws, ws.local_principal()) == 1, pinned
@@ -151,7 +151,7 @@ def test_an_allow_list_is_intersected_with_shares_in_force(db: Path) -> None:
         unshare_knowledge_base(ws, ws.local_principal(), "acme-ops", tenant="beta")
         # The allow-list names a knowledge base the tenant no longer reads: nothing is readable,
         # and an allow-list never widens to "everything".
-        assert readable_kb_ids(ws.conn, limited) == []
+        assert readable_kb_ids(ws.store, ws.conn, limited) == []
     assert kb_names(db, limited) == []
 
 

@@ -91,7 +91,7 @@ def test_pruning_is_exercised(stores: tuple) -> None:
 def principal_of_readable(ws: Workspace) -> list[int]:
     from kbmcp.access import readable
 
-    return readable(ws.conn, principal_of(ws, None)).all_ids
+    return readable(ws.store, ws.conn, principal_of(ws, None)).all_ids
 
 
 @pytest.mark.parametrize("mode", MODES)

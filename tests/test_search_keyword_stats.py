@@ -126,7 +126,7 @@ def two_tenants(tmp_path_factory: pytest.TempPathFactory) -> TwoTenants:
         caller = Principal(
             acme.tenant_id, acme.tenant_public_id, scopes=frozenset({KNOWLEDGE_READ, MEMORY_READ})
         )
-        stores = readable_stores(ws.conn, readable(ws.conn, caller))
+        stores = readable_stores(ws.conn, readable(ws.store, ws.conn, caller))
         assert not stores.every_store
         ops = ws.conn.execute("SELECT id FROM knowledge_base WHERE name = 'ops'").fetchone()[0]
         sets = {"acme": stores.store_ids, "ops": (ops,)}

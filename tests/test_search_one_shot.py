@@ -251,7 +251,7 @@ def test_filtered_scopes_in_memory_equal_the_scope_sql(pair: tuple[Workspace, Wo
             assert server.accelerator.refresh(conn)
             vectors = server.accelerator.vectors(conn)
             for filters in _filter_combinations(server):
-                scope = resolve_scope(conn, readable(conn, owner), filters)
+                scope = resolve_scope(conn, readable(server.store, conn, owner), filters)
                 if scope.everything:  # no allow-list at all: nothing to map
                     continue
                 expected = scope_chunk_ids(conn, scope)

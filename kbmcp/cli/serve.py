@@ -19,7 +19,7 @@ from kbmcp.service.tokens import count_usable_tokens
 from kbmcp.workspace import Workspace
 
 if TYPE_CHECKING:
-    from kbmcp.server.auth import FileTokenVerifier, PrincipalSource
+    from kbmcp.server.auth import PrincipalSource, StoreTokenVerifier
     from kbmcp.service.ingest import IngestReport
 
 TOKEN_ENV = "KBMCP_TOKEN"
@@ -122,14 +122,13 @@ def serve(
             run_stdio(server, warm_up=warm_up)
 
 
-def http_verifier(workspace: Workspace, host: str) -> FileTokenVerifier | None:
+def http_verifier(workspace: Workspace, host: str) -> StoreTokenVerifier | None:
     """Authentication is on as soon as the file has a usable token. Without one, the server runs
     as the local owner, and only where nobody else can reach it (loopback)."""
-    from kbmcp.server.auth import FileTokenVerifier, is_loopback
+    from kbmcp.server.auth import StoreTokenVerifier, is_loopback
 
     if count_usable_tokens(workspace, workspace.local_principal()) > 0:
-        settings = workspace.settings
-        return FileTokenVerifier(settings.db_path, immutable=settings.immutable)
+        return StoreTokenVerifier(workspace.store)
     if not is_loopback(host):
         raise click.UsageError(
             f"refusing to serve {host} without authentication: this file has no usable token. "
@@ -153,7 +152,7 @@ def _stdio_principals(workspace: Workspace) -> PrincipalSource:
     if not secret:
         return LocalOwner(workspace)
     with workspace.lock:
-        usable = principal_for_secret(workspace.conn, secret) is not None
+        usable = principal_for_secret(workspace.store, workspace.conn, secret) is not None
     if not usable:
         raise click.UsageError(
             f"{TOKEN_ENV} is not a usable token (unknown, expired or revoked); see `kbmcp token "

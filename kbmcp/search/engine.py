@@ -42,7 +42,7 @@ from kbmcp.search.scope import Scope, filter_documents, scope_chunk_ids, unmatch
 from kbmcp.search.top_k import top_k
 from kbmcp.search.vector.candidates import matrix_pool, unit
 from kbmcp.search.vector.sql import has_vector_index, pool_source, sql_source
-from kbmcp.store.sqlite.catalog import RESULT_KIND
+from kbmcp.store.catalog import RESULT_KIND
 
 
 def run_search(

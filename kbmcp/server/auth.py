@@ -1,6 +1,6 @@
 """Who a tool call runs as: bearer tokens over HTTP, KBMCP_TOKEN or the local owner over stdio.
 
-- HTTP with tokens: the SDK's bearer middleware calls `FileTokenVerifier.verify_token` on every
+- HTTP with tokens: the SDK's bearer middleware calls `StoreTokenVerifier.verify_token` on every
   request (a missing, unknown, expired or revoked token is a 401 with `WWW-Authenticate` before
   any MCP handling); the verified principal travels in the `AccessToken` and a tool reads it back
   with `get_access_token()` (`BearerPrincipals`).
@@ -14,7 +14,6 @@ The principal decides what is readable (kbmcp/access.py); scopes decide which to
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Protocol
 
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -24,7 +23,7 @@ from mcp.server.auth.settings import AuthSettings
 from kbmcp.access import Principal, principal_for_secret
 from kbmcp.errors import Forbidden
 from kbmcp.server.host_check import is_loopback_name
-from kbmcp.store.sqlite.connection import open_connection
+from kbmcp.store.backend import Store
 from kbmcp.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -62,7 +61,9 @@ class TokenPrincipals:
 
     def current(self) -> Principal:
         with self._workspace.lock:
-            principal = principal_for_secret(self._workspace.conn, self._secret)
+            principal = principal_for_secret(
+                self._workspace.store, self._workspace.conn, self._secret
+            )
         if principal is None:
             raise Forbidden(
                 "KBMCP_TOKEN is not a usable token (unknown, expired or revoked)",
@@ -82,25 +83,36 @@ class BearerPrincipals:
         return principal_from_access_token(token)
 
 
-class FileTokenVerifier:
-    """The SDK's `TokenVerifier`, checking secrets against the token table of the file.
+class StoreTokenVerifier:
+    """The SDK's `TokenVerifier`, checking secrets against the token table of the database.
 
     It has its own read connection, used only from the event loop's thread, so verifying a
     request never waits for the workspace lock held by a running search (WAL: readers never
-    block). The lookup is one indexed row and a constant-time hash comparison."""
+    block). The lookup is one indexed row and a constant-time hash comparison. A connection the
+    PostgreSQL server dropped is replaced, and the request checked on the new one."""
 
-    def __init__(self, db_path: Path | str, *, immutable: bool = False) -> None:
-        self._conn = open_connection(db_path, create=False, immutable=immutable)
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._conn = store.connect()
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        principal = principal_for_secret(self._conn, token)
+        try:
+            principal = principal_for_secret(self._store, self._conn, token)
+        except self._store.driver_errors:
+            if self._store.usable(self._conn):
+                raise
+            # Dropped by the PostgreSQL server (a restart, a failover): the lookup is a read,
+            # so it is simply made again on a new connection.
+            self._store.close([self._conn])
+            self._conn = self._store.connect()
+            principal = principal_for_secret(self._store, self._conn, token)
         if principal is None:
             logger.info("refused a bearer token (malformed, unknown, expired or revoked)")
             return None
         return access_token_for(principal)
 
     def close(self) -> None:
-        self._conn.close()
+        self._store.close([self._conn])
 
 
 def access_token_for(principal: Principal) -> AccessToken:

@@ -52,8 +52,8 @@ from kbmcp.ingest.walker import (
 from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, PendingDocument, sha256
 from kbmcp.service.ingest_places import KnownDocuments, apply_moves
 from kbmcp.service.ingest_progress import IngestProgress, ProgressTracker
+from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
 from kbmcp.store.sqlite import catalog as sql
-from kbmcp.store.sqlite.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
 from kbmcp.store.sqlite.connection import write_transaction
 from kbmcp.store.sqlite.index import chunk_ids_of_revision, remove_from_index
 from kbmcp.store.sqlite.source_files import FileSignature, RecordedFile
@@ -245,7 +245,10 @@ def archive_document(workspace: Workspace, principal: Principal, document_id: st
     conn = workspace.conn
     row = conn.execute(
         SELECT_ARCHIVABLE,
-        {"document_id": public_id, "readable_kb_ids": json.dumps(readable_kb_ids(conn, principal))},
+        {
+            "document_id": public_id,
+            "readable_kb_ids": json.dumps(readable_kb_ids(workspace.store, conn, principal)),
+        },
     ).fetchone()
     if row is None:
         raise ResourceUnavailable(

@@ -44,9 +44,9 @@ from kbmcp.service.ingest_write import (
     sha256,
     stored_spans,
 )
+from kbmcp.store.catalog import KnowledgeBaseRef
 from kbmcp.store.sqlite import catalog as sql
 from kbmcp.store.sqlite import staging
-from kbmcp.store.sqlite.catalog import KnowledgeBaseRef
 from kbmcp.store.sqlite.connection import write_transaction
 from kbmcp.store.sqlite.disk_full import is_disk_full
 from kbmcp.store.sqlite.source_files import FileRefresh, RecordedFile, refresh_files

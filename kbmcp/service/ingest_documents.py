@@ -31,7 +31,7 @@ from kbmcp.service.ingest import (
     pending_document,
 )
 from kbmcp.service.ingest_batch import IngestBatch
-from kbmcp.store.sqlite.catalog import dump_json
+from kbmcp.store.catalog import dump_json
 from kbmcp.store.vectors import to_blob
 from kbmcp.workspace import Workspace
 

@@ -22,8 +22,8 @@ import apsw
 
 from kbmcp.ingest.walker import SourceFile
 from kbmcp.service.ingest_write import KnownDocument
+from kbmcp.store.catalog import KnowledgeBaseRef
 from kbmcp.store.sqlite import catalog as sql
-from kbmcp.store.sqlite.catalog import KnowledgeBaseRef
 from kbmcp.store.sqlite.connection import write_transaction
 from kbmcp.store.sqlite.source_files import MOVE_SOURCE_FILE, RecordedFile, recorded_files
 

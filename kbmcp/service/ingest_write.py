@@ -26,9 +26,9 @@ from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.ids import IdKey
 from kbmcp.ingest.chunker import ChunkSpan
 from kbmcp.ingest.parsing import ParsedDocument
+from kbmcp.store.catalog import KnowledgeBaseRef, dump_json
 from kbmcp.store.sqlite import catalog as sql
 from kbmcp.store.sqlite import staging
-from kbmcp.store.sqlite.catalog import KnowledgeBaseRef, dump_json
 from kbmcp.store.sqlite.id_key import id_key_of
 from kbmcp.store.sqlite.index import (
     IndexRow,

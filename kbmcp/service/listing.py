@@ -90,7 +90,11 @@ def list_knowledge_bases(workspace: Workspace, principal: Principal) -> list[Kno
     principal.require(READ)
     rows = workspace.conn.execute(
         SELECT_KNOWLEDGE_BASES,
-        {"readable_kb_ids": json.dumps(readable_kb_ids(workspace.conn, principal))},
+        {
+            "readable_kb_ids": json.dumps(
+                readable_kb_ids(workspace.store, workspace.conn, principal)
+            )
+        },
     )
     return [
         KnowledgeBaseInfo(
@@ -131,7 +135,9 @@ def list_documents(
         tags=tags if tags else None,  # validated with the scope (a Mapping, or invalid_request)
     )
     # Documents only: memories are listed by kbmcp.service.memories.
-    scope = resolve_scope(conn, Readable(readable_kb_ids(conn, principal), None), filters)
+    scope = resolve_scope(
+        conn, Readable(readable_kb_ids(workspace.store, conn, principal), None), filters
+    )
     rows = conn.execute(
         SELECT_DOCUMENTS.format(documents=scope.documents_sql(include_archived=include_archived)),
         {

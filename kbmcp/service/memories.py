@@ -34,13 +34,8 @@ from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id
 from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document
-from kbmcp.store.sqlite.catalog import (
-    DEFAULT_MEMORY_STORE,
-    MEMORIES,
-    KnowledgeBaseRef,
-    TenantRef,
-    ensure_knowledge_base,
-)
+from kbmcp.store.catalog import DEFAULT_MEMORY_STORE, MEMORIES, KnowledgeBaseRef, TenantRef
+from kbmcp.store.sqlite.catalog import ensure_knowledge_base
 from kbmcp.store.sqlite.connection import write_transaction
 from kbmcp.store.sqlite.id_key import id_key_of
 from kbmcp.store.vectors import to_blob

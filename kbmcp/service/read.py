@@ -28,7 +28,7 @@ from kbmcp.search.models import (
     InlineContent,
     page_of,
 )
-from kbmcp.store.sqlite.catalog import RESULT_KIND
+from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
 
@@ -392,7 +392,7 @@ def fetch_chunks(
     """The stored text of chunks by id (of documents and memories), in the order asked; unknown
     or unreadable ids, and chunks of forgotten memories, are listed in `missing` while the rest
     are returned."""
-    can_read = readable(workspace.conn, principal)
+    can_read = readable(workspace.store, workspace.conn, principal)
     wanted = check_id_list("chunk", chunk_ids, argument="chunk_ids", limit=MAX_CHUNK_IDS)
     rows = workspace.conn.execute(
         SELECT_CHUNKS,
@@ -453,7 +453,9 @@ def _document_revision(
         None if revision_id is None else check_id("revision", revision_id, argument="revision_id")
     )
     conn = workspace.conn
-    readable_ids = (readable_memory_store_ids if is_memory else readable_kb_ids)(conn, principal)
+    readable_ids = (readable_memory_store_ids if is_memory else readable_kb_ids)(
+        workspace.store, conn, principal
+    )
     selected = None
     if knowledge_base_ids is not None:
         selected = _selected_knowledge_bases(workspace, principal, knowledge_base_ids)
@@ -490,7 +492,9 @@ def _selected_knowledge_bases(
         limit=MAX_KNOWLEDGE_BASE_IDS,
     )
     conn = workspace.conn
-    readable_ids = readable_kb_ids(conn, principal) if READ in principal.scopes else []
+    readable_ids = (
+        readable_kb_ids(workspace.store, conn, principal) if READ in principal.scopes else []
+    )
     rows = conn.execute(
         RESOLVE_KNOWLEDGE_BASE_IDS,
         {"knowledge_base_ids": json.dumps(wanted), "readable_kb_ids": json.dumps(readable_ids)},

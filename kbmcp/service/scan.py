@@ -20,7 +20,7 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.neutralise import neutralise
 from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
-from kbmcp.store.sqlite.catalog import RESULT_KIND
+from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.validate import integer, shown
 from kbmcp.workspace import Workspace
 
@@ -97,7 +97,7 @@ def scan_recent(
 ) -> ScanResponse:
     """The `limit` most recently updated (or, sort="created_desc", created) published documents
     and memories in scope, newest first; `since`/`until` window the same timestamp."""
-    can_read = readable(workspace.conn, principal)
+    can_read = readable(workspace.store, workspace.conn, principal)
     filters = filters or SearchFilters()
     since_ts = _timestamp(since, "since")
     until_ts = _timestamp(until, "until")

@@ -43,14 +43,15 @@ def search(
     must have the dimension of the file's model."""
     started = time.perf_counter()
     conn = workspace.conn
-    readable(conn, principal)  # a caller without any read scope is Forbidden before all else
+    # A caller without any read scope is Forbidden before all else.
+    readable(workspace.store, conn, principal)
     settings = workspace.settings
     args = check_arguments(request, settings.rrf_k, settings.recency_half_life_days)
     given = None if query_vector is None else _given_vector(query_vector)
     vector = None
     if args.uses_semantic:
         with workspace.store.read_snapshot(conn):  # a bad filter is reported before the model loads
-            resolve_scope(conn, readable(conn, principal), request.filters)
+            resolve_scope(conn, readable(workspace.store, conn, principal), request.filters)
         workspace.ensure_model()
         # Outside any transaction: embedding takes milliseconds to seconds of CPU.
         vector = given if given is not None else _embed_query(workspace, args.query)
@@ -60,7 +61,7 @@ def search(
     # One snapshot for the whole search (never blocks or is blocked by a writer), so the scope,
     # both channels and the result rows agree even while another process commits.
     with workspace.store.read_snapshot(conn):
-        can_read = readable(conn, principal)
+        can_read = readable(workspace.store, conn, principal)
         scope = resolve_scope(conn, can_read, request.filters)
         stores = readable_stores(conn, can_read)
         response = run_search(conn, args, scope, stores, vector, workspace.accelerator, started)

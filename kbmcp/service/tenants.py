@@ -8,61 +8,18 @@ A share is read-only and takes effect on the grantee's next call (nothing is cac
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
 from kbmcp.access import ADMIN, Principal, tenant_principal
 from kbmcp.clock import now_iso, system_now_iso
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
-from kbmcp.store.sqlite import catalog
-from kbmcp.store.sqlite.catalog import NamedTenant, OwnedKnowledgeBase
-from kbmcp.store.sqlite.connection import write_transaction
+from kbmcp.store.catalog import NamedTenant, OwnedKnowledgeBase
+from kbmcp.store.grants import KnowledgeBaseRow, TenantRow
 from kbmcp.validate import collection_name
 from kbmcp.workspace import Workspace, holding_lock
 
 TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-SELECT_TENANTS = """
-SELECT t.public_id, t.name, t.created_at,
-       (SELECT count(*) FROM knowledge_base AS kb
-        WHERE kb.tenant_id = t.id AND kb.kind = 'documents'),
-       (SELECT count(*) FROM token AS k
-        WHERE k.tenant_id = t.id AND k.revoked_at IS NULL
-          AND (k.expires_at IS NULL OR k.expires_at > :now))
-FROM tenant AS t
-ORDER BY t.name
-"""
-
-# Every knowledge base with its owner and the tenants it is shared to (shares in force only).
-# With :tenant_id, only what that tenant can read: its own plus those shared to it.
-SELECT_KNOWLEDGE_BASES = """
-SELECT kb.public_id, kb.name, kb.description, owner.public_id, owner.name, kb.created_at,
-       (SELECT json_group_array(g.name) FROM (
-            SELECT grantee.name FROM share AS s JOIN tenant AS grantee ON grantee.id = s.tenant_id
-            WHERE s.knowledge_base_id = kb.id AND s.revoked_at IS NULL
-            ORDER BY grantee.name) AS g)
-FROM knowledge_base AS kb JOIN tenant AS owner ON owner.id = kb.tenant_id
-WHERE kb.kind = 'documents'
-  AND (:tenant_id IS NULL
-       OR kb.tenant_id = :tenant_id
-       OR kb.id IN (SELECT knowledge_base_id FROM share
-                    WHERE tenant_id = :tenant_id AND revoked_at IS NULL))
-ORDER BY owner.name, kb.name
-"""
-
-SELECT_SHARE_IN_FORCE = """
-SELECT revoked_at IS NULL FROM share WHERE knowledge_base_id = :kb_id AND tenant_id = :tenant_id
-"""
-# Sharing again after an unshare re-activates the row with a new date.
-UPSERT_SHARE = """
-INSERT INTO share (knowledge_base_id, tenant_id, shared_at) VALUES (:kb_id, :tenant_id, :now)
-ON CONFLICT (knowledge_base_id, tenant_id) DO UPDATE SET shared_at = :now, revoked_at = NULL
-"""
-REVOKE_SHARE = """
-UPDATE share SET revoked_at = :now
-WHERE knowledge_base_id = :kb_id AND tenant_id = :tenant_id AND revoked_at IS NULL
-"""
 
 
 @dataclass(frozen=True)
@@ -108,29 +65,29 @@ def create_tenant(workspace: Workspace, principal: Principal, name: str) -> Tena
             "starting with a letter or digit",
             details={"argument": "name", "value": name},
         )
-    conn = workspace.conn
-    with write_transaction(conn):
-        if catalog.find_tenant_by_ref(conn, clean) is not None:
+    store, conn = workspace.store, workspace.conn
+    with store.write_transaction(conn):
+        if store.catalog.find_tenant_by_ref(conn, clean) is not None:
             raise InvalidRequest(
                 f"a tenant named {clean!r} already exists", details={"argument": "name"}
             )
-        catalog.ensure_tenant(conn, clean)
-    return _tenant_info(workspace, clean)
+        store.catalog.ensure_tenant(conn, clean)
+    return next(info for info in _tenants(workspace) if info.name == clean)
 
 
 def list_tenants(workspace: Workspace, principal: Principal) -> list[TenantInfo]:
     principal.require(ADMIN)
-    return [
-        TenantInfo(*row)
-        for row in workspace.conn.execute(SELECT_TENANTS, {"now": system_now_iso()})
-    ]
+    return _tenants(workspace)
 
 
-def _tenant_info(workspace: Workspace, name: str) -> TenantInfo:
-    return next(
-        TenantInfo(*row)
-        for row in workspace.conn.execute(SELECT_TENANTS, {"now": system_now_iso()})
-        if row[1] == name
+def _tenants(workspace: Workspace) -> list[TenantInfo]:
+    rows = workspace.store.grants.tenants(workspace.conn, system_now_iso())
+    return [_tenant_of(row) for row in rows]
+
+
+def _tenant_of(row: TenantRow) -> TenantInfo:
+    return TenantInfo(
+        row.public_id, row.name, row.created_at, row.knowledge_base_count, row.active_token_count
     )
 
 
@@ -143,7 +100,7 @@ def act_as_tenant(workspace: Workspace, principal: Principal, ref: str) -> Princ
 
 def tenant_named(workspace: Workspace, ref: str, argument: str) -> NamedTenant:
     """The tenant named (or with public id) `ref`, for callers already holding the lock."""
-    found = catalog.find_tenant_by_ref(workspace.conn, ref.strip())
+    found = workspace.store.catalog.find_tenant_by_ref(workspace.conn, ref.strip())
     if found is None:
         raise ResourceUnavailable(
             f"{argument}: no tenant named {ref!r} (see `kbmcp tenant list`)",
@@ -161,16 +118,16 @@ def create_knowledge_base(
 ) -> KnowledgeBaseRecord:
     principal.require(ADMIN)
     clean = collection_name(name, "knowledge base")
-    conn = workspace.conn
+    store, conn = workspace.store, workspace.conn
     owner = tenant_named(workspace, tenant, "tenant")
-    with write_transaction(conn):
-        if catalog.find_knowledge_base(conn, owner.ref, clean) is not None:
+    with store.write_transaction(conn):
+        if store.catalog.find_knowledge_base(conn, owner.ref, clean) is not None:
             raise InvalidRequest(
                 f"tenant {owner.name!r} already has a knowledge base or memory store named "
                 f"{clean!r}",
                 details={"argument": "name", "value": clean},
             )
-        created = catalog.ensure_knowledge_base(conn, owner.ref, clean, description)
+        created = store.catalog.ensure_knowledge_base(conn, owner.ref, clean, description)
     return next(kb for kb in _records(workspace, None) if kb.knowledge_base_id == created.public_id)
 
 
@@ -184,12 +141,20 @@ def list_knowledge_base_records(
 
 
 def _records(workspace: Workspace, tenant_id: int | None) -> list[KnowledgeBaseRecord]:
-    return [
-        KnowledgeBaseRecord(kb_id, name, desc, owner_id, owner, created, json.loads(shared))
-        for kb_id, name, desc, owner_id, owner, created, shared in workspace.conn.execute(
-            SELECT_KNOWLEDGE_BASES, {"tenant_id": tenant_id}
-        )
-    ]
+    rows = workspace.store.grants.knowledge_bases(workspace.conn, tenant_id)
+    return [_record_of(row) for row in rows]
+
+
+def _record_of(row: KnowledgeBaseRow) -> KnowledgeBaseRecord:
+    return KnowledgeBaseRecord(
+        row.public_id,
+        row.name,
+        row.description,
+        row.owner_public_id,
+        row.owner,
+        row.created_at,
+        row.shared_with,
+    )
 
 
 def resolve_knowledge_base(
@@ -233,9 +198,11 @@ def _set_share(
     workspace: Workspace, principal: Principal, kb_ref: str, tenant_ref: str, *, shared: bool
 ) -> ShareInfo:
     principal.require(ADMIN)
-    conn = workspace.conn
+    store, conn = workspace.store, workspace.conn
     kb = resolve_knowledge_base(
-        catalog.find_knowledge_bases_by_ref(conn, kb_ref.strip()), kb_ref, argument="knowledge_base"
+        store.catalog.find_knowledge_bases_by_ref(conn, kb_ref.strip()),
+        kb_ref,
+        argument="knowledge_base",
     )
     grantee = tenant_named(workspace, tenant_ref, "tenant")
     if grantee.id == kb.owner.id:
@@ -243,10 +210,10 @@ def _set_share(
             f"tenant {grantee.name!r} owns {kb.name!r}; share it with another tenant",
             details={"argument": "tenant", "value": tenant_ref},
         )
-    params = {"kb_id": kb.id, "tenant_id": grantee.id, "now": now_iso()}
-    with write_transaction(conn):
-        row = conn.execute(SELECT_SHARE_IN_FORCE, params).fetchone()
-        changed = bool(row and row[0]) != shared
+    now = now_iso()
+    with store.write_transaction(conn):
+        changed = store.grants.share_in_force(conn, kb.id, grantee.id) != shared
         if changed:
-            conn.execute(UPSERT_SHARE if shared else REVOKE_SHARE, params)
+            change = store.grants.share if shared else store.grants.revoke_share
+            change(conn, kb.id, grantee.id, now)
     return ShareInfo(kb.public_id, kb.name, kb.owner.name, grantee.name, shared, changed)

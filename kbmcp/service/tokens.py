@@ -20,35 +20,13 @@ from kbmcp.clock import format_timestamp, system_now, system_now_iso
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id
 from kbmcp.service.tenants import resolve_knowledge_base, tenant_named
-from kbmcp.store.sqlite import catalog
-from kbmcp.store.sqlite.connection import write_transaction
+from kbmcp.store.catalog import TenantRef
+from kbmcp.store.grants import NewToken, TokenRow
 from kbmcp.tokens import hash_secret, new_secret
 from kbmcp.workspace import Workspace, holding_lock
 
 MAX_EXPIRY_DAYS = 3650
 MAX_TOKEN_KBS = 100
-
-INSERT_TOKEN = """
-INSERT INTO token (public_id, tenant_id, name, secret_hash, scopes, knowledge_base_ids,
-                   created_at, expires_at)
-VALUES (:public_id, :tenant_id, :name, :secret_hash, :scopes, :kb_ids, :now, :expires_at)
-"""
-SELECT_TOKENS = """
-SELECT k.public_id, t.name, k.name, k.scopes, k.knowledge_base_ids, k.created_at, k.expires_at,
-       k.revoked_at
-FROM token AS k JOIN tenant AS t ON t.id = k.tenant_id
-WHERE (:tenant_id IS NULL OR k.tenant_id = :tenant_id)
-  AND (:public_id IS NULL OR k.public_id = :public_id)
-ORDER BY k.created_at, k.public_id
-"""
-REVOKE_TOKEN = """
-UPDATE token SET revoked_at = :now WHERE public_id = :public_id AND revoked_at IS NULL
-"""
-# Tokens that can still authenticate: `kbmcp serve --http` turns authentication on when any exist.
-COUNT_USABLE_TOKENS = """
-SELECT count(*) FROM token
-WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > :now)
-"""
 
 
 @dataclass(frozen=True)
@@ -87,20 +65,18 @@ def create_token(
     owner = tenant_named(workspace, tenant, "tenant")
     kb_ids = _allow_list(workspace, owner.ref, knowledge_bases)
     token_id, secret = new_secret()
-    with write_transaction(workspace.conn):
-        workspace.conn.execute(
-            INSERT_TOKEN,
-            {
-                "public_id": token_id,
-                "tenant_id": owner.id,
-                "name": name.strip(),
-                "secret_hash": hash_secret(secret),
-                "scopes": json.dumps(wanted_scopes),
-                "kb_ids": None if kb_ids is None else json.dumps(kb_ids),
-                "now": system_now_iso(),
-                "expires_at": expires_at,
-            },
-        )
+    token = NewToken(
+        public_id=token_id,
+        tenant_id=owner.id,
+        name=name.strip(),
+        secret_hash=hash_secret(secret),
+        scopes=json.dumps(wanted_scopes),
+        knowledge_base_ids=None if kb_ids is None else json.dumps(kb_ids),
+        expires_at=expires_at,
+    )
+    store, conn = workspace.store, workspace.conn
+    with store.write_transaction(conn):
+        store.grants.insert_token(conn, token, system_now_iso())
     return CreatedToken(_token(workspace, token_id), secret)
 
 
@@ -117,20 +93,21 @@ def revoke_token(workspace: Workspace, principal: Principal, token_id: str) -> T
     """Revoke a token: its next request is refused (idempotent for a revoked token)."""
     principal.require(ADMIN)
     public_id = check_id("token", token_id, argument="token_id")
-    with write_transaction(workspace.conn):
+    store, conn = workspace.store, workspace.conn
+    with store.write_transaction(conn):
         found = _tokens(workspace, public_id=public_id)
         if not found:
             raise ResourceUnavailable(
                 f"token_id: no token {public_id} (see `kbmcp token list`)",
                 details={"argument": "token_id", "value": token_id},
             )
-        workspace.conn.execute(REVOKE_TOKEN, {"public_id": public_id, "now": system_now_iso()})
+        store.grants.revoke_token(conn, public_id, system_now_iso())
     return _token(workspace, public_id)
 
 
 def count_usable_tokens(workspace: Workspace, principal: Principal) -> int:
     principal.require(ADMIN)
-    return int(workspace.conn.execute(COUNT_USABLE_TOKENS, {"now": system_now_iso()}).fetchone()[0])
+    return workspace.store.grants.count_usable_tokens(workspace.conn, system_now_iso())
 
 
 def _check_scopes(scopes: Sequence[str]) -> list[str]:
@@ -162,9 +139,7 @@ def _expiry(days: int | None) -> str | None:
     return format_timestamp(system_now() + timedelta(days=days))
 
 
-def _allow_list(
-    workspace: Workspace, tenant: catalog.TenantRef, refs: Sequence[str]
-) -> list[str] | None:
+def _allow_list(workspace: Workspace, tenant: TenantRef, refs: Sequence[str]) -> list[str] | None:
     """Public ids of the allow-list, each a knowledge base the tenant can read now (own or
     shared); None for no allow-list."""
     if not refs:
@@ -174,13 +149,12 @@ def _allow_list(
             f"knowledge_bases accepts at most {MAX_TOKEN_KBS} items, got {len(refs)}",
             details={"argument": "knowledge_bases", "limit": MAX_TOKEN_KBS},
         )
-    conn = workspace.conn
-    readable = set(readable_kb_ids(conn, tenant_principal(tenant)))
+    store, conn = workspace.store, workspace.conn
+    readable = set(readable_kb_ids(store, conn, tenant_principal(tenant)))
     chosen: list[str] = []
     for ref in refs:
-        candidates = [
-            kb for kb in catalog.find_knowledge_bases_by_ref(conn, ref.strip()) if kb.id in readable
-        ]
+        found = store.catalog.find_knowledge_bases_by_ref(conn, ref.strip())
+        candidates = [kb for kb in found if kb.id in readable]
         chosen.append(resolve_knowledge_base(candidates, ref, argument="knowledge_bases").public_id)
     return sorted(set(chosen))
 
@@ -193,29 +167,28 @@ def _tokens(
     workspace: Workspace, *, tenant_id: int | None = None, public_id: str | None = None
 ) -> list[TokenInfo]:
     moment = system_now_iso()
-    infos = []
-    for row in workspace.conn.execute(
-        SELECT_TOKENS, {"tenant_id": tenant_id, "public_id": public_id}
-    ):
-        token_id, tenant, name, scopes, kb_ids, created, expires, revoked = row
-        status = (
-            "revoked"
-            if revoked is not None
-            else "expired"
-            if expires is not None and expires <= moment
-            else "active"
-        )
-        infos.append(
-            TokenInfo(
-                token_id,
-                tenant,
-                name,
-                json.loads(scopes),
-                None if kb_ids is None else json.loads(kb_ids),
-                created,
-                expires,
-                revoked,
-                status,
-            )
-        )
-    return infos
+    rows = workspace.store.grants.tokens(workspace.conn, tenant_id=tenant_id, public_id=public_id)
+    return [_token_of(row, moment) for row in rows]
+
+
+def _token_of(row: TokenRow, moment: str) -> TokenInfo:
+    expires, revoked = row.expires_at, row.revoked_at
+    status = (
+        "revoked"
+        if revoked is not None
+        else "expired"
+        if expires is not None and expires <= moment
+        else "active"
+    )
+    kb_ids = row.knowledge_base_ids
+    return TokenInfo(
+        row.public_id,
+        row.tenant,
+        row.name,
+        json.loads(row.scopes),
+        None if kb_ids is None else json.loads(kb_ids),
+        row.created_at,
+        expires,
+        revoked,
+        status,
+    )

@@ -32,6 +32,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from kbmcp.config import Settings
+    from kbmcp.store.catalog import Catalog
+    from kbmcp.store.grants import Grants
+    from kbmcp.store.id_key import IdKeys
     from kbmcp.store.vectors import Vectors
 
 # A connection of the store's backend: apsw.Connection (SQLite) or psycopg.Connection in
@@ -53,6 +56,9 @@ class Store(Protocol):
     # Every error the driver raises (a catch-all for loops that must keep running, e.g. watch).
     driver_errors: tuple[type[BaseException], ...]
 
+    catalog: Catalog
+    grants: Grants
+    id_key: IdKeys
     vectors: Vectors
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> Connection:

@@ -8,6 +8,7 @@ backends is exact.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kbmcp.embed.base import ModelFingerprint
@@ -32,6 +33,13 @@ class Vectors(Protocol):
         """Record `fingerprint` and empty the vector tables for it (inside a write
         transaction): vectors of another model are dropped."""
         ...
+
+    def store_vectors(self, conn: Connection, rows: Sequence[tuple[int, bytes]]) -> None:
+        """Keep each chunk's vector (chunk id, `to_blob` bytes), replacing one it had: every
+        chunk of a document's current revision has one, published or archived."""
+        ...
+
+    def drop_stored_vectors(self, conn: Connection, chunk_ids: Iterable[int]) -> None: ...
 
 
 # numpy is imported where vectors are converted, not with the module: commands that only read

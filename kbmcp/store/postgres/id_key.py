@@ -1,4 +1,4 @@
-"""The database's id key (kbmcp/store/sqlite/id_key.py's rules): created once, in the migration
+"""The id key concern (kbmcp/store/id_key.py) on PostgreSQL: created once, in the migration
 transaction of a new database, read by every write that makes a public id."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import psycopg
 from kbmcp.clock import now_iso
 from kbmcp.errors import StoreError
 from kbmcp.ids import IdKey, new_id_key
+from kbmcp.store.id_key import IdKeyInfo
 
 SELECT_ID_KEY = "SELECT key FROM id_key WHERE id = 1"
 SELECT_ID_KEY_INFO = "SELECT origin, unkeyed_before, created_at FROM id_key WHERE id = 1"
@@ -36,3 +37,8 @@ def id_key_of(conn: psycopg.Connection[Any]) -> IdKey:
     if row is None:
         raise StoreError("this database has no id key yet: open it once with write access")
     return IdKey(bytes(row[0]))
+
+
+def id_key_info(conn: psycopg.Connection[Any]) -> IdKeyInfo | None:
+    row = conn.execute(SELECT_ID_KEY_INFO).fetchone()
+    return None if row is None else IdKeyInfo(row[0], bool(row[1]), row[2])

@@ -19,10 +19,13 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
 from kbmcp.errors import DiskFull, KbError, ReadOnly, StoreError
-from kbmcp.store.postgres import connection, migrations, vectors
+from kbmcp.store.postgres import catalog, connection, grants, id_key, migrations, vectors
 from kbmcp.store.postgres.url import shown_url
 
 if TYPE_CHECKING:
+    from kbmcp.store.catalog import Catalog
+    from kbmcp.store.grants import Grants
+    from kbmcp.store.id_key import IdKeys
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -62,6 +65,9 @@ class PostgresStore:
     driver_errors: tuple[type[BaseException], ...] = (psycopg.Error,)
 
     # The concerns (kbmcp/store/backend.py): this backend's module for each.
+    catalog: Catalog = catalog
+    grants: Grants = grants
+    id_key: IdKeys = id_key
     vectors: Vectors = vectors
 
     def __init__(self, url: str) -> None:

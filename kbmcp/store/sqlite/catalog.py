@@ -1,21 +1,35 @@
-"""SQL for tenants, knowledge bases, documents, revisions and chunks (the write side of ingest)."""
+"""The catalog concern (kbmcp/store/catalog.py) on SQLite: tenants, knowledge bases, and the
+document, revision, chunk and tag rows ingest writes."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Sequence
 
 import apsw
 
 from kbmcp.clock import now_iso
-from kbmcp.errors import InvalidRequest
-from kbmcp.ids import looks_like_id
+from kbmcp.store.catalog import (
+    DEFAULT_KB,
+    DOCUMENTS,
+    ID_KIND,
+    LOCAL_TENANT,
+    ChunkWithVector,
+    CurrentDocument,
+    DocumentAttributes,
+    DocumentState,
+    KnowledgeBaseRef,
+    NamedTenant,
+    NewChunk,
+    NewDocument,
+    NewRevision,
+    OwnedKnowledgeBase,
+    StoredChunk,
+    TenantRef,
+    check_kind,
+    check_new_name,
+    dump_json,
+)
 from kbmcp.store.sqlite.id_key import id_key_of
-
-LOCAL_TENANT = "local"
-DEFAULT_KB = "default"
-DEFAULT_MEMORY_STORE = "memories"  # the store `remember` uses when none is named
 
 INSERT_TENANT = """
 INSERT INTO tenant (public_id, name, created_at) VALUES (:public_id, :name, :now)
@@ -103,6 +117,7 @@ SELECT_STORED_CHUNKS = """
 SELECT id, ordinal, heading_path, char_start, char_end, line_start, line_end, text
 FROM chunk WHERE revision_id = :revision_id ORDER BY ordinal
 """
+DOCUMENT_ID_TAKEN = "SELECT 1 FROM document WHERE public_id = :public_id"
 SELECT_CHUNKS_WITH_VECTORS = """
 SELECT c.heading_path, c.text, v.embedding
 FROM chunk AS c JOIN chunk_vector AS v ON v.chunk_id = c.id
@@ -110,82 +125,37 @@ WHERE c.revision_id = :revision_id
 """
 
 
-@dataclass(frozen=True)
-class TenantRef:
-    id: int
-    public_id: str
+# ------------------------------------------------------------------ tenants
 
 
-DOCUMENTS = "documents"  # knowledge_base.kind of a knowledge base
-MEMORIES = "memories"  # knowledge_base.kind of a memory store
-# The public id kind (kbmcp/ids.py) of each knowledge_base kind, and what the CLI calls it.
-ID_KIND = {DOCUMENTS: "knowledge_base", MEMORIES: "memory_store"}
-KIND_NAME = {DOCUMENTS: "knowledge base", MEMORIES: "memory store"}
-# The `kind` a result, fetched chunk or scan item reports for a row of each knowledge_base kind.
-RESULT_KIND: dict[str, Literal["document", "memory"]] = {DOCUMENTS: "document", MEMORIES: "memory"}
-
-
-@dataclass(frozen=True)
-class KnowledgeBaseRef:
-    id: int
-    public_id: str
-    name: str
-    kind: str = DOCUMENTS
-
-
-@dataclass(frozen=True)
-class NamedTenant:
-    id: int
-    public_id: str
-    name: str
-
-    @property
-    def ref(self) -> TenantRef:
-        return TenantRef(self.id, self.public_id)
-
-
-@dataclass(frozen=True)
-class OwnedKnowledgeBase:
-    """A knowledge base with its owner tenant."""
-
-    id: int
-    public_id: str
-    name: str
-    owner: NamedTenant
+def find_tenant(conn: apsw.Connection, name: str) -> TenantRef | None:
+    row = conn.execute(SELECT_TENANT, {"name": name}).fetchone()
+    return None if row is None else TenantRef(row[0], row[1])
 
 
 def find_tenant_by_ref(conn: apsw.Connection, ref: str) -> NamedTenant | None:
-    """The tenant whose name or public id is `ref`."""
     row = conn.execute(SELECT_TENANT_BY_REF, {"ref": ref}).fetchone()
     return None if row is None else NamedTenant(*row)
 
 
-def find_knowledge_bases_by_ref(conn: apsw.Connection, ref: str) -> list[OwnedKnowledgeBase]:
-    """Every knowledge base whose public id or name is `ref` (names repeat across tenants)."""
-    return [
-        OwnedKnowledgeBase(kb_id, public_id, name, NamedTenant(t_id, t_public, t_name))
-        for kb_id, public_id, name, t_id, t_public, t_name in conn.execute(
-            SELECT_KBS_BY_REF, {"ref": ref}
-        )
-    ]
-
-
 def ensure_tenant(conn: apsw.Connection, name: str = LOCAL_TENANT) -> TenantRef:
-    """The tenant named `name`, created on first use (the single-user default is 'local')."""
-    row = conn.execute(SELECT_TENANT, {"name": name}).fetchone()
-    if row is None:
+    found = find_tenant(conn, name)
+    if found is None:
         conn.execute(
             INSERT_TENANT,
             {"public_id": id_key_of(conn).make("tenant", name), "name": name, "now": now_iso()},
         )
-        row = conn.execute(SELECT_TENANT, {"name": name}).fetchone()
-    return TenantRef(row[0], row[1])
+        found = find_tenant(conn, name)
+        assert found is not None
+    return found
+
+
+# ------------------------------------------------------------------ knowledge bases
 
 
 def find_knowledge_base(
     conn: apsw.Connection, tenant: TenantRef, name: str
 ) -> KnowledgeBaseRef | None:
-    """The tenant's knowledge base or memory store named `name` (see `.kind`)."""
     row = conn.execute(SELECT_KB_BY_NAME, {"tenant_id": tenant.id, "name": name}).fetchone()
     return None if row is None else KnowledgeBaseRef(row[0], row[1], name, row[2])
 
@@ -193,11 +163,19 @@ def find_knowledge_base(
 def find_knowledge_base_by_id(
     conn: apsw.Connection, tenant: TenantRef, public_id: str
 ) -> KnowledgeBaseRef | None:
-    """The tenant's knowledge base or memory store with this public id."""
     row = conn.execute(
         SELECT_KB_BY_PUBLIC_ID, {"tenant_id": tenant.id, "public_id": public_id}
     ).fetchone()
     return None if row is None else KnowledgeBaseRef(*row)
+
+
+def find_knowledge_bases_by_ref(conn: apsw.Connection, ref: str) -> list[OwnedKnowledgeBase]:
+    return [
+        OwnedKnowledgeBase(kb_id, public_id, name, NamedTenant(t_id, t_public, t_name))
+        for kb_id, public_id, name, t_id, t_public, t_name in conn.execute(
+            SELECT_KBS_BY_REF, {"ref": ref}
+        )
+    ]
 
 
 def ensure_knowledge_base(
@@ -209,26 +187,9 @@ def ensure_knowledge_base(
     kind: str = DOCUMENTS,
     tags: dict[str, str] | None = None,
 ) -> KnowledgeBaseRef:
-    """The tenant's knowledge base (or, with kind=MEMORIES, memory store) named `name`, created
-    if new. The name taken by the other kind is an `InvalidRequest` naming it."""
     found = find_knowledge_base(conn, tenant, name)
     if found is None:
-        if looks_like_id(name):
-            # `--kb kb_...` means an existing knowledge base: a new one named like an id would
-            # turn a mistyped or foreign id into a silently created, empty knowledge base.
-            raise InvalidRequest(
-                f"{name!r} looks like an id, not a name: no {KIND_NAME[kind]} of this tenant "
-                f"has that id; pick a name that is not shaped like an id to create one",
-                details={"argument": "name", "value": name},
-            )
-        # Each kind's default name is kept for it, so neither default can be taken by the other.
-        reserved = {DOCUMENTS: DEFAULT_MEMORY_STORE, MEMORIES: DEFAULT_KB}[kind]
-        if name == reserved:
-            raise InvalidRequest(
-                f"{name!r} is reserved for the default {KIND_NAME[_other(kind)]}; pick another "
-                f"name for the {KIND_NAME[kind]}",
-                details={"argument": "name", "value": name},
-            )
+        check_new_name(name, kind)
         conn.execute(
             INSERT_KB,
             {
@@ -243,19 +204,129 @@ def ensure_knowledge_base(
         )
         found = find_knowledge_base(conn, tenant, name)
         assert found is not None
-    if found.kind != kind:
-        raise InvalidRequest(
-            f"{name!r} is the name of a {KIND_NAME[found.kind]} ({found.public_id}); a "
-            f"tenant's knowledge bases and memory stores share names, so pick another",
-            details={"argument": "name", "value": name, "taken_by": found.public_id},
+    return check_kind(found, name, kind)
+
+
+# ------------------------------------------------------------------ documents
+
+
+def document_states(conn: apsw.Connection, knowledge_base_id: int) -> list[DocumentState]:
+    return [
+        DocumentState(*row)
+        for row in conn.execute(SELECT_DOCUMENT_STATES, {"kb_id": knowledge_base_id})
+    ]
+
+
+def current_document(
+    conn: apsw.Connection, knowledge_base_id: int, path: str
+) -> CurrentDocument | None:
+    row = conn.execute(
+        SELECT_DOCUMENT_FOR_UPDATE, {"kb_id": knowledge_base_id, "path": path}
+    ).fetchone()
+    return None if row is None else CurrentDocument(*row)
+
+
+def document_id_taken(conn: apsw.Connection, public_id: str) -> bool:
+    return conn.execute(DOCUMENT_ID_TAKEN, {"public_id": public_id}).fetchone() is not None
+
+
+def insert_document(conn: apsw.Connection, document: NewDocument, now: str) -> int:
+    conn.execute(
+        INSERT_DOCUMENT,
+        {
+            "public_id": document.public_id,
+            "kb_id": document.knowledge_base_id,
+            "path": document.path,
+            "title": document.title,
+            "kind": document.kind,
+            "source": document.source,
+            "metadata": document.metadata,
+            "now": now,
+        },
+    )
+    return conn.last_insert_rowid()
+
+
+def update_document(
+    conn: apsw.Connection, document_id: int, attributes: DocumentAttributes, now: str
+) -> None:
+    conn.execute(
+        UPDATE_DOCUMENT,
+        {
+            "document_id": document_id,
+            "title": attributes.title,
+            "kind": attributes.kind,
+            "source": attributes.source,
+            "metadata": attributes.metadata,
+            "revision_id": attributes.revision_id,
+            "attributes_hash": attributes.attributes_hash,
+            "now": now,
+        },
+    )
+
+
+def replace_tags(conn: apsw.Connection, document_id: int, tags: Sequence[tuple[str, str]]) -> None:
+    conn.execute(DELETE_TAGS, {"document_id": document_id})
+    conn.executemany(
+        INSERT_TAG, [{"document_id": document_id, "key": k, "value": v} for k, v in tags]
+    )
+
+
+def archive_document(conn: apsw.Connection, document_id: int, now: str) -> None:
+    conn.execute(ARCHIVE_DOCUMENT, {"document_id": document_id, "now": now})
+
+
+def next_revision_number(conn: apsw.Connection, document_id: int) -> int:
+    return int(conn.execute(NEXT_REVISION_NUMBER, {"document_id": document_id}).fetchone()[0])
+
+
+def insert_revision(conn: apsw.Connection, revision: NewRevision, now: str) -> int:
+    conn.execute(
+        INSERT_REVISION,
+        {
+            "public_id": revision.public_id,
+            "document_id": revision.document_id,
+            "number": revision.number,
+            "content": revision.content,
+            "content_hash": revision.content_hash,
+            "char_count": revision.char_count,
+            "line_count": revision.line_count,
+            "now": now,
+        },
+    )
+    return conn.last_insert_rowid()
+
+
+def insert_chunks(conn: apsw.Connection, revision_id: int, chunks: Sequence[NewChunk]) -> list[int]:
+    chunk_ids = []
+    for chunk in chunks:
+        conn.execute(
+            INSERT_CHUNK,
+            {
+                "public_id": chunk.public_id,
+                "revision_id": revision_id,
+                "ordinal": chunk.ordinal,
+                "heading_path": chunk.heading_path,
+                "char_start": chunk.char_start,
+                "char_end": chunk.char_end,
+                "line_start": chunk.line_start,
+                "line_end": chunk.line_end,
+                "text": chunk.text,
+            },
         )
-    return found
+        chunk_ids.append(conn.last_insert_rowid())
+    return chunk_ids
 
 
-def _other(kind: str) -> str:
-    return MEMORIES if kind == DOCUMENTS else DOCUMENTS
+def stored_chunks(conn: apsw.Connection, revision_id: int) -> list[StoredChunk]:
+    return [
+        StoredChunk(*row)
+        for row in conn.execute(SELECT_STORED_CHUNKS, {"revision_id": revision_id})
+    ]
 
 
-def dump_json(value: object) -> str:
-    """Canonical JSON for stored objects (sorted keys, no ASCII escaping)."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+def chunks_with_vectors(conn: apsw.Connection, revision_id: int) -> list[ChunkWithVector]:
+    return [
+        ChunkWithVector(*row)
+        for row in conn.execute(SELECT_CHUNKS_WITH_VECTORS, {"revision_id": revision_id})
+    ]

@@ -1,15 +1,15 @@
-"""The file's id key (migration 7): created once, right after the migrations, read by every
-write that makes a public id (kbmcp/ids.py says why ids are keyed)."""
+"""The id key concern (kbmcp/store/id_key.py) on SQLite: the file's id key (migration 7),
+created once, right after the migrations, read by every write that makes a public id
+(kbmcp/ids.py says why ids are keyed)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import apsw
 
 from kbmcp.clock import now_iso
 from kbmcp.errors import StoreError
 from kbmcp.ids import IdKey, new_id_key
+from kbmcp.store.id_key import IdKeyInfo
 
 SELECT_ID_KEY = "SELECT key FROM id_key WHERE id = 1"
 SELECT_ID_KEY_INFO = "SELECT origin, unkeyed_before, created_at FROM id_key WHERE id = 1"
@@ -19,13 +19,6 @@ INSERT_ID_KEY = """
 INSERT OR IGNORE INTO id_key (id, key, origin, unkeyed_before, created_at)
 VALUES (1, :key, :origin, EXISTS (SELECT 1 FROM tenant), :now)
 """
-
-
-@dataclass(frozen=True)
-class IdKeyInfo:
-    origin: str  # 'random', or 'pinned' by KBMCP_TEST_ID_KEY
-    unkeyed_before: bool  # the file has ids made before it had a key
-    created_at: str
 
 
 def ensure_id_key(conn: apsw.Connection) -> None:

@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING, Literal
 import apsw
 
 from kbmcp.errors import KbError
-from kbmcp.store.sqlite import connection, disk_full, vectors
+from kbmcp.store.sqlite import catalog, connection, disk_full, grants, id_key, vectors
 
 if TYPE_CHECKING:
+    from kbmcp.store.catalog import Catalog
+    from kbmcp.store.grants import Grants
+    from kbmcp.store.id_key import IdKeys
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -40,6 +43,9 @@ class SqliteStore:
     driver_errors: tuple[type[BaseException], ...] = (apsw.Error,)
 
     # The concerns (kbmcp/store/backend.py): this backend's module for each.
+    catalog: Catalog = catalog
+    grants: Grants = grants
+    id_key: IdKeys = id_key
     vectors: Vectors = vectors
 
     def __init__(self, path: Path, *, immutable: bool = False) -> None:

@@ -1,0 +1,138 @@
+"""The grants concern of the store contract: who may read what (readable sets, token lookup),
+shares of knowledge bases between tenants, bearer tokens, and the administrator's listings of
+tenants and knowledge bases.
+
+Implemented by kbmcp/store/sqlite/grants.py and kbmcp/store/postgres/grants.py. Nothing here is
+cached by either: every request reads shares and tokens again, so a revocation made through
+one process (or server) is in force on the next request of every other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from kbmcp.store.backend import Connection
+
+
+@dataclass(frozen=True)
+class StoredToken:
+    """A token row as checking a presented secret needs it (JSON columns as text)."""
+
+    public_id: str
+    secret_hash: str
+    scopes: str  # JSON array
+    knowledge_base_ids: str | None  # JSON array; None: no allow-list
+    expires_at: str | None
+    revoked_at: str | None
+    tenant_id: int
+    tenant_public_id: str
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    public_id: str
+    tenant: str  # the tenant's name
+    name: str
+    scopes: str  # JSON array
+    knowledge_base_ids: str | None  # JSON array; None: no allow-list
+    created_at: str
+    expires_at: str | None
+    revoked_at: str | None
+
+
+@dataclass(frozen=True)
+class NewToken:
+    public_id: str
+    tenant_id: int
+    name: str
+    secret_hash: str
+    scopes: str  # JSON array
+    knowledge_base_ids: str | None  # JSON array; None: no allow-list
+    expires_at: str | None
+
+
+@dataclass(frozen=True)
+class TenantRow:
+    public_id: str
+    name: str
+    created_at: str
+    knowledge_base_count: int
+    active_token_count: int  # neither revoked nor expired at the time given
+
+
+@dataclass(frozen=True)
+class KnowledgeBaseRow:
+    public_id: str
+    name: str
+    description: str
+    owner_public_id: str
+    owner: str  # the owner tenant's name
+    created_at: str
+    shared_with: list[str]  # names of the tenants it is shared to now, in byte order
+
+
+class Grants(Protocol):
+    # ---------------------------------------------------------------- reading rights
+
+    def readable_knowledge_base_ids(
+        self, conn: Connection, tenant_id: int, allowlist: Collection[str] | None
+    ) -> list[int]:
+        """Row ids of the knowledge bases (not memory stores) the tenant owns or has shared
+        to it (not revoked), narrowed to the public ids of `allowlist` when there is one (an
+        empty one allows none); ascending."""
+        ...
+
+    def memory_store_ids(self, conn: Connection, tenant_id: int) -> list[int]:
+        """Row ids of the tenant's own memory stores (never shared), ascending."""
+        ...
+
+    def stored_token(self, conn: Connection, public_id: str) -> StoredToken | None:
+        """The token with this public id (tok_...), whatever its state."""
+        ...
+
+    # ---------------------------------------------------------------- shares
+
+    def share_in_force(self, conn: Connection, knowledge_base_id: int, tenant_id: int) -> bool:
+        """Whether the knowledge base is shared to the tenant now."""
+        ...
+
+    def share(self, conn: Connection, knowledge_base_id: int, tenant_id: int, now: str) -> None:
+        """Share (again, after a revocation: the row is re-activated with the new date)."""
+        ...
+
+    def revoke_share(
+        self, conn: Connection, knowledge_base_id: int, tenant_id: int, now: str
+    ) -> None: ...
+
+    # ---------------------------------------------------------------- tokens
+
+    def insert_token(self, conn: Connection, token: NewToken, now: str) -> None: ...
+
+    def tokens(
+        self, conn: Connection, *, tenant_id: int | None = None, public_id: str | None = None
+    ) -> list[TokenRow]:
+        """Tokens (of one tenant, or the one with `public_id`; else all), by creation time
+        then public id."""
+        ...
+
+    def revoke_token(self, conn: Connection, public_id: str, now: str) -> None:
+        """Revoke the token unless it is revoked already (the first revocation's time stays)."""
+        ...
+
+    def count_usable_tokens(self, conn: Connection, now: str) -> int:
+        """Tokens neither revoked nor expired at `now`."""
+        ...
+
+    # ---------------------------------------------------------------- listings
+
+    def tenants(self, conn: Connection, now: str) -> list[TenantRow]:
+        """Every tenant by name (byte order), with its knowledge bases and usable tokens."""
+        ...
+
+    def knowledge_bases(self, conn: Connection, tenant_id: int | None) -> list[KnowledgeBaseRow]:
+        """Every knowledge base with its owner and grantees, by owner name then name (byte
+        order); with `tenant_id`, those that tenant can read (its own and shared to it)."""
+        ...
