@@ -257,7 +257,7 @@ def insert_document(
         offset += len(text) + 2
         rows.append(IndexRow(conn.last_insert_rowid(), (), text, vectors[ordinal].tobytes()))
     store_vectors(conn, [(r.chunk_id, r.embedding) for r in rows])
-    add_to_index(conn, title, rows)
+    add_to_index(conn, kb_id, title, rows)
 
 
 def add_memories(ws: Workspace, corpus: Corpus, count: int, seed: int = 13) -> tuple[int, int]:

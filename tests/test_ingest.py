@@ -20,11 +20,12 @@ from kbmcp.ingest.chunker import ChunkingOptions
 from kbmcp.ingest.parsing import ParsedDocument
 from kbmcp.ingest.walker import WalkReport
 from kbmcp.service import ingest as ingest_module
-from kbmcp.service import ingest_batch, ingest_write
+from kbmcp.service import ingest_batch
 from kbmcp.service.admin import reembed
 from kbmcp.service.ingest import IngestOptions, IngestReport, add_paths
 from kbmcp.service.listing import list_documents
 from kbmcp.service.read import read_document
+from kbmcp.store.sqlite import index as sqlite_index
 from kbmcp.store.sqlite.vectors import recorded_model
 from kbmcp.workspace import Workspace
 from tests.file_tree import write_tree
@@ -628,7 +629,7 @@ def test_a_write_failure_midway_rolls_back_whole_documents(
 ) -> None:
     monkeypatch.setattr(ingest_batch, "EMBED_BATCH_CHUNKS", 6)
     folder = many_files(tmp_path / "notes", 12)
-    real_add_to_index = ingest_write.add_to_index
+    real_add_to_index = sqlite_index.add_to_index
     calls = 0
 
     def flaky_add_to_index(*args: object) -> None:
@@ -638,13 +639,13 @@ def test_a_write_failure_midway_rolls_back_whole_documents(
             raise apsw.IOError("disk went away")
         real_add_to_index(*args)
 
-    monkeypatch.setattr(ingest_write, "add_to_index", flaky_add_to_index)
+    monkeypatch.setattr(sqlite_index, "add_to_index", flaky_add_to_index)
     with pytest.raises(apsw.IOError):
         add(ws, folder)
     present = assert_all_or_nothing(ws.conn)
     assert 0 < len(present) < 12
     assert not ws.conn.in_transaction
-    monkeypatch.setattr(ingest_write, "add_to_index", real_add_to_index)
+    monkeypatch.setattr(sqlite_index, "add_to_index", real_add_to_index)
     report = add(ws, folder)
     assert report.added == 12 - len(present)
     assert len(assert_all_or_nothing(ws.conn)) == 12

@@ -15,9 +15,9 @@ from kbmcp.config import Settings
 from kbmcp.embed.base import DelegatingEmbedder
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import InvalidRequest
-from kbmcp.service import ingest_write
 from kbmcp.service.ingest import add_paths
 from kbmcp.service.ingest_preview import preview_paths
+from kbmcp.store.sqlite import index as sqlite_index
 from kbmcp.workspace import Workspace
 from tests.cli_support import Run, assert_one_line_error
 from tests.file_tree import write_tree
@@ -87,14 +87,14 @@ def test_a_file_that_fails_to_embed_or_write_loses_nothing_else(
     files = {**good_files(20), "bad-embed.md": "# Poison\n\npoison ivy\n"}
     files["bad-write.md"] = "# Cursed\n\nwrites fail\n"
     root = write_tree(tmp_path / "docs", files)
-    real_add_to_index = ingest_write.add_to_index
+    real_add_to_index = sqlite_index.add_to_index
 
-    def failing_add_to_index(conn, title, rows):  # type: ignore[no-untyped-def]
+    def failing_add_to_index(conn, knowledge_base_id, title, rows):  # type: ignore[no-untyped-def]
         if title == "Cursed":
             raise RuntimeError("a bug in writing this one document")
-        return real_add_to_index(conn, title, rows)
+        return real_add_to_index(conn, knowledge_base_id, title, rows)
 
-    monkeypatch.setattr(ingest_write, "add_to_index", failing_add_to_index)
+    monkeypatch.setattr(sqlite_index, "add_to_index", failing_add_to_index)
     settings = Settings(db=db_path, embedder="hash")
     with Workspace(settings, embedder=PoisonEmbedder()) as workspace:
         report = add_paths(workspace, workspace.local_principal(), [root])
@@ -113,7 +113,7 @@ def test_a_file_that_fails_to_embed_or_write_loses_nothing_else(
             "WHERE r.content LIKE '%writes fail%'"
         ).fetchone()[0]
         assert orphans == 0
-    monkeypatch.setattr(ingest_write, "add_to_index", real_add_to_index)
+    monkeypatch.setattr(sqlite_index, "add_to_index", real_add_to_index)
     # once the cause is gone, the next add indexes them (exit status 1 while files fail)
     monkeypatch.setenv("KBMCP_DB", str(db_path))
     run = kbmcp("add", root, "--json")

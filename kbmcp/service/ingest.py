@@ -55,7 +55,6 @@ from kbmcp.service.ingest_progress import IngestProgress, ProgressTracker
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
 from kbmcp.store.sqlite import catalog as sql
 from kbmcp.store.sqlite.connection import write_transaction
-from kbmcp.store.sqlite.index import chunk_ids_of_revision, remove_from_index
 from kbmcp.store.sqlite.source_files import FileSignature, RecordedFile
 from kbmcp.wording import counted
 from kbmcp.workspace import Workspace, holding_lock
@@ -222,7 +221,7 @@ def add_paths(
         report.warnings.append("--prune skipped: some folders could not be read (see errors)")
     elif options.prune:
         with workspace.lock:
-            report.archived = _prune(workspace.conn, kb, paths, seen, scope, report.deferred)
+            report.archived = _prune(workspace, kb, paths, seen, scope, report.deferred)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -255,18 +254,19 @@ def archive_document(workspace: Workspace, principal: Principal, document_id: st
             f"document {public_id} does not exist, is not readable or is not published",
             details={"argument": "document_id", "document_id": public_id},
         )
-    archive_row(conn, row[0])
+    archive_row(workspace, row[0])
 
 
-def archive_row(conn: apsw.Connection, document_id: int) -> None:
+def archive_row(workspace: Workspace, document_id: int) -> None:
     """Archive the document (or memory) with this row id, in one transaction: out of the
     indexes, status 'archived', updated now."""
+    conn, index = workspace.conn, workspace.store.index
     with write_transaction(conn):
         revision_id = conn.execute(
             SELECT_CURRENT_REVISION, {"document_id": document_id}
         ).fetchone()[0]
         if revision_id is not None:
-            remove_from_index(conn, chunk_ids_of_revision(conn, revision_id))
+            index.remove_from_index(conn, index.chunk_ids_of_revision(conn, revision_id))
         conn.execute(sql.ARCHIVE_DOCUMENT, {"document_id": document_id, "now": now_iso()})
 
 
@@ -508,7 +508,7 @@ def pending_document(
 
 
 def _prune(
-    conn: apsw.Connection,
+    workspace: Workspace,
     kb: KnowledgeBaseRef,
     paths: Sequence[Path],
     seen: set[str],
@@ -523,7 +523,7 @@ def _prune(
     if not roots:
         return 0
     archived = 0
-    for document_id, _public_id, path, _title, status, source, *_rest in conn.execute(
+    for document_id, _public_id, path, _title, status, source, *_rest in workspace.conn.execute(
         sql.SELECT_DOCUMENT_STATES, {"kb_id": kb.id}
     ).fetchall():
         if status != "published" or path in seen or source is None or source in later:
@@ -532,6 +532,6 @@ def _prune(
             continue
         if scope is not None and not scope.covers(Path(source)):
             continue
-        archive_row(conn, document_id)
+        archive_row(workspace, document_id)
         archived += 1
     return archived

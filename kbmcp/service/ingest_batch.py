@@ -112,7 +112,7 @@ class IngestBatch:
         self.workspace = workspace
         self.conn = workspace.conn
         self.kb = kb
-        self.writer = DocumentWriter(self.conn, kb, public_id_of)
+        self.writer = DocumentWriter(workspace.store, self.conn, kb, public_id_of)
         self.counts = counts  # added, updated, unchanged, chunks, embedded: after each commit
         self.on_ready = on_ready
         # keep_going: a document that fails to embed or to write (a bug, a hostile file) is

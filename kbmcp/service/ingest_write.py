@@ -17,7 +17,7 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
@@ -27,17 +27,14 @@ from kbmcp.ids import IdKey
 from kbmcp.ingest.chunker import ChunkSpan
 from kbmcp.ingest.parsing import ParsedDocument
 from kbmcp.store.catalog import KnowledgeBaseRef, dump_json
+from kbmcp.store.index import IndexRow
 from kbmcp.store.sqlite import catalog as sql
 from kbmcp.store.sqlite import staging
 from kbmcp.store.sqlite.id_key import id_key_of
-from kbmcp.store.sqlite.index import (
-    IndexRow,
-    add_to_index,
-    chunk_ids_of_revision,
-    remove_from_index,
-)
 from kbmcp.store.sqlite.source_files import RecordedFile, record_file
-from kbmcp.store.sqlite.vectors import drop_stored_vectors, store_vectors
+
+if TYPE_CHECKING:
+    from kbmcp.store.backend import Connection, Store
 
 
 @dataclass(frozen=True)
@@ -110,10 +107,12 @@ class DocumentWriter:
 
     def __init__(
         self,
-        conn: apsw.Connection,
+        store: Store,
+        conn: Connection,
         kb: KnowledgeBaseRef,
         public_id_of: Callable[[str], str] | None = None,
     ) -> None:
+        self.store = store
         self.conn = conn
         self.kb = kb
         # The public id a new document gets from its path: doc_... from the knowledge base and
@@ -165,10 +164,10 @@ class DocumentWriter:
             self.update_document(document, document_id, current_revision_id, now)
             return "updated", len(document.spans) if reindexed else 0
         if current_revision_id is not None:
-            old_chunk_ids = chunk_ids_of_revision(conn, current_revision_id)
+            old_chunk_ids = self.store.index.chunk_ids_of_revision(conn, current_revision_id)
             if status == "published":
-                remove_from_index(conn, old_chunk_ids)
-            drop_stored_vectors(conn, old_chunk_ids)
+                self.store.index.remove_from_index(conn, old_chunk_ids)
+            self.store.vectors.drop_stored_vectors(conn, old_chunk_ids)
         revision_id = self._insert_revision(document, document_id, document_public_id, now)
         self._index_chunks(document, vectors)
         self.update_document(document, document_id, revision_id, now)
@@ -184,9 +183,8 @@ class DocumentWriter:
         if reindex:
             rows = self._index_rows(document, vectors)
             if status == "published":
-                remove_from_index(self.conn, document.chunk_ids)
-            store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
-            add_to_index(self.conn, document.parsed.title, rows)
+                self.store.index.remove_from_index(self.conn, document.chunk_ids)
+            self._store_and_index(document, rows)
         return reindex
 
     def insert_document(
@@ -277,9 +275,11 @@ class DocumentWriter:
         return revision_id
 
     def _index_chunks(self, document: PendingDocument, vectors: dict[str, bytes]) -> None:
-        rows = self._index_rows(document, vectors)
-        store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
-        add_to_index(self.conn, document.parsed.title, rows)
+        self._store_and_index(document, self._index_rows(document, vectors))
+
+    def _store_and_index(self, document: PendingDocument, rows: list[IndexRow]) -> None:
+        self.store.vectors.store_vectors(self.conn, [(row.chunk_id, row.embedding) for row in rows])
+        self.store.index.add_to_index(self.conn, self.kb.id, document.parsed.title, rows)
 
     @staticmethod
     def _index_rows(document: PendingDocument, vectors: dict[str, bytes]) -> list[IndexRow]:
@@ -396,7 +396,9 @@ class StagedWrite:
         """The next `count` chunks and their vectors (one per chunk, in order)."""
         spans = self.document.spans[self.written : self.written + count]
         chunk_ids = self.writer.insert_chunks(self.revision_id, self.revision_public_id, spans)
-        store_vectors(self.writer.conn, list(zip(chunk_ids, vectors, strict=True)))
+        self.writer.store.vectors.store_vectors(
+            self.writer.conn, list(zip(chunk_ids, vectors, strict=True))
+        )
         self.writer.conn.execute(
             staging.TOUCH_STAGED, {"revision_id": self.revision_id, "now": now_iso()}
         )
@@ -418,8 +420,8 @@ class StagedWrite:
         assert row is not None
         status, current_revision_id = row[2], row[3]
         if current_revision_id is not None and status == "published":
-            staging.unindex_revision(conn, current_revision_id)
-        staging.index_revision(conn, self.revision_id, document.parsed.title)
+            self.writer.store.index.unindex_revision(conn, current_revision_id)
+        self.writer.store.index.index_revision(conn, self.revision_id, document.parsed.title)
         self.writer.update_document(document, self.document_id, self.revision_id, now_iso())
         conn.execute(staging.DELETE_STAGED, {"revision_id": self.revision_id})
         self.old_revision_id = current_revision_id

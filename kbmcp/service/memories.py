@@ -366,7 +366,7 @@ def forget(workspace: Workspace, principal: Principal, memory_id: Any) -> Forget
         return ForgetResult(public_id, store_id, "already_forgotten", updated_at)
     from kbmcp.service.ingest import archive_row  # the ingest pipeline: only when writing
 
-    archive_row(conn, row_id)
+    archive_row(workspace, row_id)
     forgotten_at = _own_memory(conn, principal, public_id)[4]
     return ForgetResult(public_id, store_id, "forgotten", forgotten_at)
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
+    from kbmcp.store.index import Index
     from kbmcp.store.vectors import Vectors
 
 # A connection of the store's backend: apsw.Connection (SQLite) or psycopg.Connection in
@@ -59,6 +60,7 @@ class Store(Protocol):
     catalog: Catalog
     grants: Grants
     id_key: IdKeys
+    index: Index
     vectors: Vectors
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> Connection:

@@ -235,7 +235,7 @@ class _SqliteSide(_Side):
         "DELETE FROM embedding_model",
     )
     INDEXED_REVISIONS = """
-        SELECT current_revision_id, title FROM document
+        SELECT current_revision_id, title, knowledge_base_id FROM document
         WHERE status = 'published' AND current_revision_id IS NOT NULL
         ORDER BY id"""
 
@@ -322,9 +322,9 @@ class _SqliteSide(_Side):
 
         indexed = 0
         revisions = self.conn.execute(self.INDEXED_REVISIONS).fetchall()
-        for revision_id, title in revisions:
+        for revision_id, title, knowledge_base_id in revisions:
             rows = index_rows_of_revision(self.conn, revision_id)
-            add_to_index(self.conn, title, rows)
+            add_to_index(self.conn, knowledge_base_id, title, rows)
             indexed += len(rows)
         return indexed
 
@@ -431,12 +431,12 @@ class _PostgresSide(_Side):
         self.conn.execute(CLEAR_ID_KEY)
 
     def rebuild_indexes(self) -> int:
-        from kbmcp.store.postgres.index import add_to_index, every_index_row
+        from kbmcp.store.postgres.index import add_rows, every_index_row
         from kbmcp.store.postgres.vectors import build_index, recorded_model
 
         indexed = 0
         for batch in every_index_row(self.conn):
-            add_to_index(self.conn, batch)
+            add_rows(self.conn, batch)
             indexed += len(batch)
         if recorded_model(self.conn) is not None:
             build_index(self.conn)

@@ -34,12 +34,26 @@ class Vectors(Protocol):
         transaction): vectors of another model are dropped."""
         ...
 
+    # Two tables hold vectors, keyed by chunk id: the stored vectors of every chunk of each
+    # document's current revision (published or archived: a new revision reuses the vectors of
+    # unchanged chunk texts, an archived document comes back without embedding), and the
+    # indexed vectors of published documents' current chunks. `rows`: (chunk id, vector).
+
     def store_vectors(self, conn: Connection, rows: Sequence[tuple[int, bytes]]) -> None:
         """Keep each chunk's vector (chunk id, `to_blob` bytes), replacing one it had: every
         chunk of a document's current revision has one, published or archived."""
         ...
 
     def drop_stored_vectors(self, conn: Connection, chunk_ids: Iterable[int]) -> None: ...
+
+    def index_vectors(
+        self, conn: Connection, knowledge_base_id: int, rows: Sequence[tuple[int, bytes]]
+    ) -> None:
+        """Put chunks of the knowledge base into the vector index (PostgreSQL keeps the
+        knowledge base with each vector, for approximate searches over a readable set)."""
+        ...
+
+    def unindex_vectors(self, conn: Connection, chunk_ids: Iterable[int]) -> None: ...
 
 
 # numpy is imported where vectors are converted, not with the module: commands that only read

@@ -32,7 +32,7 @@ import psycopg
 
 from kbmcp.search.lexical import bm25
 from kbmcp.search.lexical.fts import STOPWORD_DOC_FRACTION, STOPWORD_MIN_ROWS, TOKENIZER, WEIGHTS
-from kbmcp.store.sqlite.index import heading_text
+from kbmcp.store.index import heading_text
 
 COLUMNS = ("title", "heading", "body")
 POSITION_SHIFT = 20  # position = column << 20 | offset: a column holds < 2^20 tokens

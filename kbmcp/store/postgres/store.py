@@ -19,13 +19,14 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
 from kbmcp.errors import DiskFull, KbError, ReadOnly, StoreError
-from kbmcp.store.postgres import catalog, connection, grants, id_key, migrations, vectors
+from kbmcp.store.postgres import catalog, connection, grants, id_key, index, migrations, vectors
 from kbmcp.store.postgres.url import shown_url
 
 if TYPE_CHECKING:
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
+    from kbmcp.store.index import Index
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class PostgresStore:
     catalog: Catalog = catalog
     grants: Grants = grants
     id_key: IdKeys = id_key
+    index: Index = index
     vectors: Vectors = vectors
 
     def __init__(self, url: str) -> None:

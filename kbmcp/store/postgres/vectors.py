@@ -48,12 +48,12 @@ INSERT_STORED_VECTOR = """
 INSERT INTO chunk_vector (chunk_id, embedding) VALUES (%(chunk_id)s, %(embedding)b)
 ON CONFLICT (chunk_id) DO UPDATE SET embedding = excluded.embedding
 """
-DELETE_STORED_VECTOR = "DELETE FROM chunk_vector WHERE chunk_id = %(chunk_id)s"
+DELETE_STORED_VECTORS = "DELETE FROM chunk_vector WHERE chunk_id = ANY(%(chunk_ids)s::bigint[])"
 INSERT_INDEXED_VECTOR = """
 INSERT INTO chunk_vec (chunk_id, knowledge_base_id, embedding)
 VALUES (%(chunk_id)s, %(knowledge_base_id)s, %(embedding)b)
 """
-DELETE_INDEXED_VECTOR = "DELETE FROM chunk_vec WHERE chunk_id = %(chunk_id)s"
+DELETE_INDEXED_VECTORS = "DELETE FROM chunk_vec WHERE chunk_id = ANY(%(chunk_ids)s::bigint[])"
 
 _HEADER = struct.Struct(">HH")
 
@@ -153,6 +153,8 @@ def has_index(conn: psycopg.Connection[Any]) -> bool:
 
 
 def store_vectors(conn: psycopg.Connection[Any], rows: Sequence[tuple[int, bytes]]) -> None:
+    if not rows:
+        return
     with conn.cursor() as cur:
         cur.executemany(
             INSERT_STORED_VECTOR,
@@ -161,13 +163,16 @@ def store_vectors(conn: psycopg.Connection[Any], rows: Sequence[tuple[int, bytes
 
 
 def drop_stored_vectors(conn: psycopg.Connection[Any], chunk_ids: Iterable[int]) -> None:
-    with conn.cursor() as cur:
-        cur.executemany(DELETE_STORED_VECTOR, [{"chunk_id": i} for i in chunk_ids])
+    ids = list(chunk_ids)
+    if ids:
+        conn.execute(DELETE_STORED_VECTORS, {"chunk_ids": ids})
 
 
 def index_vectors(
     conn: psycopg.Connection[Any], knowledge_base_id: int, rows: Sequence[tuple[int, bytes]]
 ) -> None:
+    if not rows:
+        return
     with conn.cursor() as cur:
         cur.executemany(
             INSERT_INDEXED_VECTOR,
@@ -180,5 +185,6 @@ def index_vectors(
 
 
 def unindex_vectors(conn: psycopg.Connection[Any], chunk_ids: Iterable[int]) -> None:
-    with conn.cursor() as cur:
-        cur.executemany(DELETE_INDEXED_VECTOR, [{"chunk_id": i} for i in chunk_ids])
+    ids = list(chunk_ids)
+    if ids:
+        conn.execute(DELETE_INDEXED_VECTORS, {"chunk_ids": ids})

@@ -1,15 +1,14 @@
 """SQL for revisions written in parts (migration 10): a document too large for one short write
 transaction gets its chunks and vectors over several, then one last transaction moves the search
 indexes from the old revision's chunks to the new one's with set-based statements (no row passes
-through Python) and makes the revision current. See kbmcp/service/ingest_write.py."""
+through Python: kbmcp/store/sqlite/index.py `index_revision`) and makes the revision current.
+See kbmcp/service/ingest_write.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import apsw
-
-from kbmcp.store.sqlite.vectors import VEC_TABLE
 
 # A new document whose first revision is being written: archived (so in no listing of published
 # documents and no index) and without a current revision until the switch publishes it.
@@ -65,35 +64,6 @@ DELETE FROM chunk_vector WHERE chunk_id IN (
     WHERE c.revision_id = :revision_id LIMIT :limit)
 """
 
-# The switch. The keyword index and the vec0 index leave the old revision's chunks and take the
-# new one's, each in one statement. The FTS5 row is what kbmcp/store/sqlite/index.py's add_to_index
-# writes: title, the heading path joined with " > " ('' for none), the text.
-# Trap: `rowid IN (SELECT ...)` is the form both FTS5 (contentless_delete) and vec0 delete by.
-UNINDEX_FTS_OF_REVISION = """
-DELETE FROM chunk_fts WHERE rowid IN (SELECT id FROM chunk WHERE revision_id = :revision_id)
-"""
-UNINDEX_VEC_OF_REVISION = f"""
-DELETE FROM {VEC_TABLE} WHERE rowid IN (SELECT id FROM chunk WHERE revision_id = :revision_id)
-"""
-INDEX_FTS_OF_REVISION = """
-INSERT INTO chunk_fts (rowid, title, heading, body)
-SELECT c.id,
-       :title,
-       coalesce((SELECT group_concat(h.value, ' > ' ORDER BY h.key)
-                 FROM json_each(c.heading_path) AS h), ''),
-       c.text
-FROM chunk AS c
-WHERE c.revision_id = :revision_id
-ORDER BY c.id
-"""
-INDEX_VEC_OF_REVISION = f"""
-INSERT INTO {VEC_TABLE} (rowid, embedding)
-SELECT c.id, v.embedding
-FROM chunk AS c JOIN chunk_vector AS v ON v.chunk_id = c.id
-WHERE c.revision_id = :revision_id
-ORDER BY c.id
-"""
-
 
 @dataclass(frozen=True)
 class StagedChunk:
@@ -119,17 +89,3 @@ def chunks_and_vectors(conn: apsw.Connection, revision_id: int) -> tuple[int, in
         COUNT_CHUNKS_WITH_VECTORS, {"revision_id": revision_id}
     ).fetchone()
     return int(chunks), int(vectors)
-
-
-def index_revision(conn: apsw.Connection, revision_id: int, title: str) -> None:
-    """Put every chunk of a revision (with its stored vector) into the search indexes."""
-    params = {"revision_id": revision_id}
-    conn.execute(INDEX_FTS_OF_REVISION, {**params, "title": title})
-    conn.execute(INDEX_VEC_OF_REVISION, params)
-
-
-def unindex_revision(conn: apsw.Connection, revision_id: int) -> None:
-    """Take every chunk of a revision out of the search indexes."""
-    params = {"revision_id": revision_id}
-    conn.execute(UNINDEX_FTS_OF_REVISION, params)
-    conn.execute(UNINDEX_VEC_OF_REVISION, params)

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Literal
 import apsw
 
 from kbmcp.errors import KbError
-from kbmcp.store.sqlite import catalog, connection, disk_full, grants, id_key, vectors
+from kbmcp.store.sqlite import catalog, connection, disk_full, grants, id_key, index, vectors
 
 if TYPE_CHECKING:
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
+    from kbmcp.store.index import Index
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class SqliteStore:
     catalog: Catalog = catalog
     grants: Grants = grants
     id_key: IdKeys = id_key
+    index: Index = index
     vectors: Vectors = vectors
 
     def __init__(self, path: Path, *, immutable: bool = False) -> None:

@@ -1,4 +1,5 @@
-"""The embedding-model record and the vector tables.
+"""The vectors concern (kbmcp/store/vectors.py) on SQLite: the embedding-model record and the
+vector tables.
 
 Two tables hold vectors, both keyed by chunk id:
 - `chunk_vector` (migration 2): the float32 vector of every chunk of each document's current
@@ -91,7 +92,10 @@ def drop_stored_vectors(conn: apsw.Connection, chunk_ids: Iterable[int]) -> None
     conn.executemany(DELETE_STORED_VECTOR, [(chunk_id,) for chunk_id in chunk_ids])
 
 
-def index_vectors(conn: apsw.Connection, rows: Sequence[tuple[int, bytes]]) -> None:
+def index_vectors(
+    conn: apsw.Connection, knowledge_base_id: int, rows: Sequence[tuple[int, bytes]]
+) -> None:
+    """`knowledge_base_id` is not kept here: a vec0 row is the chunk id and its vector."""
     conn.executemany(INSERT_INDEXED_VECTOR, rows)
 
 
