@@ -15,8 +15,8 @@ import pytest
 
 from kbmcp.config import Settings, load_settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.errors import ReadOnly, StoreError
-from kbmcp.store.backend import Store
+from kbmcp.errors import InvalidRequest, ReadOnly, StoreError
+from kbmcp.store.backend import Store, open_store
 from kbmcp.store.postgres.store import PostgresStore
 from kbmcp.store.sqlite.store import SqliteStore
 from kbmcp.workspace import Workspace
@@ -146,6 +146,14 @@ def test_a_workspace_opens_either_backend(backend_workspace: Workspace) -> None:
     backend_workspace.ensure_model()
     recorded = store.vectors.recorded_model(backend_workspace.conn)
     assert recorded == HashingEmbedder().fingerprint
+
+
+def test_immutable_is_for_files_only(tmp_path: Path) -> None:
+    url = "postgresql://me:pw@db.example/kb"
+    with pytest.raises(InvalidRequest, match="applies to a knowledge-base file") as refused:
+        open_store(Settings(db=url, immutable=True))
+    assert "pw" not in refused.value.message
+    assert open_store(Settings(db=tmp_path / "kb.db", immutable=True)).kind == "sqlite"
 
 
 def test_an_empty_postgres_database_needs_create(fresh_postgres_url: str) -> None:

@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
+from kbmcp.errors import InvalidRequest
+
 if TYPE_CHECKING:
     from kbmcp.config import Settings
     from kbmcp.store.catalog import Catalog
@@ -121,6 +123,15 @@ def open_store(settings: Settings) -> Store:
     """The store of `settings.db`: a PostgreSQL URL or a file path. Opens no connection; the
     PostgreSQL driver is imported only for a URL."""
     if settings.is_postgres:
+        if settings.immutable:
+            # Reading without locks is a promise about a file nobody writes; a database server
+            # has no such mode, and silently ignoring the promise would hide a mistake.
+            raise InvalidRequest(
+                "--immutable / KBMCP_IMMUTABLE applies to a knowledge-base file, not to a "
+                f"PostgreSQL database ({settings.shown_db}): leave it off, or use a role that "
+                "can only read",
+                details={"argument": "immutable"},
+            )
         from kbmcp.store.postgres.store import PostgresStore
 
         return PostgresStore(str(settings.db))
