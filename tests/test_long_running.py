@@ -24,7 +24,8 @@ from mcp import Client
 
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.search import search
-from kbmcp.store.sqlite.connection import open_connection
+from kbmcp.store.sqlite import wal
+from kbmcp.store.sqlite.connection import open_connection, write_transaction
 from kbmcp.workspace import Workspace
 from tests.mcp_support import build_corpus, payload
 from tests.search_corpus import ingest, write_small_corpus
@@ -194,3 +195,48 @@ def test_sigterm_closes_the_file_and_folds_the_wal_in(transport: str, tmp_path: 
     assert process.wait(timeout=20) == 0
     assert wal_and_shm(db) == []
     assert memory_count(db) == before + len(facts)
+
+
+def test_the_wal_stays_small_under_continuous_reads_and_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Readers that never pause keep SQLite from restarting the WAL, so it grew with every
+    write (2.3x the file in the issue's soak). With the limit lowered to 256 KiB so the test is
+    quick, writing ~8 MiB while three threads read without pause keeps it near the limit."""
+    limit = 256 * 1024
+    monkeypatch.setattr(wal, "WAL_SIZE_LIMIT", limit)
+    monkeypatch.setattr(wal, "RETRY_SECONDS", 0.2)
+    db = tmp_path / "kb.db"
+    writer = open_connection(db)
+    writer.execute("CREATE TABLE filler (text TEXT)")
+    stop = threading.Event()
+
+    def read_without_pause() -> None:
+        reader = open_connection(db, create=False, apply_migrations=False)
+        try:
+            while not stop.is_set():
+                reader.execute("BEGIN")
+                reader.execute("SELECT count(*) FROM filler").fetchall()
+                time.sleep(0.002)  # a search's read transaction
+                reader.execute("COMMIT")
+        finally:
+            reader.close()
+
+    readers = [threading.Thread(target=read_without_pause) for _ in range(3)]
+    for reader in readers:
+        reader.start()
+    sizes = []
+    try:
+        for _ in range(400):
+            with write_transaction(writer):
+                writer.executemany(
+                    "INSERT INTO filler VALUES (?)", [("x" * 2000,) for _ in range(10)]
+                )
+            sizes.append(Path(f"{db}-wal").stat().st_size)
+    finally:
+        stop.set()
+        for reader in readers:
+            reader.join()
+        writer.close()
+    assert sizes[-1] > 0
+    assert max(sizes) < 8 * limit, f"the WAL reached {max(sizes) / 2**20:.1f} MiB"

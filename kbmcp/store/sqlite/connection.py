@@ -31,10 +31,9 @@ from kbmcp.store.sqlite.files import create_private_file, make_private_folder
 from kbmcp.store.sqlite.id_key import ensure_id_key
 from kbmcp.store.sqlite.migrations import current_version, latest_version, migrate
 from kbmcp.store.sqlite.schema_check import schema_mismatch
+from kbmcp.store.sqlite.wal import WAL_SIZE_LIMIT, keep_wal_small
 
 BUSY_TIMEOUT_MS = 10_000
-# A closing checkpoint waits this long at most for readers and writers of other processes.
-CHECKPOINT_TIMEOUT_MS = 1_000
 logger = logging.getLogger(__name__)
 MMAP_BYTES = 1 << 30
 # Tables every kbmcp file has since migration 1: how a kbmcp file is told from a foreign one.
@@ -242,6 +241,8 @@ def _prepare(
             # Only now, once the file is known to be ours: switching to WAL writes to the file.
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            # After a checkpoint restarts the WAL, its file is cut back to this size.
+            conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         if apply_migrations and not read_only:
@@ -386,21 +387,4 @@ def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         if is_disk_full(exc):
             raise disk_full_error(conn, exc) from None
         raise
-
-
-def checkpoint(conn: apsw.Connection) -> tuple[int, int, int] | None:
-    """Copy the WAL into the file and truncate it to zero bytes (`wal_checkpoint(TRUNCATE)`),
-    waiting at most CHECKPOINT_TIMEOUT_MS for other processes' readers and writers. Returns
-    SQLite's (busy, frames in the WAL, frames copied), or None when there is nothing to do (a
-    read-only or rollback-journal file). A checkpoint that cannot finish is harmless: the WAL
-    keeps everything, and the next one continues."""
-    if conn.readonly("main") or conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
-        return None
-    conn.set_busy_timeout(CHECKPOINT_TIMEOUT_MS)
-    try:
-        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    except apsw.Error:
-        return None
-    finally:
-        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
-    return busy, frames, copied
+    keep_wal_small(conn, BUSY_TIMEOUT_MS)

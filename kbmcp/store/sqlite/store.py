@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 import apsw
 
 from kbmcp.errors import KbError
-from kbmcp.store.sqlite import catalog, connection, disk_full, grants, id_key, index, vectors
+from kbmcp.store.sqlite import catalog, connection, disk_full, grants, id_key, index, vectors, wal
 
 if TYPE_CHECKING:
     from kbmcp.store.catalog import Catalog
@@ -75,7 +75,7 @@ class SqliteStore:
         process) removes the -wal and -shm files; if another process still has it open, the
         checkpoint leaves the -wal empty."""
         if conns:
-            connection.checkpoint(conns[0])
+            wal.checkpoint(conns[0], connection.BUSY_TIMEOUT_MS)
         for conn in conns:
             try:
                 conn.close()
