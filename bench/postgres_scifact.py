@@ -28,9 +28,9 @@ from kbmcp.config import Settings
 from kbmcp.eval.beir import load_beir
 from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.search.query_text import query_terms
+from kbmcp.search.query_vector import unit
 from kbmcp.search.request import check_arguments
 from kbmcp.search.scope import resolve_scope
-from kbmcp.search.vector.candidates import unit
 from kbmcp.service.evaluate import beir_id_from_path, first_of_each, mode_metrics
 from kbmcp.service.search import search
 from kbmcp.store.postgres.connection import connect
@@ -69,7 +69,7 @@ def main() -> None:
                 beir_id_from_path(r.path) for r in response.results
             )
             can_read = readable(ws.store, ws.conn, principal)
-            scope = resolve_scope(ws.conn, can_read, SearchFilters())
+            scope = resolve_scope(ws.store, ws.conn, can_read, SearchFilters())
             started = time.perf_counter()
             ranked = rank(
                 pg,

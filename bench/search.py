@@ -43,7 +43,7 @@ import numpy as np
 from kbmcp.clock import now_iso
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder, _hash_feature, text_features
-from kbmcp.search.lexical import fts
+from kbmcp.search.lexical import channel
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest
 from kbmcp.service.ingest_batch import sha256
 from kbmcp.service.search import search
@@ -326,12 +326,12 @@ def exact_everything() -> Iterator[None]:
     """Brute force (with a one-shot workspace): FTS5's own OR query over every term, no
     stop-word pruning; exact vector scores of every allowed row (vec_distance_cosine, or the
     vec0 KNN, itself a brute-force scan)."""
-    saved = fts.STOPWORD_MIN_ROWS
-    fts.STOPWORD_MIN_ROWS = 10**12
+    saved = channel.STOPWORD_MIN_ROWS
+    channel.STOPWORD_MIN_ROWS = 10**12
     try:
         yield
     finally:
-        fts.STOPWORD_MIN_ROWS = saved
+        channel.STOPWORD_MIN_ROWS = saved
 
 
 def run_cell(

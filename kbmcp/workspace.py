@@ -1,10 +1,12 @@
 """A workspace: the open store, the configured embedder and settings, shared by every service call.
 
 The CLI opens one per command; the MCP server opens one for its lifetime. `long_lived` says
-which: a long-lived workspace holds the search accelerators (kbmcp/search/accelerator.py:
-every vector in memory, per-term bm25 contributions, tokenised chunks) that pay off over many
-queries; a one-shot one (the default) holds none and answers from SQL alone (vec0, FTS5)
-instead of paying a fill of ~0.5-2 s at 100k chunks for a single query (docs/search.md).
+which: on an SQLite file a long-lived workspace holds the search accelerators
+(kbmcp/store/sqlite/search/accelerator.py: every vector in memory, per-term bm25 contributions,
+tokenised chunks) that pay off over many queries; a one-shot one (the default) holds none and
+answers from SQL alone (vec0, FTS5) instead of paying a fill of ~0.5-2 s at 100k chunks for a
+single query (docs/search.md). On PostgreSQL every search reads the database: no process keeps
+a copy that another server's writes could make stale.
 
 The store (kbmcp/store/backend.py) is an SQLite file or a PostgreSQL database, opened from
 `settings.db`; services reach it through `workspace.store` and `workspace.conn`.
@@ -29,16 +31,13 @@ import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from kbmcp.access import Principal, local_principal
 from kbmcp.config import Settings
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.registry import create_embedder
 from kbmcp.store.backend import Connection, Store, open_store
-
-if TYPE_CHECKING:
-    from kbmcp.search.accelerator import Accelerator
 
 
 @dataclass
@@ -64,7 +63,10 @@ class Workspace:
         already warm."""
         self.settings = settings
         self.store: Store = open_store(settings)
-        self.accelerator: Accelerator | None = None
+        # The search accelerators of a long-lived process (an SQLite store's; None on PostgreSQL,
+        # whose every search reads the database).
+        self.accelerator: Any | None = None
+        self._long_lived = False
         self.long_lived = long_lived
         self._local = threading.local()
         self._leases: list[_Lease] = []
@@ -124,17 +126,17 @@ class Workspace:
 
     @property
     def long_lived(self) -> bool:
-        return self.accelerator is not None
+        return self._long_lived
 
     @long_lived.setter
     def long_lived(self, value: bool) -> None:
+        self._long_lived = value
         if not value:
             self.accelerator = None
         elif self.accelerator is None:
-            # Imported here: the accelerators need numpy, which a one-shot command never loads.
-            from kbmcp.search.accelerator import Accelerator
-
-            self.accelerator = Accelerator()
+            # Made here, not per command: the accelerators need numpy, which a one-shot command
+            # never loads.
+            self.accelerator = self.store.search.new_accelerator()
 
     @property
     def embedder(self) -> Embedder:

@@ -1,34 +1,28 @@
-"""Shared by the PostgreSQL tests: a corpus with every kind of row, and the same search run by
-the SQLite engine and by the PostgreSQL ranking (kbmcp/store/postgres/ranking.py).
+"""Shared by the PostgreSQL tests: a corpus with every kind of row, and the same search run on an
+SQLite file and on its PostgreSQL copy.
 
-Until the service layer runs on PostgreSQL (issue 18, phase B), `pg_search` resolves what the
-ranking needs the way kbmcp/search/engine.py does - the readable set, the scope, the floor, the
-query's terms and vector - from the SQLite copy of the same data (ids are equal: `kbmcp copy`
-keeps them), and ranks on PostgreSQL.
+`pg_response` runs the search engine on the PostgreSQL copy of an SQLite file (ids are equal:
+`kbmcp copy` keeps them).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from kbmcp.access import Principal, readable
-from kbmcp.clock import now_iso
-from kbmcp.search.floor import similarity_floor
-from kbmcp.search.models import SearchFilters, SearchRequest
-from kbmcp.search.query_text import query_terms
+from kbmcp.search.engine import readable_stores, run_search
+from kbmcp.search.models import SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.request import check_arguments
-from kbmcp.search.scope import resolve_scope, scope_chunk_ids
-from kbmcp.search.vector.candidates import unit
+from kbmcp.search.scope import resolve_scope
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.memories import create_memory_store, forget, remember
 from kbmcp.service.search import search
 from kbmcp.service.tenants import act_as_tenant, create_tenant, share_knowledge_base
 from kbmcp.service.tokens import create_token
-from kbmcp.store.postgres.ranking import PgRanking, RankRequest, rank
 from kbmcp.workspace import Workspace
 from tests.mcp_support import T0, T1, T2, build_corpus, hash_workspace, pinned_clock, write
 
@@ -142,46 +136,33 @@ def sqlite_hits(ws: Workspace, principal: Principal, request: SearchRequest) -> 
     ]  # fmt: skip
 
 
-def pg_search(pg: Any, ws: Workspace, principal: Principal, request: SearchRequest) -> PgRanking:
-    """The ranking on PostgreSQL of what `search` ranks on SQLite (see the module docstring)."""
-    conn = ws.conn
+def pg_response(
+    pg: Workspace, ws: Workspace, principal: Principal, request: SearchRequest
+) -> SearchResponse:
+    """The response of the PostgreSQL store (`pg`) to what `search` answers on the SQLite file
+    it was copied from (`ws`): the engine of kbmcp/service/search.py on `pg.store`, with the
+    principal's readable set read from the file (same ids) until the grants concern runs on
+    PostgreSQL."""
     args = check_arguments(request, ws.settings.rrf_k, ws.settings.recency_half_life_days)
-    can_read = readable(ws.store, conn, principal)
-    scope = resolve_scope(conn, can_read, request.filters or SearchFilters())
-    floor = similarity_floor(conn, scope, args.min_similarity)
+    can_read = readable(ws.store, ws.conn, principal)
     vector = None
     if args.uses_semantic:
-        ws.ensure_model()
-        vector = unit(np.asarray(ws.embedder.embed([args.query])[0], dtype=np.float32))
-    stores = [*(scope.readable_kb_ids or ()), *(scope.memory_store_ids or ())]
-    return rank(
-        pg,
-        RankRequest(
-            terms=query_terms(args.query),
-            query_vector=vector,
-            lexical=args.uses_lexical,
-            readable_stores=can_read.all_ids,
-            searched_stores=stores,
-            scope_ids=scope_chunk_ids(conn, scope) if scope.filters else None,
-            every_store=scope.everything,
-            mode=args.mode,
-            alpha=args.alpha,
-            rrf_k=args.rrf_k,
-            depth=args.depth,
-            limit=args.limit,
-            half_life_days=args.recency_half_life_days,
-            now=now_iso(),
-            min_similarity=floor.value,
-            floor_exempt=[] if floor.exempt is None else floor.exempt.tolist(),
-        ),
-    )
+        vector = np.asarray(ws.embedder.embed([args.query])[0], dtype=np.float32)
+    store, conn = pg.store, pg.conn
+    started = time.perf_counter()
+    with store.read_snapshot(conn):
+        scope = resolve_scope(store, conn, can_read, request.filters or SearchFilters())
+        stores = readable_stores(store, conn, can_read)
+        return run_search(store, conn, args, scope, stores, vector, None, started)
 
 
-def pg_hits(pg: Any, ws: Workspace, principal: Principal, request: SearchRequest) -> list[Hit]:
+def pg_hits(
+    pg: Workspace, ws: Workspace, principal: Principal, request: SearchRequest
+) -> list[Hit]:
     return [
         Hit(r.chunk_id, _round(r.score), r.lexical_rank, _round(r.lexical_score),
-            r.semantic_rank, _round(r.semantic_score), _round(r.recency_weight))
-        for r in pg_search(pg, ws, principal, request).ranking.rows
+            r.semantic_rank, _round(r.semantic_similarity), _round(r.recency_weight))
+        for r in pg_response(pg, ws, principal, request).results
     ]  # fmt: skip
 
 

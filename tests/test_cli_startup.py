@@ -38,7 +38,7 @@ HEAVY = (
     "sqlite3",
     "multiprocessing",
     "kbmcp.embed.minilm",
-    "kbmcp.search.accelerator",
+    "kbmcp.store.sqlite.search.accelerator",
     "kbmcp.server",
     "kbmcp.ingest.walker",
 )

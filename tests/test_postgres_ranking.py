@@ -5,17 +5,21 @@ every store (keyword statistics over its readable set)."""
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Iterator
 
 import pytest
+from pydantic_core import to_jsonable_python
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search.lexical import fts
+from kbmcp.errors import KbError
+from kbmcp.search.lexical import channel
 from kbmcp.search.models import SearchFilters, SearchRequest
+from kbmcp.service.search import search
 from kbmcp.store import copy
 from kbmcp.store.postgres import keyword
-from kbmcp.store.postgres.connection import connect
 from kbmcp.workspace import Workspace
 from tests.mcp_support import pinned_clock
 from tests.postgres_search import (
@@ -24,9 +28,11 @@ from tests.postgres_search import (
     QUERIES,
     build_rich_corpus,
     pg_hits,
+    pg_response,
     principal_of,
     sqlite_hits,
 )
+from tests.ranked_output import stable
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +44,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory, postgres_url: str) -> Itera
     for view, path in paths.items():
         build_rich_corpus(root / view, path, view=view)
     copy.copy_store(str(paths["all"]), postgres_url, force=True)
-    pg = connect(postgres_url)
+    pg = Workspace(Settings(db=postgres_url, embedder="hash"), embedder=HashingEmbedder())
     workspaces = {
         view: Workspace(Settings(db=path, embedder="hash"), embedder=HashingEmbedder())
         for view, path in paths.items()
@@ -55,7 +61,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory, postgres_url: str) -> Itera
 def _pruning_on_small_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
     """fts.py prunes stop words from indexes of 1000 chunks on; this corpus is smaller, so the
     threshold is lowered on both backends to compare the pruned path too."""
-    monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", 5)
+    monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 5)
     monkeypatch.setattr(keyword, "STOPWORD_MIN_ROWS", 5)
 
 
@@ -83,7 +89,7 @@ def test_pruning_is_exercised(stores: tuple) -> None:
     pg, views = stores
     ws = views["all"]
     phrases = [(t, keyword.query_tokens(t)) for t in ("the", "index", "zanzibar")]
-    stats = keyword.keyword_stats(pg, phrases, principal_of_readable(ws))
+    stats = keyword.keyword_stats(pg.conn, phrases, principal_of_readable(ws))
     kept, dropped = keyword.prune(phrases, stats, None, 2)
     assert [t for t, _ in dropped] == ["the"] and len(kept) == 2
 
@@ -139,4 +145,36 @@ def test_keyword_statistics_are_the_readable_sets(stores: tuple, mode: str) -> N
         want = sqlite_hits(acme_ws, acme_alone, request)
         assert pg_hits(pg, ws, acme_full, request) == want, query
         compared += len(want)
+    assert compared > 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tenant", [None, "acme"])
+def test_whole_responses_are_the_same(stores: tuple, mode: str, tenant: str | None) -> None:
+    """Every field of a response - ids, order, scores, excerpts, citations, candidate counts,
+    scope size, has_more, the filters an empty scope names - is the one SQLite gives for the
+    file PostgreSQL was copied from (strategies as ranked_output.py classes them)."""
+    pg, views = stores
+    ws = views["all"]
+    principal = principal_of(ws, tenant)
+    documents = [row[0] for row in ws.conn.execute("SELECT public_id FROM document ORDER BY id")]
+    filters = (
+        *FILTERS,
+        SearchFilters(document_paths=["nowhere/"], tags={"topic": "ops"}),
+        SearchFilters(document_ids=documents[:2], include_memories=True),
+        SearchFilters(metadata={"priority": "2"}),
+    )
+    compared = 0
+    for query, scope in itertools.product(QUERIES, filters):
+        with pinned_clock("2026-03-01T12:00:00Z"):  # memories decay from one moment on both
+            request = SearchRequest(query=query, mode=mode, limit=5, filters=scope,
+                                    min_similarity=0.1 if mode == "semantic" else None)  # fmt: skip
+            try:
+                want = stable(to_jsonable_python(search(ws, principal, request)))
+            except KbError as error:  # e.g. documents another tenant cannot read
+                with pytest.raises(type(error), match=re.escape(str(error))):
+                    pg_response(pg, ws, principal, request)
+                continue
+            assert stable(to_jsonable_python(pg_response(pg, ws, principal, request))) == want
+            compared += len(want["results"])
     assert compared > 0

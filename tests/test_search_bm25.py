@@ -19,15 +19,16 @@ import pytest
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search.lexical import fts
-from kbmcp.search.lexical.fts import TOKENIZER, WEIGHTS, ensure_vocabulary, fts_source, term_tokens
-from kbmcp.search.lexical.postings import PostingsIndex
-from kbmcp.search.lexical.scan import scan_scope
-from kbmcp.search.lexical.tokens import TokenCache
+from kbmcp.search.lexical import channel
+from kbmcp.search.lexical.channel import TOKENIZER, WEIGHTS
 from kbmcp.search.query_text import match_expression, quote_term
-from kbmcp.search.ranking import ChannelSource, bound, rank
-from kbmcp.search.top_k import top_k
 from kbmcp.service.ingest import archive_document
+from kbmcp.store.sqlite.search.lexical.fts import ensure_vocabulary, fts_source, term_tokens
+from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
+from kbmcp.store.sqlite.search.lexical.scan import scan_scope
+from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
+from kbmcp.store.sqlite.search.ranking import ChannelSource, bound, rank
+from kbmcp.store.sqlite.search.top_k import top_k
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest
 
@@ -133,7 +134,7 @@ def test_every_source_gives_the_same_ranking(
     """FTS5 SQL, the scope scan and the postings, each fed into the ranking statement, give the
     same chunks, ranks and scores (ranking.py: one statement whatever the source)."""
     conn = corpus.conn
-    monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", 10**9)
+    monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 10**9)
     tokenizer = conn.fts5_tokenizer(*TOKENIZER)
     postings = PostingsIndex(WEIGHTS)
     depth = 20

@@ -11,16 +11,17 @@ import pytest
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import InvalidRequest
-from kbmcp.search import plan
 from kbmcp.search.excerpt import ELLIPSIS, make_excerpt
 from kbmcp.search.floor import SimilarityFloor
-from kbmcp.search.lexical import fts
-from kbmcp.search.lexical.fts import document_tokenizer, drop_stopwords
+from kbmcp.search.lexical import channel
 from kbmcp.search.models import SearchFilters, SearchRequest
-from kbmcp.search.vector import candidates
-from kbmcp.search.vector.matrix import VectorMatrix
+from kbmcp.search.query_vector import unit
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
+from kbmcp.store.sqlite.search import plan
+from kbmcp.store.sqlite.search.lexical.fts import document_tokenizer, drop_stopwords
+from kbmcp.store.sqlite.search.vector import candidates
+from kbmcp.store.sqlite.search.vector.matrix import VectorMatrix
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 
@@ -80,7 +81,7 @@ def test_matrix_pool_holds_the_exact_best_rows_and_their_near_ties(
     vectors = _vectors(workspace)
     rng = np.random.default_rng(3)
     for _ in range(20):
-        query = candidates.unit(rng.standard_normal(vectors.dimension).astype(np.float32))
+        query = unit(rng.standard_normal(vectors.dimension).astype(np.float32))
         assert query is not None
         everything = vectors.ids[vectors.live_rows()]
         for allowed in (None, np.sort(rng.choice(everything, 5, replace=False))):
@@ -148,9 +149,9 @@ def test_stopword_pruning_does_not_change_the_lexical_ranking(
     ingest(workspace, write_small_corpus(tmp_path))
     workspace.long_lived = False  # pruning is a plan of the FTS5 (plain) path
     query = "the search scope and the keys"
-    monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", 10**9)
+    monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 10**9)
     full = search(workspace, workspace.local_principal(), SearchRequest(query, mode="lexical"))
-    monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", 0)
+    monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 0)
     pruned = search(workspace, workspace.local_principal(), SearchRequest(query, mode="lexical"))
     top = [r.chunk_id for r in pruned.results]
     assert top == [r.chunk_id for r in full.results][: len(top)]

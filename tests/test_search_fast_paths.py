@@ -21,7 +21,6 @@ from kbmcp.clock import format_timestamp, now
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.excerpt import make_excerpt, make_excerpts
-from kbmcp.search.lexical.fts import document_tokenizer
 from kbmcp.search.matches import (
     ANCHOR_TRIMMED,
     QueryMatches,
@@ -30,11 +29,12 @@ from kbmcp.search.matches import (
     reference_matches,
 )
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest
-from kbmcp.search.ranking import ChannelSource, bound, rank
-from kbmcp.search.vector import matrix as vector_matrix
-from kbmcp.search.vector.matrix import FULL_PASS_BLOCK_ELEMENTS, all_similarities
 from kbmcp.service import memories
 from kbmcp.service.search import search
+from kbmcp.store.sqlite.search.lexical.fts import document_tokenizer
+from kbmcp.store.sqlite.search.ranking import ChannelSource, bound, rank
+from kbmcp.store.sqlite.search.vector import matrix as vector_matrix
+from kbmcp.store.sqlite.search.vector.matrix import FULL_PASS_BLOCK_ELEMENTS, all_similarities
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from kbmcp.access import KNOWLEDGE_READ, MEMORY_READ, Principal
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search.lexical import fts
+from kbmcp.search.lexical import channel
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.service import memories
 from kbmcp.service.ingest import IngestOptions, add_paths, archive_document
@@ -207,11 +207,11 @@ def _run(db: Path, caller: Principal, wanted: list[SearchRequest]) -> list[list[
 
 @pytest.fixture
 def pruning() -> Iterator[None]:
-    saved = fts.STOPWORD_MIN_ROWS
+    saved = channel.STOPWORD_MIN_ROWS
     try:
         yield
     finally:
-        fts.STOPWORD_MIN_ROWS = saved
+        channel.STOPWORD_MIN_ROWS = saved
 
 
 @settings(
@@ -236,7 +236,7 @@ def test_other_tenants_writes_never_change_a_callers_results(
     prune: bool,
 ) -> None:
     # Pruning of common terms needs 1000 indexed chunks by default; 0 exercises it here.
-    fts.STOPWORD_MIN_ROWS = 0 if prune else 10**9
+    channel.STOPWORD_MIN_ROWS = 0 if prune else 10**9
     principal = base.callers[caller]
     search_requests = [
         SearchRequest(

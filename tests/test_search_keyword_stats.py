@@ -24,29 +24,31 @@ import pytest
 from kbmcp.access import KNOWLEDGE_READ, MEMORY_READ, Principal, readable
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search.lexical import bm25, fts
-from kbmcp.search.lexical.fts import TOKENIZER, WEIGHTS, ensure_vocabulary, fts_source, term_tokens
-from kbmcp.search.lexical.postings import PostingsIndex
-from kbmcp.search.lexical.readable_fts import readable_fts_source
-from kbmcp.search.lexical.scan import rows_containing, scan_scope
-from kbmcp.search.lexical.stats import (
-    ReadableRows,
-    chunks_of_stores,
-    indexed_rows,
-    readable_rows,
-    readable_stores,
-    stats_of,
-    varint_sums,
-    varint_values,
-)
-from kbmcp.search.lexical.tokens import TokenCache
+from kbmcp.search.engine import readable_stores
+from kbmcp.search.lexical import channel
+from kbmcp.search.lexical.channel import TOKENIZER, WEIGHTS
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.query_text import match_expression, quote_term
-from kbmcp.search.ranking import ChannelSource, rank
 from kbmcp.service import memories
 from kbmcp.service.ingest import IngestOptions, add_paths, archive_document
 from kbmcp.service.search import search
 from kbmcp.service.tenants import act_as_tenant, create_tenant
+from kbmcp.store.sqlite.search.lexical import fts
+from kbmcp.store.sqlite.search.lexical.fts import ensure_vocabulary, fts_source, term_tokens
+from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
+from kbmcp.store.sqlite.search.lexical.readable_fts import readable_fts_source
+from kbmcp.store.sqlite.search.lexical.scan import rows_containing, scan_scope
+from kbmcp.store.sqlite.search.lexical.stats import (
+    ReadableRows,
+    chunks_of_stores,
+    indexed_rows,
+    readable_rows,
+    stats_of,
+    varint_sums,
+    varint_values,
+)
+from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
+from kbmcp.store.sqlite.search.ranking import ChannelSource, rank
 from kbmcp.workspace import Workspace
 from tests.mcp_support import hash_workspace, write
 
@@ -126,7 +128,7 @@ def two_tenants(tmp_path_factory: pytest.TempPathFactory) -> TwoTenants:
         caller = Principal(
             acme.tenant_id, acme.tenant_public_id, scopes=frozenset({KNOWLEDGE_READ, MEMORY_READ})
         )
-        stores = readable_stores(ws.conn, readable(ws.store, ws.conn, caller))
+        stores = readable_stores(ws.store, ws.conn, readable(ws.store, ws.conn, caller))
         assert not stores.every_store
         ops = ws.conn.execute("SELECT id FROM knowledge_base WHERE name = 'ops'").fetchone()[0]
         sets = {"acme": stores.store_ids, "ops": (ops,)}
@@ -199,12 +201,12 @@ def test_varint_sums_decode_like_sqlite() -> None:
     for _ in range(300):
         values = [int(v) for v in rng.integers(0, 2**40, rng.integers(1, 5)) >> rng.integers(0, 40)]
         blob = b"".join(_varint(v) for v in values)
-        assert bm25.decode_varints(blob) == values
+        assert fts.decode_varints(blob) == values
         blobs.append(blob)
         expected.append(sum(values))
     assert varint_sums(blobs).tolist() == expected
     assert varint_values(b"".join(blobs)).tolist() == [
-        value for blob in blobs for value in bm25.decode_varints(blob)
+        value for blob in blobs for value in fts.decode_varints(blob)
     ]
 
 
@@ -232,7 +234,7 @@ def test_statistics_of_every_store_are_the_index_own(two_tenants: TwoTenants) ->
             assert plain.interval is not None  # every row: one id range
             assert ws.accelerator is not None and ws.accelerator.refresh(conn)
             held = ws.accelerator.readable_rows(conn, every)
-            index = bm25.index_stats(conn)
+            index = fts.index_stats(conn)
             terms = [*WORDS, *PHRASES, "absent"]
             phrases = [(t, tuple(term_tokens(conn, t))) for t in terms]
             whole = rows_containing(conn, phrases, {})
@@ -255,7 +257,7 @@ def test_recomputed_fts5_equals_fts5_sql_when_the_caller_reads_everything(
             ids = _explicit(conn, every).ids
             assert ids is not None
             for min_rows in (0, 10**9):  # pruning of common terms on and off
-                monkeypatch.setattr(fts, "STOPWORD_MIN_ROWS", min_rows)
+                monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", min_rows)
                 for terms, allowed in _cases(ids, 40, seed=min_rows):
                     for depth in (3, 50):
                         want = _ranked(conn, fts_source(conn, terms, len(allowed), depth),
@@ -289,7 +291,7 @@ def test_every_source_scores_with_the_readable_set_statistics(
             explicit = _explicit(conn, stores)
             assert explicit.ids is not None and held.ids is not None
             assert explicit.ids.tolist() == held.ids.tolist()
-            assert explicit.stats == held.stats == bm25.index_stats(reference)
+            assert explicit.stats == held.stats == fts.index_stats(reference)
             assert readable_rows(conn, stores).stats == explicit.stats
             assert (held.interval is None) == (name == "acme")
             postings = PostingsIndex(WEIGHTS)

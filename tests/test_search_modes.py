@@ -16,8 +16,9 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.query_text import match_expression, query_terms
-from kbmcp.search.ranking import WEAK_KEYWORD_SHARE, bound, rank
+from kbmcp.search.ranking import WEAK_KEYWORD_SHARE
 from kbmcp.service.search import search
+from kbmcp.store.sqlite.search.ranking import bound, rank
 from kbmcp.workspace import Workspace
 from tests.search_corpus import SMALL_CORPUS, ingest, write_small_corpus
 

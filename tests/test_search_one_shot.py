@@ -16,13 +16,14 @@ import pytest
 from kbmcp.access import readable
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search import plan
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
-from kbmcp.search.scope import Scope, filter_documents, resolve_scope, scope_chunk_ids
+from kbmcp.search.scope import Scope, resolve_scope
 from kbmcp.service import memories
 from kbmcp.service.ingest import IngestOptions, add_paths, archive_document
 from kbmcp.service.search import search
 from kbmcp.service.tenants import act_as_tenant, create_tenant
+from kbmcp.store.sqlite.search import plan
+from kbmcp.store.sqlite.search.scope import filter_documents, scope_chunk_ids
 from kbmcp.workspace import Workspace
 from tests.search_corpus import (
     QUERY,
@@ -251,7 +252,9 @@ def test_filtered_scopes_in_memory_equal_the_scope_sql(pair: tuple[Workspace, Wo
             assert server.accelerator.refresh(conn)
             vectors = server.accelerator.vectors(conn)
             for filters in _filter_combinations(server):
-                scope = resolve_scope(conn, readable(server.store, conn, owner), filters)
+                scope = resolve_scope(
+                    server.store, conn, readable(server.store, conn, owner), filters
+                )
                 if scope.everything:  # no allow-list at all: nothing to map
                     continue
                 expected = scope_chunk_ids(conn, scope)

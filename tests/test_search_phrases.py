@@ -16,11 +16,11 @@ from mcp import Client
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search import plan
 from kbmcp.search.models import SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.query_text import query_terms
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.search import search
+from kbmcp.store.sqlite.search import plan
 from kbmcp.workspace import Workspace
 from tests.mcp_support import connect, hash_workspace, payload, write
 

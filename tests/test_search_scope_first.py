@@ -114,7 +114,7 @@ def test_large_scope_uses_the_index_strategy_and_still_excludes_the_rest(
 ) -> None:
     """Force the index path (server: binary index + exact re-rank; one-shot: vec0 KNN): its
     allow-list is applied before k."""
-    monkeypatch.setattr("kbmcp.search.plan.VECTOR_EXACT_MAX_ROWS", 0)
+    monkeypatch.setattr("kbmcp.store.sqlite.search.plan.VECTOR_EXACT_MAX_ROWS", 0)
     expected = _brute_force_best(corpus)
     request = SearchRequest(
         QUERY, mode=mode, limit=1, candidates=1, filters=_filters(corpus, "tags")

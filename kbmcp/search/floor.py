@@ -12,19 +12,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import apsw
 import numpy as np
 
 from kbmcp.search.scope import Scope
 
-# The indexed chunks of the selected documents (document row ids as JSON), ascending.
-SELECTED_DOCUMENT_CHUNKS = """
-SELECT chunk_id
-FROM indexed_chunk
-WHERE document_id IN (SELECT value FROM json_each(:document_ids))
-ORDER BY chunk_id
-"""
+if TYPE_CHECKING:
+    from kbmcp.store.backend import Connection, Store
 
 
 @dataclass(frozen=True)
@@ -51,7 +46,7 @@ class SimilarityFloor:
 
 
 def similarity_floor(
-    conn: apsw.Connection, scope: Scope, min_similarity: float | None
+    store: Store, conn: Connection, scope: Scope, min_similarity: float | None
 ) -> SimilarityFloor:
     selected = scope.filters.get("document_ids")
     if min_similarity is None or selected is None:
@@ -59,6 +54,4 @@ def similarity_floor(
     if not scope.memory_store_ids:
         # Only the selected documents are searched: the floor applies to no row at all.
         return SimilarityFloor(None)
-    rows = conn.execute(SELECTED_DOCUMENT_CHUNKS, {"document_ids": json.dumps(selected)})
-    exempt = np.fromiter((row[0] for row in rows), dtype=np.int64)
-    return SimilarityFloor(min_similarity, exempt)
+    return SimilarityFloor(min_similarity, store.search.selected_document_chunks(conn, selected))

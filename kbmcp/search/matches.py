@@ -1,7 +1,7 @@
 """Where a query's tokens occur in the texts of the results, without tokenising them whole.
 
 An excerpt (search/excerpt.py) is centred on the query's tokens as the index tokenizer sees them
-(FTS5's porter over unicode61, lexical/fts.py TOKENIZER: "running" finds "runs").
+(FTS5's porter over unicode61, lexical/channel.py TOKENIZER: "running" finds "runs").
 `reference_matches` is the definition: tokenise the text, keep the query's tokens; for a
 1,500-character abstract that hands Python ~250 (offset, token) tuples to keep ~10.
 `QueryMatches` finds the same matches in all the results of a search at once, with numpy over

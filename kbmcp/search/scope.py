@@ -1,23 +1,23 @@
 """The scope of a search: which indexed chunks a request may see, decided before any ranking.
 
-A scope is the principal's readable knowledge bases narrowed by the request's filters. It is
-expressed as SQL over `document` (published only) joined to the chunks of each document's current
-revision: exactly the rows that are in chunk_fts and chunk_vec. The channels take their
+A scope is the principal's readable knowledge bases and memory stores narrowed by the request's
+filters. Each backend expresses it as SQL over `document` (published only) joined to the chunks
+of each document's current revision: exactly the rows its keyword and vector indexes hold
+(kbmcp/store/sqlite/search/scope.py, kbmcp/store/postgres/scope.py). The channels take their
 candidates from this allowed set only, so a filter can never be starved by better-scoring
 passages elsewhere (the failure mode of "retrieve top-k, then filter").
 
-Validation is one batched query for all knowledge-base and document ids (json_each), not one per id.
+Here: the filters' validation, which kinds (documents, memories) a request searches, and the
+resolution of public ids to row ids (one batched query per kind of id through the store), with
+the errors a caller sees. The same rules apply on both backends.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-
-import apsw
 
 from kbmcp.access import KNOWLEDGE_READ, MEMORY_READ, Readable
 from kbmcp.errors import Forbidden, InvalidRequest, ResourceUnavailable
@@ -32,165 +32,22 @@ from kbmcp.search.models import (
 )
 from kbmcp.validate import shown
 
-if TYPE_CHECKING:  # imported where chunk ids become an array: `kbmcp ls` needs no numpy
-    import numpy as np
-
-# Every requested knowledge base and document id with what the principal may see of it, in one
-# query. A row with a NULL id is unknown or not readable (the two are indistinguishable on purpose).
-# A document must also be published. Its tenant is its knowledge base's owner by construction
-# (migration 8), so a readable knowledge base is all a document needs.
-RESOLVE_IDS = """
-SELECT 'knowledge_base_ids', want.value, kb.id, kb.id, 1
-FROM json_each(:knowledge_base_ids) AS want
-LEFT JOIN knowledge_base AS kb
-       ON kb.public_id = want.value
-      AND kb.id IN (SELECT value FROM json_each(:readable_kb_ids))
-UNION ALL
-SELECT 'document_ids', want.value, d.id, d.knowledge_base_id, d.status = 'published'
-FROM json_each(:document_ids) AS want
-LEFT JOIN document AS d
-       ON d.public_id = want.value
-      AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
-"""
-
-# The documents every scope starts from: in a knowledge base the principal can read, and
-# published ({published}; a listing may include archived documents).
-BASE_DOCUMENTS = """
-SELECT d.id, d.current_revision_id
-FROM document AS d
-WHERE d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids)){published}
-"""
-# The memories every scope starts from: in a memory store the principal can read (memories are
-# documents of memory stores, migration 6); a forgotten memory is archived, so never searched.
-BASE_MEMORIES = """
-SELECT d.id, d.current_revision_id
-FROM document AS d
-WHERE d.knowledge_base_id IN (SELECT value FROM json_each(:readable_store_ids)){published}
-"""
-PUBLISHED = "\n  AND d.status = 'published'"
-NOTHING = "SELECT NULL AS id, NULL AS current_revision_id WHERE 0"
-
-# The documents each filter selects, as a subquery of document ids, whatever their store or
-# status (the scope's base part narrows those). Index searches that read no document row, so an
-# accelerator can intersect them and find their chunks in memory (`filter_documents`).
-FILTER_DOCUMENTS = {
-    "document_ids": "SELECT value FROM json_each(:document_ids)",
-    # Each prefix is an index range on document(path) (migration 3): paths that start with it
-    # sort from the prefix itself up to the prefix followed by U+10FFFF, the largest code point
-    # (UTF-8 byte order is code point order). substr() confirms the prefix; it is not LIKE
-    # because '%' and '_' in a path are literal characters. The one path the range leaves out is
-    # one with the noncharacter U+10FFFF right after the prefix.
-    "document_paths": """
-        SELECT pd.id
-        FROM json_each(:document_paths) AS p
-        JOIN document AS pd
-          ON pd.path >= p.value AND pd.path < p.value || char(1114111)
-        WHERE substr(pd.path, 1, length(p.value)) = p.value""",
-    # Every requested pair must be among the document's tags: one search of the index on
-    # (key, value) per pair (migration 1), then the documents that matched all of them. Not a
-    # NOT EXISTS per document, which tested every document (~100 ms at 100k chunks).
-    "tags": """
-        SELECT t.document_id
-        FROM json_each(:tags) AS want
-        JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
-        GROUP BY t.document_id
-        HAVING count(*) = (SELECT count(*) FROM json_each(:tags))""",
-    # Every requested key must be present with an equal value. Equality is typed (docs/search.md):
-    # numbers compare numerically (1 = 1.0), true/false/null only match themselves, and a string
-    # also matches a number or boolean written the same way ("2" matches 2, "true" matches true),
-    # because command-line filters are always strings. Each probe [key, value, want_type,
-    # want_value] (see `metadata_probes`) is one search of the index on document_metadata(key,
-    # value) (migration 4); the CASE then applies the typed rule to the few rows found.
-    "metadata": """
-        SELECT m.document_id
-        FROM json_each(:metadata) AS p
-        JOIN document_metadata AS m ON m.key = p.value ->> 0 AND m.value IS p.value ->> 1
-        WHERE CASE p.value ->> 2
-              WHEN 'text' THEN
-                   (m.type = 'text' AND m.value = p.value ->> 3)
-                OR (m.type IN ('integer', 'real') AND CAST(m.value AS TEXT) = p.value ->> 3)
-                OR (m.type IN ('true', 'false') AND m.type = p.value ->> 3)
-              WHEN 'number' THEN m.type IN ('integer', 'real')
-              ELSE m.type = p.value ->> 2
-              END
-        GROUP BY m.document_id
-        HAVING count(DISTINCT m.key) = (SELECT count(DISTINCT value ->> 0)
-                                        FROM json_each(:metadata))""",
-}
-# The memories each memory filter selects. A memory matches tags when every pair is among its
-# own tags or its store's tags (a pair may come from either): (memory, key) hits from the tag
-# index, UNION those from the tags of the readable memory stores, then memories that hit every
-# key. CROSS JOIN fixes the order of the second part: stores first (few; one JSON object each),
-# then their memories by the (knowledge_base_id, path) index. Left to itself the planner scanned
-# every document and parsed its store's tags per row (5 ms for 10k memories; 0.3 ms this way).
-MEMORY_FILTER_DOCUMENTS = {
-    "tags": """
-        SELECT hit.document_id
-        FROM (SELECT t.document_id, t.key
-              FROM json_each(:tags) AS want
-              JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
-              UNION
-              SELECT memory.id, want.key
-              FROM json_each(:readable_store_ids) AS readable
-              CROSS JOIN knowledge_base AS store
-              CROSS JOIN json_each(store.tags) AS have
-              CROSS JOIN json_each(:tags) AS want
-              CROSS JOIN document AS memory
-              WHERE store.id = readable.value
-                AND have.key = want.key AND have.value = want.value
-                AND memory.knowledge_base_id = store.id) AS hit
-        GROUP BY hit.document_id
-        HAVING count(*) = (SELECT count(*) FROM json_each(:tags))""",
-}
-# One clause per filter, ANDed onto BASE_DOCUMENTS. Each reads only its own parameter, so the same
-# clause can be tested alone to say which filter selected nothing.
-FILTER_CLAUSES = {
-    "knowledge_base_ids": """
-        d.knowledge_base_id IN (SELECT value FROM json_each(:knowledge_base_ids))""",
-    **{name: f"d.id IN ({documents})" for name, documents in FILTER_DOCUMENTS.items()},
-}
-# The filters that narrow memories, ANDed onto BASE_MEMORIES. Document-only filters (knowledge
-# bases, document ids, paths, metadata) never touch this part, and memory_store_ids never the
-# documents part: when both kinds are searched (`_kinds` decides), each is narrowed by its own.
-MEMORY_FILTER_CLAUSES = {
-    "memory_store_ids": """
-        d.knowledge_base_id IN (SELECT value FROM json_each(:memory_store_ids))""",
-    **{name: f"d.id IN ({documents})" for name, documents in MEMORY_FILTER_DOCUMENTS.items()},
-}
-
-# A scope's chunks: its documents' current revisions' chunks (what `indexed_chunk` holds for a
-# published document). MATERIALIZED: without it SQLite flattens the subquery and evaluates the
-# filter clauses once per chunk after the join instead of once per document (48 ms -> 8 ms for a
-# path prefix at 100k). The ids come back as one text, parsed by numpy (10k rows as tuples
-# cost ~1 ms more), and are sorted there.
-CHUNKS_OF_DOCUMENTS = """
-WITH scope_document AS MATERIALIZED ({documents})
-SELECT c.id
-FROM scope_document AS s
-JOIN chunk AS c ON c.revision_id = s.current_revision_id
-"""
-ID_LIST = "WITH listed(id) AS ({rows}) SELECT group_concat(id) FROM listed"
-INTERSECT = "\nINTERSECT\n"
-
-COUNT_KNOWLEDGE_BASES = "SELECT count(*) FROM knowledge_base"
-RESOLVE_MEMORY_STORE_IDS = """
-SELECT want.value, store.id
-FROM json_each(:memory_store_ids) AS want
-LEFT JOIN knowledge_base AS store
-       ON store.public_id = want.value
-      AND store.id IN (SELECT value FROM json_each(:readable_store_ids))
-"""
+if TYPE_CHECKING:
+    from kbmcp.store.backend import Connection, Store
 
 
 @dataclass(frozen=True)
 class Scope:
-    """A resolved scope: which stores are searched, SQL clauses of the active filters and their
-    parameters. `readable_kb_ids` / `memory_store_ids`: the knowledge bases / memory stores
-    searched, None when that kind is not (excluded by the request or not readable)."""
+    """A resolved scope: which stores are searched and the active filters' values (each
+    backend renders them as SQL). `readable_kb_ids` / `memory_store_ids`: the knowledge bases /
+    memory stores searched, None when that kind is not (excluded by the request or not
+    readable)."""
 
     readable_kb_ids: list[int] | None
     memory_store_ids: list[int] | None = None
-    filters: dict[str, Any] = field(default_factory=dict)  # active filter -> SQL parameter value
+    # Active filter -> its value: row ids (knowledge_base_ids, document_ids, memory_store_ids),
+    # path prefixes, {key: value} tags, {key: scalar} metadata.
+    filters: dict[str, Any] = field(default_factory=dict)
     # True when the scope is every indexed chunk (no filters, every knowledge base and memory
     # store readable and included): the channels then skip the allow-list entirely.
     everything: bool = False
@@ -201,38 +58,13 @@ class Scope:
     def filtered(self) -> bool:
         return bool(self.filters)
 
-    def documents_sql(self, only: str | None = None, *, include_archived: bool = False) -> str:
-        """The scope's documents and memories (id, current_revision_id); `only`: with one filter
-        alone, over the kinds it applies to."""
-        names = [only] if only is not None else list(self.filters)
-        published = "" if include_archived else PUBLISHED
-        parts = []
-        for base, stores, clauses in (
-            (BASE_DOCUMENTS, self.readable_kb_ids, FILTER_CLAUSES),
-            (BASE_MEMORIES, self.memory_store_ids, MEMORY_FILTER_CLAUSES),
-        ):
-            # A kind that is off, or has no readable store, adds nothing (and costs nothing).
-            if not stores or (only is not None and only not in clauses):
-                continue
-            applied = "".join(f"  AND {clauses[n]}\n" for n in names if n in clauses)
-            parts.append(base.format(published=published) + applied)
-        return "UNION ALL".join(parts) or NOTHING
 
-    def params(self) -> dict[str, Any]:
-        values = {
-            name: json.dumps(metadata_probes(value) if name == "metadata" else value)
-            for name, value in self.filters.items()
-        }
-        return {
-            "readable_kb_ids": json.dumps(self.readable_kb_ids or []),
-            "readable_store_ids": json.dumps(self.memory_store_ids or []),
-            **values,
-        }
-
-
-def resolve_scope(conn: apsw.Connection, readable: Readable, filters: SearchFilters) -> Scope:
+def resolve_scope(
+    store: Store, conn: Connection, readable: Readable, filters: SearchFilters
+) -> Scope:
     """Validate the filters and resolve ids; raises InvalidRequest / ResourceUnavailable /
-    Forbidden (a kind asked for by include_* or by its filters without its read scope)."""
+    Forbidden (a kind asked for by include_* or by its filters without its read scope). Call
+    inside the request's read snapshot when the scope is used for reading."""
     if not isinstance(filters, SearchFilters):
         raise InvalidRequest("filters must be a SearchFilters", details={"argument": "filters"})
     doc_argument, doc_values = _document_ids(filters)
@@ -246,13 +78,13 @@ def resolve_scope(conn: apsw.Connection, readable: Readable, filters: SearchFilt
     store_public = _ids(filters.memory_store_ids, "memory_store", "memory_store_ids",
                         MAX_MEMORY_STORE_IDS)  # fmt: skip
     if kb_public or doc_public:
-        kbs, docs = _resolve_ids(conn, kb_ids or [], kb_public, doc_public, doc_argument)
+        kbs, docs = _resolve_ids(store, conn, kb_ids or [], kb_public, doc_public, doc_argument)
         if kbs is not None:
             active["knowledge_base_ids"] = kbs
         if docs is not None:
             active["document_ids"] = docs
     if store_public:
-        active["memory_store_ids"] = _resolve_store_ids(conn, store_ids or [], store_public)
+        active["memory_store_ids"] = _resolve_store_ids(store, conn, store_ids or [], store_public)
     if filters.document_paths is not None:
         active["document_paths"] = _paths(filters.document_paths)
     if filters.tags is not None:
@@ -260,7 +92,8 @@ def resolve_scope(conn: apsw.Connection, readable: Readable, filters: SearchFilt
     if filters.metadata is not None:
         active["metadata"] = _metadata(filters.metadata)
     # Every store of the file is searched (a kind left out is fine when it has no stores).
-    everything = not active and _reads_every_store(conn, len(kb_ids or ()) + len(store_ids or ()))
+    searched = len(kb_ids or ()) + len(store_ids or ())
+    everything = not active and store.search.count_stores(conn) == searched
     sent_as = {"document_ids": doc_argument} if doc_argument != "document_ids" else {}
     return Scope(kb_ids, store_ids, active, everything, sent_as)
 
@@ -341,94 +174,28 @@ def _flag(value: Any, argument: str) -> bool | None:
     )
 
 
-def scope_chunk_ids(conn: apsw.Connection, scope: Scope) -> np.ndarray | None:
-    """The allowed chunk ids (sorted int64), or None when the scope is every indexed chunk."""
-    if scope.everything:
-        return None
-    rows = CHUNKS_OF_DOCUMENTS.format(documents=scope.documents_sql())
-    return _id_array(conn.execute(ID_LIST.format(rows=rows), scope.params()).fetchone()[0])
-
-
-@dataclass(frozen=True)
-class KindScope:
-    """One kind's part of a scope as an accelerator maps it to chunks (vector/matrix.py): the
-    stores searched, and the documents the filters select (None: every document of them)."""
-
-    stores: list[int]
-    documents: np.ndarray | None  # sorted ids
-
-
-def filter_documents(conn: apsw.Connection, scope: Scope) -> list[KindScope]:
-    """The scope per kind, with no document row read: the filters' index searches intersected
-    (one statement per filtered kind), stores narrowed by the store filters. Its chunks are
-    those of `scope_chunk_ids` (tests/test_search_one_shot.py)."""
-    parts = []
-    params = scope.params()
-    for stores, store_filter, filter_documents_of in (
-        (scope.readable_kb_ids, "knowledge_base_ids", FILTER_DOCUMENTS),
-        (scope.memory_store_ids, "memory_store_ids", MEMORY_FILTER_DOCUMENTS),
-    ):
-        if not stores:
-            continue
-        chosen = set(scope.filters.get(store_filter, stores))
-        selects = [sql for name, sql in filter_documents_of.items() if name in scope.filters]
-        documents = None
-        if selects:
-            rows = INTERSECT.join(f"SELECT * FROM ({sql})" for sql in selects)
-            text = conn.execute(ID_LIST.format(rows=rows), params).fetchone()[0]
-            documents = _id_array(text)
-        parts.append(KindScope([s for s in stores if s in chosen], documents))
-    return parts
-
-
-def _id_array(text: str | None) -> np.ndarray:
-    """Sorted int64 ids from group_concat's comma-separated text (NULL: none)."""
-    import numpy as np
-
-    return np.sort(np.fromstring(text or "", dtype=np.int64, sep=","))
-
-
-def unmatched_filters(conn: apsw.Connection, scope: Scope) -> list[str]:
-    """Names of the filters that alone select no indexed chunk. When every filter selects
-    something on its own but together they select nothing, all of them are named: it is their
-    combination that is empty. Only meaningful (and only called) for an empty scope."""
+def unmatched_filters(store: Store, conn: Connection, scope: Scope) -> list[str]:
+    """Names of the filters that alone select no indexed chunk, as the caller sent them. When
+    every filter selects something on its own but together they select nothing, all of them are
+    named: it is their combination that is empty. Only meaningful (and only called) for an
+    empty scope."""
     if not scope.filters:
         return []
-    params = scope.params()
-    empty = [
-        name
-        for name in scope.filters
-        if conn.execute(
-            "SELECT NOT EXISTS ("
-            + CHUNKS_OF_DOCUMENTS.format(documents=scope.documents_sql(only=name))
-            + ")",
-            params,
-        ).fetchone()[0]
-    ]
+    empty = store.search.empty_filters(conn, scope)
     return [scope.sent_as.get(name, name) for name in empty or scope.filters]
 
 
-def _reads_every_store(conn: apsw.Connection, readable_count: int) -> bool:
-    return conn.execute(COUNT_KNOWLEDGE_BASES).fetchone()[0] == readable_count
-
-
 def _resolve_store_ids(
-    conn: apsw.Connection, readable_store_ids: list[int], public_ids: list[str]
+    store: Store, conn: Connection, readable_store_ids: list[int], public_ids: list[str]
 ) -> list[int]:
-    rows = conn.execute(
-        RESOLVE_MEMORY_STORE_IDS,
-        {
-            "memory_store_ids": json.dumps(public_ids),
-            "readable_store_ids": json.dumps(readable_store_ids),
-        },
-    ).fetchall()
-    unknown = [public_id for public_id, row_id in rows if row_id is None]
+    rows = store.search.resolve_memory_store_ids(conn, public_ids, readable_store_ids)
+    unknown = [row.public_id for row in rows if row.row_id is None]
     if unknown:
         raise ResourceUnavailable(
             f"not found or not readable: memory_store_ids: {', '.join(unknown)}",
             details={"argument": "memory_store_ids", "memory_store_ids": unknown},
         )
-    return [row_id for _, row_id in rows]
+    return [row.row_id for row in rows if row.row_id is not None]
 
 
 def _ids(values: Sequence[str] | None, kind: str, argument: str, limit: int) -> list[str]:
@@ -438,7 +205,8 @@ def _ids(values: Sequence[str] | None, kind: str, argument: str, limit: int) -> 
 
 
 def _resolve_ids(
-    conn: apsw.Connection,
+    store: Store,
+    conn: Connection,
     readable_kb_ids: list[int],
     kb_public: list[str],
     doc_public: list[str],
@@ -446,25 +214,18 @@ def _resolve_ids(
 ) -> tuple[list[int] | None, list[int] | None]:
     """Internal row ids of the requested knowledge bases and documents; errors name the
     document ids as `doc_argument` (the name the caller used)."""
-    rows = conn.execute(
-        RESOLVE_IDS,
-        {
-            "knowledge_base_ids": json.dumps(kb_public),
-            "document_ids": json.dumps(doc_public),
-            "readable_kb_ids": json.dumps(readable_kb_ids),
-        },
-    ).fetchall()
+    rows = store.search.resolve_ids(conn, kb_public, doc_public, readable_kb_ids)
     unavailable: dict[str, list[str]] = {}
     kb_ids: list[int] = []
     documents: list[tuple[str, int, int]] = []
-    for argument, public_id, row_id, kb_id, usable in rows:
-        if row_id is None or not usable:
-            named_as = doc_argument if argument == "document_ids" else argument
-            unavailable.setdefault(named_as, []).append(public_id)
-        elif argument == "knowledge_base_ids":
-            kb_ids.append(row_id)
+    for row in rows:
+        if row.row_id is None or row.knowledge_base_id is None or not row.usable:
+            named_as = doc_argument if row.argument == "document_ids" else row.argument
+            unavailable.setdefault(named_as, []).append(row.public_id)
+        elif row.argument == "knowledge_base_ids":
+            kb_ids.append(row.row_id)
         else:
-            documents.append((public_id, row_id, kb_id))
+            documents.append((row.public_id, row.row_id, row.knowledge_base_id))
     if unavailable:
         named = "; ".join(f"{arg}: {', '.join(ids)}" for arg, ids in unavailable.items())
         raise ResourceUnavailable(

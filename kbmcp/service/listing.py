@@ -13,6 +13,7 @@ from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.search.models import SearchFilters
 from kbmcp.search.scope import resolve_scope
+from kbmcp.store.sqlite.search.scope import documents_sql, scope_params
 from kbmcp.validate import integer, shown
 from kbmcp.workspace import Workspace
 
@@ -29,8 +30,9 @@ WHERE kb.id IN (SELECT value FROM json_each(:readable_kb_ids))
 ORDER BY kb.name, kb.public_id
 """
 
-# The documents come from the search engine's scope SQL (kbmcp/search/scope.py), so listing,
-# search and scan validate and apply knowledge bases, path prefixes and tags the same way.
+# The documents come from the search engine's scope SQL (kbmcp/store/sqlite/search/scope.py),
+# so listing, search and scan validate and apply knowledge bases, path prefixes and tags the
+# same way.
 # Keyset pagination on (updated_at DESC, public_id): stable while documents are added.
 SELECT_DOCUMENTS = """
 WITH scope_document AS MATERIALIZED ({documents})
@@ -135,13 +137,12 @@ def list_documents(
         tags=tags if tags else None,  # validated with the scope (a Mapping, or invalid_request)
     )
     # Documents only: memories are listed by kbmcp.service.memories.
-    scope = resolve_scope(
-        conn, Readable(readable_kb_ids(workspace.store, conn, principal), None), filters
-    )
+    can_read = Readable(readable_kb_ids(workspace.store, conn, principal), None)
+    scope = resolve_scope(workspace.store, conn, can_read, filters)
     rows = conn.execute(
-        SELECT_DOCUMENTS.format(documents=scope.documents_sql(include_archived=include_archived)),
+        SELECT_DOCUMENTS.format(documents=documents_sql(scope, include_archived=include_archived)),
         {
-            **scope.params(),
+            **scope_params(scope),
             "cursor_updated": cursor_updated,
             "cursor_id": cursor_id,
             "limit": limit + 1,

@@ -21,13 +21,15 @@ from kbmcp.neutralise import neutralise
 from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
 from kbmcp.store.catalog import RESULT_KIND
+from kbmcp.store.sqlite.search.scope import documents_sql, scope_params
 from kbmcp.validate import integer, shown
 from kbmcp.workspace import Workspace
 
 EXCERPT_CHARS = 240
 
-# The scope's documents come from the search engine's scope SQL (kbmcp/search/scope.py), so
-# scan and search validate and apply every filter the same way. {time}: the timestamp the scan
+# The scope's documents come from the search engine's scope SQL
+# (kbmcp/store/sqlite/search/scope.py), so scan and search validate and apply every filter the
+# same way. {time}: the timestamp the scan
 # is ordered and windowed by (SORTS), a column name, never caller text.
 SELECT_RECENT = """
 WITH scope_document AS MATERIALIZED ({documents})
@@ -108,11 +110,11 @@ def scan_recent(
     sort = _sort(sort)
     limit = integer(limit, "limit", 1)
     effective_limit = min(limit, MAX_LIMIT)
-    scope = resolve_scope(workspace.conn, can_read, filters)
+    scope = resolve_scope(workspace.store, workspace.conn, can_read, filters)
     rows = workspace.conn.execute(
-        SELECT_RECENT.format(documents=scope.documents_sql(), time=SORTS[sort]),
+        SELECT_RECENT.format(documents=documents_sql(scope), time=SORTS[sort]),
         {
-            **scope.params(),
+            **scope_params(scope),
             "excerpt_chars": EXCERPT_CHARS,
             "since": since_ts,
             "until": until_ts,

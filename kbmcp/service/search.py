@@ -3,8 +3,9 @@
 Order of work (DESIGN.md, "scope first, then rank, then limit"):
 1. validate every argument and resolve the scope (ids, readability, conflicts) - no retrieval yet;
 2. embed the query (only if a vector channel runs);
-3. inside one read transaction: the readable set and the scope resolved again, then plan,
-   candidates and the ranking statement (kbmcp/search/engine.py).
+3. inside one read snapshot (`Store.read_snapshot`, on SQLite and PostgreSQL alike): the
+   readable set and the scope resolved again, then the backend's ranking
+   (kbmcp/search/engine.py, the `search` concern of kbmcp/store/search.py).
 
 One snapshot decides what the caller may read and what is ranked. Step 1 only reports a bad
 request before the model loads and the query is embedded; what it resolved is not used, because
@@ -21,9 +22,7 @@ import numpy as np
 
 from kbmcp.access import Principal, readable
 from kbmcp.errors import InvalidRequest
-from kbmcp.search.engine import run_search
-from kbmcp.search.lexical.fts import ensure_vocabulary
-from kbmcp.search.lexical.stats import readable_stores
+from kbmcp.search.engine import readable_stores, run_search
 from kbmcp.search.models import SearchRequest, SearchResponse
 from kbmcp.search.request import check_arguments
 from kbmcp.search.scope import resolve_scope
@@ -42,29 +41,31 @@ def search(
     embedding it with the workspace's model (benchmarks, tools with their own embeddings); it
     must have the dimension of the file's model."""
     started = time.perf_counter()
-    conn = workspace.conn
+    store, conn = workspace.store, workspace.conn
     # A caller without any read scope is Forbidden before all else.
-    readable(workspace.store, conn, principal)
+    readable(store, conn, principal)
     settings = workspace.settings
     args = check_arguments(request, settings.rrf_k, settings.recency_half_life_days)
     given = None if query_vector is None else _given_vector(query_vector)
     vector = None
     if args.uses_semantic:
-        with workspace.store.read_snapshot(conn):  # a bad filter is reported before the model loads
-            resolve_scope(conn, readable(workspace.store, conn, principal), request.filters)
+        with store.read_snapshot(conn):  # a bad filter is reported before the model loads
+            resolve_scope(store, conn, readable(store, conn, principal), request.filters)
         workspace.ensure_model()
         # Outside any transaction: embedding takes milliseconds to seconds of CPU.
         vector = given if given is not None else _embed_query(workspace, args.query)
         _check_dimension(workspace, vector)
     if args.uses_lexical:
-        ensure_vocabulary(conn)
+        store.search.prepare_keywords(conn)
     # One snapshot for the whole search (never blocks or is blocked by a writer), so the scope,
     # both channels and the result rows agree even while another process commits.
-    with workspace.store.read_snapshot(conn):
-        can_read = readable(workspace.store, conn, principal)
-        scope = resolve_scope(conn, can_read, request.filters)
-        stores = readable_stores(conn, can_read)
-        response = run_search(conn, args, scope, stores, vector, workspace.accelerator, started)
+    with store.read_snapshot(conn):
+        can_read = readable(store, conn, principal)
+        scope = resolve_scope(store, conn, can_read, request.filters)
+        stores = readable_stores(store, conn, can_read)
+        response = run_search(
+            store, conn, args, scope, stores, vector, workspace.accelerator, started
+        )
         if args.include_content:  # a step after ranking (kbmcp/service/inline_content.py)
             response = with_content(workspace, principal, response, args.content_limit_chars)
         return response

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
+    from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
 # A connection of the store's backend: apsw.Connection (SQLite) or psycopg.Connection in
@@ -64,6 +65,7 @@ class Store(Protocol):
     id_key: IdKeys
     index: Index
     vectors: Vectors
+    search: Search
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> Connection:
         """A new connection, ready for use. `create`: a missing or empty database may become a

@@ -279,7 +279,7 @@ class _SqliteSide(_Side):
         return int(self.conn.execute(COUNT_INDEXED).fetchone()[0])
 
     def index_counts(self) -> dict[str, int]:
-        from kbmcp.search.vector.sql import has_vector_index
+        from kbmcp.store.sqlite.search.vector.sql import has_vector_index
 
         counts = {"chunk_fts": self.count("chunk_fts_docsize")}
         counts["chunk_vec"] = self.count("chunk_vec") if has_vector_index(self.conn) else 0

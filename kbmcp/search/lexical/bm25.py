@@ -1,4 +1,4 @@
-"""FTS5's bm25, reproduced exactly, and the index statistics it needs.
+"""FTS5's bm25, reproduced exactly: the formula both backends score with.
 
 FTS5's `bm25()` (sqlite/ext/fts5/fts5_aux.c, fts5Bm25Function) scores a row as
 
@@ -10,11 +10,12 @@ weight; D the row's token count over all columns; avgdl the index's total tokens
 idf(p) = log((N - n + 0.5) / (n + 0.5)) with N the indexed rows and n the rows that contain the
 phrase, clamped to 1e-6 when <= 0. `bm25()` returns -score. The functions here evaluate the same
 IEEE operations in the same order, so the results are bit-for-bit equal (tests/test_search_bm25.py
-compares them with FTS5 on random scopes).
+compares them with FTS5 on random scopes). The PostgreSQL backend evaluates the same operations
+in SQL (kbmcp/store/postgres/keyword.py), with these constants.
 
-N and the column totals come from FTS5's "averages" record (row id 1 of `<table>_data`: varint N,
-then one varint per column); per-row column sizes from `<table>_docsize.sz` (one varint per
-column). Both are SQLite varints (big-endian groups of 7 bits, high bit = "more follows").
+On SQLite, N and the column totals come from FTS5's "averages" record and per-row column sizes
+from its docsize records (kbmcp/store/sqlite/search/lexical/fts.py); on PostgreSQL from the
+backend's own keyword tables.
 """
 
 from __future__ import annotations
@@ -22,15 +23,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import apsw
 import numpy as np
 
 K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6
-
-# FTS5_AVERAGES_ROWID: the record with the row count and per-column token totals.
-SELECT_AVERAGES = "SELECT block FROM chunk_fts_data WHERE id = 1"
 
 
 @dataclass(frozen=True)
@@ -41,31 +38,6 @@ class IndexStats:
     @property
     def avgdl(self) -> float:
         return float(self.total_tokens) / float(self.rows) if self.rows else 0.0
-
-
-def index_stats(conn: apsw.Connection) -> IndexStats:
-    row = conn.execute(SELECT_AVERAGES).fetchone()
-    if row is None or not row[0]:
-        return IndexStats(0, 0)
-    values = decode_varints(row[0])
-    return IndexStats(rows=values[0], total_tokens=sum(values[1:]))
-
-
-def decode_varints(blob: bytes) -> list[int]:
-    """A run of SQLite varints (as FTS5 writes them in its averages and docsize records)."""
-    values: list[int] = []
-    value, length = 0, 0
-    for byte in blob:
-        length += 1
-        if length == 9:  # the 9th byte carries 8 bits
-            values.append((value << 8) | byte)
-            value, length = 0, 0
-        elif byte & 0x80:
-            value = (value << 7) | (byte & 0x7F)
-        else:
-            values.append((value << 7) | byte)
-            value, length = 0, 0
-    return values
 
 
 def idf(rows: int, containing: int) -> float:

@@ -1,11 +1,12 @@
 """The keyword index on PostgreSQL: FTS5's tokens, postings and statistics, and its bm25 in SQL.
 
 SQLite's keyword channel is FTS5's `bm25()` over title, heading path and body
-(kbmcp/search/lexical/fts.py, bm25.py). PostgreSQL's `ts_rank` is not bm25, so this backend keeps
-the inputs of FTS5's formula itself and computes the same floats:
+(kbmcp/store/sqlite/search/lexical/fts.py, kbmcp/search/lexical/bm25.py). PostgreSQL's
+`ts_rank` is not bm25, so this backend keeps the inputs of FTS5's formula itself and computes
+the same floats:
 
 - Text is tokenised in Python with the tokenizer FTS5 uses (porter over unicode61 with
-  remove_diacritics 2, from apsw: `fts.TOKENIZER`), column by column exactly as
+  remove_diacritics 2, from apsw: `channel.TOKENIZER`), column by column exactly as
   kbmcp/store/sqlite/index.py feeds FTS5: title, heading path joined with " > ", body.
 - `chunk_keyword` holds each indexed chunk's token count per column (FTS5's docsize: D is the
   sum); `chunk_term` one row per (token, chunk) with its instances per column (f is their
@@ -31,7 +32,12 @@ import apsw
 import psycopg
 
 from kbmcp.search.lexical import bm25
-from kbmcp.search.lexical.fts import STOPWORD_DOC_FRACTION, STOPWORD_MIN_ROWS, TOKENIZER, WEIGHTS
+from kbmcp.search.lexical.channel import (
+    STOPWORD_DOC_FRACTION,
+    STOPWORD_MIN_ROWS,
+    TOKENIZER,
+    WEIGHTS,
+)
 from kbmcp.store.index import heading_text
 
 COLUMNS = ("title", "heading", "body")
@@ -85,6 +91,12 @@ def document_tokens(text: str) -> list[str]:
         return []
     found = _local.tokenize(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None)
     return [token for _, _, token, *_ in found]
+
+
+def tokenize_document(data: bytes) -> list[tuple[int, int, str]]:
+    """FTS5's tokenizer over a document's UTF-8 text: (byte start, byte end, token) per token
+    (what search excerpts highlight)."""
+    return _local.tokenize(data, apsw.FTS5_TOKENIZE_DOCUMENT, None)
 
 
 def query_tokens(term: str) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""The ranking statement on PostgreSQL: SQLite's RANKING (kbmcp/search/ranking.py), step for step.
+"""The ranking statement on PostgreSQL: SQLite's RANKING (sqlite/search/ranking.py), step by step.
 
 scope -> keyword candidates -> vector candidates -> ranks with public-id ties -> normalisation
 and fusion -> recency decay -> ORDER BY ... LIMIT, in one statement, so scoping happens before
@@ -20,19 +20,21 @@ The channels:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg.pq import TransactionStatus
 
 from kbmcp.search.ranking import WEAK_KEYWORD_SHARE, RankedRow, Ranking
 from kbmcp.store.postgres import keyword
 from kbmcp.store.postgres.keyword import CONTRIBUTION, KeywordStats, Phrase
 from kbmcp.store.postgres.vectors import Float32Vector
 
-# Unscoped searches over more indexed chunks than this use the HNSW index (as plan.py's
+# Unscoped searches over more indexed chunks than this use the HNSW index (as SQLite plan.py's
 # VECTOR_EXACT_MAX_ROWS moves SQLite from exact SQL to vec0); scoped searches are always exact.
 VECTOR_EXACT_MAX_ROWS = 20_000
 TIE_MARGIN = 32  # pool rows beyond the depth (see the module docstring)
@@ -239,8 +241,7 @@ JULIANDAY = """((round(extract(epoch FROM ({value})::timestamptz) * 1000)::bigin
 
 @dataclass(frozen=True)
 class RankRequest:
-    """One search as the ranking needs it (what kbmcp/search/engine.py holds when it calls
-    SQLite's `rank`).
+    """One search as the ranking needs it (built by search.py from the engine's RankQuery).
 
     `readable_stores`: every knowledge base and memory store the principal may read (the
     keyword statistics' rows); `searched_stores`: the stores searched (the kinds the request
@@ -285,8 +286,7 @@ class _Channel:
 
 def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
     """Keyword statistics, then the ranking statement, in one read-only snapshot."""
-    with conn.transaction():
-        conn.execute(READ_SNAPSHOT)
+    with read_snapshot(conn):
         lexical = _lexical(conn, request) if request.lexical else _Channel(None)
         semantic = _semantic(conn, request)
         has_ids = request.scope_ids is not None and len(request.scope_ids) > 0
@@ -327,6 +327,18 @@ def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
         )
     )
     return PgRanking(ranking, lexical.strategy, semantic.strategy, lexical.ceiling)
+
+
+@contextlib.contextmanager
+def read_snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """The caller's snapshot when it has one open (a search runs inside the store's
+    `read_snapshot`, with its scope), else a REPEATABLE READ, READ ONLY transaction."""
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        yield
+        return
+    with conn.transaction():
+        conn.execute(READ_SNAPSHOT)
+        yield
 
 
 def _scope_rows(conn: psycopg.Connection[Any], request: RankRequest) -> int:

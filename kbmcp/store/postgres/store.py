@@ -19,7 +19,16 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
 from kbmcp.errors import DiskFull, KbError, ReadOnly, StoreError
-from kbmcp.store.postgres import catalog, connection, grants, id_key, index, migrations, vectors
+from kbmcp.store.postgres import (
+    catalog,
+    connection,
+    grants,
+    id_key,
+    index,
+    migrations,
+    search,
+    vectors,
+)
 from kbmcp.store.postgres.url import shown_url
 
 if TYPE_CHECKING:
@@ -27,6 +36,7 @@ if TYPE_CHECKING:
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
+    from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -71,6 +81,7 @@ class PostgresStore:
     id_key: IdKeys = id_key
     index: Index = index
     vectors: Vectors = vectors
+    search: Search = search
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -11,13 +11,24 @@ from typing import TYPE_CHECKING, Literal
 import apsw
 
 from kbmcp.errors import KbError
-from kbmcp.store.sqlite import catalog, connection, disk_full, grants, id_key, index, vectors, wal
+from kbmcp.store.sqlite import (
+    catalog,
+    connection,
+    disk_full,
+    grants,
+    id_key,
+    index,
+    search,
+    vectors,
+    wal,
+)
 
 if TYPE_CHECKING:
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
+    from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -49,6 +60,7 @@ class SqliteStore:
     id_key: IdKeys = id_key
     index: Index = index
     vectors: Vectors = vectors
+    search: Search = search
 
     def __init__(self, path: Path, *, immutable: bool = False) -> None:
         self.path = path

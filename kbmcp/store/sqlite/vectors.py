@@ -11,7 +11,7 @@ Two tables hold vectors, both keyed by chunk id:
 
 A vec0 `bit[N]` index was tried as a coarse stage for large scopes and dropped: its top-k cost
 grows with k (18 ms at k=100, 183 ms at k=800 for 100k rows). A long-lived process scores every
-allowed vector in memory instead (kbmcp/search/vector/matrix.py).
+allowed vector in memory instead (kbmcp/store/sqlite/search/vector/matrix.py).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from kbmcp.search.floor import SimilarityFloor
-from kbmcp.search.vector.matrix import VectorMatrix, all_similarities, similarities
+from kbmcp.store.sqlite.search.vector.matrix import VectorMatrix, all_similarities, similarities
 
 # numpy and sqlite-vec round float32 dot products differently by a few ulps (~1e-7): a pool that
 # keeps every row this close to its cut holds sqlite-vec's best `count` rows too.
@@ -57,13 +57,3 @@ def matrix_pool(
         cut = np.partition(scores, len(scores) - count)[len(scores) - count]
         ids = ids[scores >= cut - ROUNDING_SLACK]
     return np.sort(ids)
-
-
-def unit(vector: np.ndarray) -> np.ndarray | None:
-    """The query as a float32 unit vector; None when it has no direction (a featureless query,
-    e.g. only punctuation for the hashing embedder)."""
-    query = np.ascontiguousarray(vector, dtype=np.float32).reshape(-1)
-    norm = float(np.linalg.norm(query))
-    if not np.isfinite(norm) or norm == 0.0:
-        return None
-    return query / np.float32(norm)

@@ -26,11 +26,11 @@ from collections import OrderedDict
 
 import apsw
 
-from kbmcp.search.lexical.fts import TOKENIZER, WEIGHTS
-from kbmcp.search.lexical.postings import PostingsIndex
-from kbmcp.search.lexical.stats import ReadableRows
-from kbmcp.search.lexical.tokens import TokenCache
-from kbmcp.search.vector.matrix import VectorMatrix
+from kbmcp.search.lexical.channel import TOKENIZER, WEIGHTS
+from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
+from kbmcp.store.sqlite.search.lexical.stats import ReadableRows
+from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
+from kbmcp.store.sqlite.search.vector.matrix import VectorMatrix
 
 SELECT_LOG_POSITION = "SELECT coalesce(max(seq), 0) FROM index_log"
 SELECT_LOGGED_DOCUMENTS = "SELECT DISTINCT document_id FROM index_log WHERE seq > :after"

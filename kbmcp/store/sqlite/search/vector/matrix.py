@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
-from kbmcp.search.sorted_ids import positions_of, present_positions
+from kbmcp.store.sqlite.search.sorted_ids import positions_of, present_positions
 
 SELECT_INDEXED_VECTORS = """
 SELECT i.chunk_id, i.document_id, i.knowledge_base_id, v.embedding

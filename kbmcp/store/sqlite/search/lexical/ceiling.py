@@ -24,8 +24,9 @@ from collections.abc import Sequence
 import apsw
 
 from kbmcp.search.lexical import bm25
-from kbmcp.search.lexical.scan import Phrase, rows_containing
-from kbmcp.search.lexical.stats import ReadableRows
+from kbmcp.store.sqlite.search.lexical import fts
+from kbmcp.store.sqlite.search.lexical.scan import Phrase, rows_containing
+from kbmcp.store.sqlite.search.lexical.stats import ReadableRows
 
 
 def query_ceiling(
@@ -39,7 +40,7 @@ def query_ceiling(
     scan.rows_containing. With `readable`, N and each n are those of the caller's readable set
     (stats.py), as the scores' are."""
     phrases = [(term, tokens) for term, tokens in phrases if tokens]
-    index = bm25.index_stats(conn)
+    index = fts.index_stats(conn)
     stats = index if readable is None else readable.stats
     if not phrases or stats.rows == 0:
         return 0.0

@@ -27,7 +27,7 @@ import apsw
 import numpy as np
 
 from kbmcp.search.floor import SimilarityFloor
-from kbmcp.search.ranking import ChannelSource
+from kbmcp.store.sqlite.search.ranking import ChannelSource
 
 KNN_MAX_K = 4096  # sqlite-vec's cap on k (the depth is at most 1000)
 KNN_TIE_MARGIN = 32

@@ -1,7 +1,8 @@
 """The keyword channel in SQL: FTS5 bm25 over title, heading path and body, inside the scope.
 
-The plain path's lexical source for the ranking statement (search/ranking.py), and the shared
-definitions of the channel: column weights, the index's tokenizer, query terms -> tokens.
+The plain path's lexical source for the ranking statement (ranking.py), the index's statistics
+(FTS5's averages record) and its tokenizer (query terms -> tokens); the column weights, the
+tokenizer's definition and the stop-word rule are both backends' (kbmcp/search/lexical/channel.py).
 The accelerated sources (postings.py, scan.py) reproduce this channel's scores bit for bit
 (tests/test_search_bm25.py).
 
@@ -12,14 +13,10 @@ Two facts shape the SQL (both measured, see docs/search.md):
   26 ms for a common term and 10k ids). With it, FTS5 walks the term doclists once and SQLite
   drops rows outside the scope before bm25 is computed and before ORDER BY / LIMIT.
 - An OR-query over common terms is FTS5's slow case: bm25 runs for every row that contains any
-  term. Single-token terms that occur in more than half of the indexed chunks are dropped as
-  long as a rarer term that occurs remains (a phrase is never dropped: see drop_stopwords).
-  This does not change the ranking: FTS5's bm25 idf, log((N - n + 0.5) / (n + 0.5)), is
-  negative for n > N/2 and FTS5 clamps it to 1e-6, so such a term adds at most ~1e-6 to any
-  score. The only other effect, losing chunks that contain nothing but such terms, is undone
-  inside the same statement: when the pruned query finds no more chunks than the candidate
-  depth, the query with every term runs instead (its LIMIT is 0 otherwise, which SQLite checks
-  before the query's loop starts).
+  term. Common single-token terms are dropped (channel.py's stop-word rule); the fallback to
+  every term, when the pruned query finds no more chunks than the candidate depth, is inside
+  the same statement (its LIMIT is 0 otherwise, which SQLite checks before the query's loop
+  starts).
   Measured at 100k chunks: unscoped lexical p50 137 ms -> 73 ms with recall@10 1.000; lower
   cut-offs were faster but changed results (20% -> recall 0.835), so they are not used.
 """
@@ -31,23 +28,11 @@ from collections.abc import Callable
 
 import apsw
 
-from kbmcp.search.lexical import bm25
+from kbmcp.search.lexical import channel
+from kbmcp.search.lexical.bm25 import IndexStats
+from kbmcp.search.lexical.channel import TOKENIZER
 from kbmcp.search.query_text import match_expression
-from kbmcp.search.ranking import ChannelSource
-
-# bm25 column weights (title, heading, body). Equal, by measurement (bench/tune_scifact.py,
-# docs/retrieval-quality.md): on SciFact, where a document's title is also its heading, lexical
-# nDCG@10 is 0.685 with (1, 1, 1), 0.676 with (2, 1.5, 1) and 0.671 with (10, 0, 1); weighting
-# titles up only helps documents whose body never repeats the title, and the body of a chunk
-# under a heading usually does. (0, 0, 1) scores 0.680: the title and heading columns still help.
-TITLE_WEIGHT = 1.0
-HEADING_WEIGHT = 1.0
-BODY_WEIGHT = 1.0
-WEIGHTS = (TITLE_WEIGHT, HEADING_WEIGHT, BODY_WEIGHT)
-
-STOPWORD_DOC_FRACTION = 0.5  # above this, FTS5's bm25 idf is clamped to ~0 (see above)
-STOPWORD_MIN_ROWS = 1000  # smaller indexes are cheap to search with every term
-TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])  # as in 002_search_index.sql
+from kbmcp.store.sqlite.search.ranking import ChannelSource
 
 # bm25() is "lower is better"; the channel reports its negation so that higher is better.
 # {in_scope} is IN_SCOPE for a scoped search and empty when every indexed chunk is in scope.
@@ -77,6 +62,9 @@ PRUNED_OR_ALL = """
         LIMIT CASE WHEN (SELECT count(*) FROM lexical_pruned) > :depth THEN 0
                    ELSE :depth + 1 END)"""
 
+# FTS5_AVERAGES_ROWID: the record with the row count and per-column token totals.
+SELECT_AVERAGES = "SELECT block FROM chunk_fts_data WHERE id = 1"
+
 # fts5vocab over the index (temp: per connection, so no migration): document frequency per term.
 CREATE_VOCAB = """
 CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunk_fts_vocab USING fts5vocab(main, chunk_fts, row)
@@ -96,14 +84,14 @@ def fts_source(
         return ChannelSource("fts5")
     params = {
         "lexical_match": match,
-        "w_title": TITLE_WEIGHT,
-        "w_heading": HEADING_WEIGHT,
-        "w_body": BODY_WEIGHT,
+        "w_title": channel.TITLE_WEIGHT,
+        "w_heading": channel.HEADING_WEIGHT,
+        "w_body": channel.BODY_WEIGHT,
     }
     # A scope no larger than the depth would always fall back to every term: skip the pruning.
     pruned = None
     if scope_rows is None or scope_rows > depth:
-        kept, dropped = drop_stopwords(conn, terms, STOPWORD_MIN_ROWS)
+        kept, dropped = drop_stopwords(conn, terms, channel.STOPWORD_MIN_ROWS)
         pruned = match_expression(kept) if dropped else None
     if pruned is None:
         return ChannelSource("fts5", SEARCH.format(in_scope=in_scope), params)
@@ -118,14 +106,14 @@ def fts_source(
 def drop_stopwords(
     conn: apsw.Connection, terms: list[str], min_rows: int
 ) -> tuple[list[str], list[str]]:
-    """Split terms into (kept, dropped) by `common_terms`, with the whole index's frequencies
-    (the caller reads every store: stats.py). Indexes of fewer than `min_rows` chunks are too
-    small to bother (and to trust the frequencies)."""
+    """Split terms into (kept, dropped) by `channel.common_terms`, with the whole index's
+    frequencies (the caller reads every store: stats.py). Indexes of fewer than `min_rows`
+    chunks are too small to bother (and to trust the frequencies)."""
     if len(terms) < 2:
         return terms, []
     # N from FTS5's averages record (one row), not count(*) over docsize (~20-30 ms at 100k
     # chunks in a fresh process, where the b-tree is not in the page cache yet).
-    total = bm25.index_stats(conn).rows
+    total = index_stats(conn).rows
     if total < min_rows:
         return terms, []
     ensure_vocabulary(conn)
@@ -134,24 +122,34 @@ def drop_stopwords(
     rows = conn.execute(TERM_DOC_FREQUENCIES, {"terms": _json_list(singles)}).fetchall()
     frequencies = dict(rows)
     frequency = {term: frequencies.get(ts[0], 0) for term, ts in tokens.items() if len(ts) == 1}
-    return common_terms(terms, tokens, frequency, total)
+    return channel.common_terms(terms, tokens, frequency, total)
 
 
-def common_terms(
-    terms: list[str], tokens: dict[str, list[str]], frequency: dict[str, int], rows: int
-) -> tuple[list[str], list[str]]:
-    """Split terms into (kept, dropped): a single-token term found in more than
-    STOPWORD_DOC_FRACTION of `rows` is dropped, unless nothing that may match would remain (a
-    single-token term found at all, or a phrase). `frequency`: rows containing each
-    single-token term. A phrase is never dropped: one of common tokens ("of the") can be in far
-    fewer rows than either token, so its idf, and its share of the ranking, may be far from 0.
-    The plain path and the readable-set path decide with this one rule."""
-    ceiling = STOPWORD_DOC_FRACTION * rows
-    common = [t for t in terms if len(tokens[t]) == 1 and frequency[t] > ceiling]
-    rest = [t for t in terms if t not in common]
-    if not any(len(tokens[t]) > 1 or frequency.get(t, 0) > 0 for t in rest):
-        return terms, []
-    return rest, common
+def index_stats(conn: apsw.Connection) -> IndexStats:
+    """N and the total tokens of the whole index, from FTS5's averages record (row id 1 of
+    `chunk_fts_data`: varint N, then one varint per column)."""
+    row = conn.execute(SELECT_AVERAGES).fetchone()
+    if row is None or not row[0]:
+        return IndexStats(0, 0)
+    values = decode_varints(row[0])
+    return IndexStats(rows=values[0], total_tokens=sum(values[1:]))
+
+
+def decode_varints(blob: bytes) -> list[int]:
+    """A run of SQLite varints (as FTS5 writes them in its averages and docsize records)."""
+    values: list[int] = []
+    value, length = 0, 0
+    for byte in blob:
+        length += 1
+        if length == 9:  # the 9th byte carries 8 bits
+            values.append((value << 8) | byte)
+            value, length = 0, 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            values.append((value << 7) | byte)
+            value, length = 0, 0
+    return values
 
 
 def document_tokenizer(conn: apsw.Connection) -> Callable[[bytes], list[tuple[int, int, str]]]:

@@ -23,10 +23,11 @@ import apsw
 import numpy as np
 
 from kbmcp.search.lexical import bm25
-from kbmcp.search.lexical.stats import ReadableRows
-from kbmcp.search.lexical.tokens import ChunkTokens, TokenCache
 from kbmcp.search.query_text import quote_term
-from kbmcp.store.sqlite.index import heading_text
+from kbmcp.store.index import heading_text
+from kbmcp.store.sqlite.search.lexical import fts
+from kbmcp.store.sqlite.search.lexical.stats import ReadableRows
+from kbmcp.store.sqlite.search.lexical.tokens import ChunkTokens, TokenCache
 
 # The text of each allowed chunk exactly as it was indexed (store/index.py: title, heading path
 # joined with " > ", body), with FTS5's recorded column sizes for the same row.
@@ -74,7 +75,7 @@ def scan_scope(
     kept in `cache`."""
     if any(not tokens for _, tokens in phrases) or not exact_weights(weights):
         return None
-    stats = bm25.index_stats(conn) if readable is None else readable.stats
+    stats = fts.index_stats(conn) if readable is None else readable.stats
     if not phrases or len(allowed) == 0 or stats.rows == 0:
         return _empty_ids(), np.zeros(0)
     found = phrase_frequencies(conn, phrases, allowed, weights, tokenize, cache)
@@ -166,7 +167,7 @@ def _tokenise(
     starts = np.fromiter((t[0] for t in tokens), dtype=np.int64, count=len(tokens))
     text_of = np.searchsorted(text_starts, starts, side="right") - 1
     sizes = np.bincount(text_of, minlength=len(texts)).reshape(len(rows), COLUMNS)
-    recorded = np.array([bm25.decode_varints(row[5])[:COLUMNS] for row in rows])
+    recorded = np.array([fts.decode_varints(row[5])[:COLUMNS] for row in rows])
     if recorded.shape != sizes.shape or not np.array_equal(sizes, recorded):
         return None
     token_ids = cache.token_ids([t[2] for t in tokens])

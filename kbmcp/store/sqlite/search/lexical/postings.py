@@ -37,10 +37,11 @@ import apsw
 import numpy as np
 
 from kbmcp.search.lexical import bm25
-from kbmcp.search.lexical.scan import Phrase, phrase_frequencies
-from kbmcp.search.lexical.stats import ReadableRows, stats_of, varint_sums
-from kbmcp.search.lexical.tokens import TokenCache
-from kbmcp.search.sorted_ids import positions_of, present_positions
+from kbmcp.store.sqlite.search.lexical import fts
+from kbmcp.store.sqlite.search.lexical.scan import Phrase, phrase_frequencies
+from kbmcp.store.sqlite.search.lexical.stats import ReadableRows, stats_of, varint_sums
+from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
+from kbmcp.store.sqlite.search.sorted_ids import positions_of, present_positions
 
 MAX_POSTINGS = 8_000_000  # ~96 MB: every (row, term) pair of ~100k chunks of ~90 words
 GROWTH = 1.5
@@ -269,7 +270,7 @@ class PostingsIndex:
         with the whole index's statistics, or with those of `readable` (its rows: see
         `readable_rows`; `allowed` must lie inside it). None when a phrase's frequencies could
         not be recovered exactly, which the readable statistics need (see _fill)."""
-        index = bm25.index_stats(conn)
+        index = fts.index_stats(conn)
         rowids = self.rowids(conn)
         if readable is not None and readable.stats.rows == 0:  # nothing to read, nothing found
             return rowids[:0], np.zeros(0)

@@ -29,14 +29,15 @@ from collections.abc import Sequence
 import apsw
 import numpy as np
 
-from kbmcp.search.lexical import bm25, fts
-from kbmcp.search.lexical.scan import Phrase, phrase_frequencies, rows_containing
-from kbmcp.search.lexical.stats import ReadableRows
-from kbmcp.search.lexical.tokens import TokenCache
+from kbmcp.search.lexical import bm25, channel
 from kbmcp.search.query_text import quote_term
-from kbmcp.search.ranking import ChannelSource, bound
-from kbmcp.search.sorted_ids import positions_of
-from kbmcp.search.top_k import top_k
+from kbmcp.store.sqlite.search.lexical import fts
+from kbmcp.store.sqlite.search.lexical.scan import Phrase, phrase_frequencies, rows_containing
+from kbmcp.store.sqlite.search.lexical.stats import ReadableRows
+from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
+from kbmcp.store.sqlite.search.ranking import ChannelSource, bound
+from kbmcp.store.sqlite.search.sorted_ids import positions_of
+from kbmcp.store.sqlite.search.top_k import top_k
 
 # FTS5's bm25 term of one phrase for each row that contains it: every row (a short doclist,
 # filtered in numpy), or the rows of a set (`+rowid`: see fts.py; the carray's ephemeral index
@@ -80,14 +81,14 @@ def _scores(
     stats = readable.stats
     if stats.rows == 0 or len(allowed) == 0:
         return allowed[:0], np.zeros(0)
-    tokenize = conn.fts5_tokenizer(*fts.TOKENIZER)
+    tokenize = conn.fts5_tokenizer(*channel.TOKENIZER)
     phrases: list[Phrase] = [(term, tuple(fts.term_tokens(conn, term))) for term in terms]
     scorer = _PhraseScorer(conn, allowed, readable, phrases, tokenize)
     # As fts_source: a scope no larger than the depth would always fall back to every term.
-    if len(allowed) > depth and len(terms) >= 2 and stats.rows >= fts.STOPWORD_MIN_ROWS:
+    if len(allowed) > depth and len(terms) >= 2 and stats.rows >= channel.STOPWORD_MIN_ROWS:
         tokens = {term: list(tokens) for term, tokens in phrases}
         singles = {term: scorer.frequency(term) for term, tokens in phrases if len(tokens) == 1}
-        kept, dropped = fts.common_terms(terms, tokens, singles, stats.rows)
+        kept, dropped = channel.common_terms(terms, tokens, singles, stats.rows)
         if dropped:
             score, hit = _sum(scorer, kept, len(allowed))
             if np.count_nonzero(hit) > depth:
@@ -126,7 +127,7 @@ class _PhraseScorer:
         self.tokens = dict(phrases)
         self.tokenize = tokenize
         self.lengths = readable.lengths_of(conn, allowed)  # D of each allowed row
-        self.index = bm25.index_stats(conn)
+        self.index = fts.index_stats(conn)
         # n in the whole index (fts5vocab, or a count for phrases): for solving f, and bounds.
         self.index_counts = rows_containing(conn, phrases, {})
         self.done: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -136,7 +137,7 @@ class _PhraseScorer:
         bound of it that is already above the rule's cut (the rule then decides the same)."""
         unreadable = self.index.rows - self.readable.stats.rows
         at_least = self.index_counts[term] - unreadable
-        if at_least > fts.STOPWORD_DOC_FRACTION * self.readable.stats.rows:
+        if at_least > channel.STOPWORD_DOC_FRACTION * self.readable.stats.rows:
             return at_least
         return self.count(term)
 
@@ -150,8 +151,8 @@ class _PhraseScorer:
         return self.done[term]
 
     def _compute(self, term: str) -> tuple[np.ndarray, np.ndarray]:
-        params = {"phrase": quote_term(term), "w_title": fts.WEIGHTS[0],
-                  "w_heading": fts.WEIGHTS[1], "w_body": fts.WEIGHTS[2]}  # fmt: skip
+        params = {"phrase": quote_term(term), "w_title": channel.WEIGHTS[0],
+                  "w_heading": channel.WEIGHTS[1], "w_body": channel.WEIGHTS[2]}  # fmt: skip
         if self.index_counts[term] <= len(self.allowed):  # read the doclist, keep the allowed
             rows = self.conn.execute(PHRASE_CONTRIBUTIONS, params).fetchall()
         else:
@@ -180,7 +181,7 @@ class _PhraseScorer:
         if wrong.any():  # not with the engine's grid weights; stay exact regardless
             phrase = (term, self.tokens[term])
             counted = phrase_frequencies(
-                self.conn, [phrase], ids[wrong], fts.WEIGHTS, self.tokenize, TokenCache()
+                self.conn, [phrase], ids[wrong], channel.WEIGHTS, self.tokenize, TokenCache()
             )
             if counted is not None:  # else the index holds other text: keep the solved f
                 frequency[wrong] = counted[0][0]

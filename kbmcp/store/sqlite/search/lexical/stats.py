@@ -30,12 +30,10 @@ from dataclasses import dataclass, field
 import apsw
 import numpy as np
 
-from kbmcp.access import Readable
 from kbmcp.search.lexical.bm25 import IndexStats
 from kbmcp.search.query_text import quote_term
-from kbmcp.search.sorted_ids import positions_of
+from kbmcp.store.sqlite.search.sorted_ids import positions_of
 
-COUNT_STORES = "SELECT count(*) FROM knowledge_base"
 COLUMNS = 3  # chunk_fts: title, heading, body (a docsize record has one varint per column)
 # The indexed chunks (the rows of chunk_fts) of some knowledge bases and memory stores.
 SELECT_CHUNKS_OF_STORES = """
@@ -76,22 +74,6 @@ SELECT count(*) FROM chunk_fts WHERE chunk_fts MATCH :phrase AND rowid BETWEEN :
 # numpy: an `IN carray(...)` of 100k ids costs ~15 ms to build per statement, the doclist of a
 # rare word ~0.2 ms to read).
 PHRASE_ROWS = "SELECT rowid FROM chunk_fts WHERE chunk_fts MATCH :phrase"
-
-
-@dataclass(frozen=True)
-class ReadableStores:
-    """Whose chunks the keyword statistics cover: the stores a principal may read."""
-
-    store_ids: tuple[int, ...]  # knowledge bases and memory stores, ascending
-    every_store: bool  # they are every store of the file: the index's own statistics apply
-
-
-def readable_stores(conn: apsw.Connection, readable: Readable) -> ReadableStores:
-    """Call inside the request's read transaction (the count and the readable set must come
-    from one snapshot)."""
-    store_ids = tuple(sorted(readable.all_ids))
-    every = conn.execute(COUNT_STORES).fetchone()[0] == len(store_ids)
-    return ReadableStores(store_ids, every)
 
 
 def chunks_of_stores(conn: apsw.Connection, store_ids: Sequence[int]) -> np.ndarray:

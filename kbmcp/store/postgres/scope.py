@@ -1,0 +1,291 @@
+"""The scope of a search in PostgreSQL SQL: SQLite's scope statements
+(kbmcp/store/sqlite/search/scope.py), clause for clause, with PostgreSQL's spellings.
+
+The rules (which filters, which kinds, the errors) are kbmcp/search/scope.py's. What differs:
+- id lists are arrays (`= ANY(%(ids)s::bigint[])`, `unnest(...) WITH ORDINALITY` where the
+  request's order matters), not JSON texts;
+- a path prefix is a range of `document_by_path`, an index `COLLATE "C"` (byte order, as
+  SQLite's BINARY, whatever the database's locale), so the range is SQLite's;
+- `document_metadata.value` is a jsonb atom (jsonb compares numbers numerically, 1 = 1.0, as
+  SQLite compares its numbers) and booleans are JSON booleans, not SQLite's 1/0: the probes
+  (`metadata_probes`) are written as jsonb, and the typed rule's text form of a number is
+  computed as SQLite's `CAST(x AS TEXT)` gives it, not taken from jsonb (which keeps "1.50"
+  and writes 1e20 out in full where SQLite writes "1.5" and "1.0e+20").
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import apsw
+import numpy as np
+import psycopg
+
+from kbmcp.search.scope import Scope, metadata_probes
+from kbmcp.store.search import ResolvedId
+
+PgConnection = psycopg.Connection[Any]
+
+# Every requested knowledge base and document id with what the principal may see of it (see
+# SQLite's RESOLVE_IDS), knowledge bases first, each in the request's order.
+RESOLVE_IDS = """
+SELECT 'knowledge_base_ids', want.value, kb.id, kb.id, true, 1 AS part, want.n
+FROM unnest(%(knowledge_base_ids)s::text[]) WITH ORDINALITY AS want(value, n)
+LEFT JOIN knowledge_base AS kb
+       ON kb.public_id = want.value
+      AND kb.id = ANY(%(readable_kb_ids)s::bigint[])
+UNION ALL
+SELECT 'document_ids', want.value, d.id, d.knowledge_base_id, d.status = 'published', 2, want.n
+FROM unnest(%(document_ids)s::text[]) WITH ORDINALITY AS want(value, n)
+LEFT JOIN document AS d
+       ON d.public_id = want.value
+      AND d.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
+ORDER BY part, n
+"""
+RESOLVE_MEMORY_STORE_IDS = """
+SELECT want.value, store.id
+FROM unnest(%(memory_store_ids)s::text[]) WITH ORDINALITY AS want(value, n)
+LEFT JOIN knowledge_base AS store
+       ON store.public_id = want.value
+      AND store.id = ANY(%(readable_store_ids)s::bigint[])
+ORDER BY want.n
+"""
+COUNT_KNOWLEDGE_BASES = "SELECT count(*) FROM knowledge_base"
+
+BASE_DOCUMENTS = """
+SELECT d.id, d.current_revision_id
+FROM document AS d
+WHERE d.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[]){published}
+"""
+BASE_MEMORIES = """
+SELECT d.id, d.current_revision_id
+FROM document AS d
+WHERE d.knowledge_base_id = ANY(%(readable_store_ids)s::bigint[]){published}
+"""
+PUBLISHED = "\n  AND d.status = 'published'"
+NOTHING = "SELECT NULL::bigint AS id, NULL::bigint AS current_revision_id WHERE false"
+
+FILTER_DOCUMENTS = {
+    "document_ids": "SELECT unnest(%(document_ids)s::bigint[])",
+    # A range of document_by_path (COLLATE "C"): from the prefix up to the prefix followed by
+    # U+10FFFF, the largest code point (UTF-8 byte order is code point order); left() confirms
+    # the prefix (not LIKE: '%' and '_' in a path are literal characters).
+    "document_paths": """
+        SELECT pd.id
+        FROM unnest(%(document_paths)s::text[]) AS p(value)
+        JOIN document AS pd
+          ON pd.path COLLATE "C" >= p.value
+         AND pd.path COLLATE "C" < p.value || chr(1114111)
+        WHERE left(pd.path, length(p.value)) = p.value""",
+    "tags": """
+        SELECT t.document_id
+        FROM unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
+        JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
+        GROUP BY t.document_id
+        HAVING count(*) = cardinality(%(tag_keys)s::text[])""",
+    # Each probe (see `_metadata_params`) is one search of document_metadata(key, value); the
+    # CASE then applies SQLite's typed rule to the rows found. A number's text form is the
+    # probe's, computed as SQLite's CAST gives it: the row equals the probe's number, so its
+    # text is the probe number's written as an integer or as a real.
+    "metadata": """
+        SELECT m.document_id
+        FROM unnest(%(metadata_keys)s::text[], %(metadata_lookups)s::text[],
+                    %(metadata_types)s::text[], %(metadata_wants)s::text[],
+                    %(metadata_integer_texts)s::text[], %(metadata_real_texts)s::text[])
+             AS p(key, lookup, want_type, want_value, integer_text, real_text)
+        JOIN document_metadata AS m ON m.key = p.key AND m.value = p.lookup::jsonb
+        WHERE CASE p.want_type
+              WHEN 'text' THEN
+                   m.type = 'text'
+                OR (m.type = 'integer' AND p.integer_text = p.want_value)
+                OR (m.type = 'real' AND p.real_text = p.want_value)
+                OR (m.type IN ('true', 'false') AND m.type = p.want_value)
+              WHEN 'number' THEN m.type IN ('integer', 'real')
+              ELSE m.type = p.want_type
+              END
+        GROUP BY m.document_id
+        HAVING count(DISTINCT m.key) = %(metadata_key_count)s""",
+}
+# A memory matches tags when every pair is among its own tags or its store's (see SQLite's).
+MEMORY_FILTER_DOCUMENTS = {
+    "tags": """
+        SELECT hit.document_id
+        FROM (SELECT t.document_id, t.key
+              FROM unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
+              JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
+              UNION
+              SELECT memory.id, want.key
+              FROM knowledge_base AS store
+              CROSS JOIN jsonb_each(store.tags::jsonb) AS have(key, value)
+              JOIN unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
+                ON have.key = want.key AND have.value = to_jsonb(want.value)
+              JOIN document AS memory ON memory.knowledge_base_id = store.id
+              WHERE store.id = ANY(%(readable_store_ids)s::bigint[])) AS hit
+        GROUP BY hit.document_id
+        HAVING count(*) = cardinality(%(tag_keys)s::text[])""",
+}
+FILTER_CLAUSES = {
+    "knowledge_base_ids": "d.knowledge_base_id = ANY(%(knowledge_base_ids)s::bigint[])",
+    **{name: f"d.id IN ({documents})" for name, documents in FILTER_DOCUMENTS.items()},
+}
+MEMORY_FILTER_CLAUSES = {
+    "memory_store_ids": "d.knowledge_base_id = ANY(%(memory_store_ids)s::bigint[])",
+    **{name: f"d.id IN ({documents})" for name, documents in MEMORY_FILTER_DOCUMENTS.items()},
+}
+
+# A scope's chunks: its documents' current revisions' chunks, as one sorted array.
+CHUNKS_OF_DOCUMENTS = """
+WITH scope_document AS MATERIALIZED ({documents})
+SELECT c.id
+FROM scope_document AS s
+JOIN chunk AS c ON c.revision_id = s.current_revision_id
+"""
+ID_ARRAY = "SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM ({rows}) AS listed(id)"
+SELECTED_DOCUMENT_CHUNKS = """
+SELECT coalesce(array_agg(chunk_id ORDER BY chunk_id), '{}')
+FROM indexed_chunk
+WHERE document_id = ANY(%(document_ids)s::bigint[])
+"""
+
+
+def documents_sql(scope: Scope, only: str | None = None, *, include_archived: bool = False) -> str:
+    """The scope's documents and memories (id, current_revision_id), parameters from
+    `scope_params`; `only`: with one filter alone, over the kinds it applies to."""
+    names = [only] if only is not None else list(scope.filters)
+    published = "" if include_archived else PUBLISHED
+    parts = []
+    for base, stores, clauses in (
+        (BASE_DOCUMENTS, scope.readable_kb_ids, FILTER_CLAUSES),
+        (BASE_MEMORIES, scope.memory_store_ids, MEMORY_FILTER_CLAUSES),
+    ):
+        if not stores or (only is not None and only not in clauses):
+            continue
+        applied = "".join(f"  AND {clauses[n]}\n" for n in names if n in clauses)
+        parts.append(base.format(published=published) + applied)
+    return "UNION ALL".join(parts) or NOTHING
+
+
+def scope_params(scope: Scope) -> dict[str, Any]:
+    """The parameters of `documents_sql`."""
+    params: dict[str, Any] = {
+        "readable_kb_ids": list(scope.readable_kb_ids or []),
+        "readable_store_ids": list(scope.memory_store_ids or []),
+    }
+    for name, value in scope.filters.items():
+        if name == "tags":
+            params["tag_keys"], params["tag_values"] = list(value), list(value.values())
+        elif name == "metadata":
+            params.update(_metadata_params(value))
+        else:
+            params[name] = list(value)
+    return params
+
+
+def _metadata_params(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The probes of kbmcp/search/scope.py `metadata_probes` as columns: the value to look up
+    as JSON text (a boolean as a JSON boolean: SQLite's 1/0 stand for them there), and for a
+    text probe of a number the number's text as SQLite writes an integer and a real."""
+    columns: dict[str, list[Any]] = {
+        "metadata_keys": [],
+        "metadata_lookups": [],
+        "metadata_types": [],
+        "metadata_wants": [],
+        "metadata_integer_texts": [],
+        "metadata_real_texts": [],
+    }
+    for key, lookup, want_type, want_value in metadata_probes(metadata):
+        boolean = want_type in ("true", "false") or (
+            want_type == "text" and want_value in ("true", "false") and not isinstance(lookup, str)
+        )
+        if boolean:
+            lookup = bool(lookup)
+        number = isinstance(lookup, int | float) and not isinstance(lookup, bool)
+        columns["metadata_keys"].append(key)
+        columns["metadata_lookups"].append(json.dumps(lookup))
+        columns["metadata_types"].append(want_type)
+        columns["metadata_wants"].append(want_value)
+        integral = number and float(lookup).is_integer()
+        columns["metadata_integer_texts"].append(str(int(lookup)) if integral else None)
+        columns["metadata_real_texts"].append(sqlite_real_text(float(lookup)) if number else None)
+    return {**columns, "metadata_key_count": len(metadata)}
+
+
+class _Sqlite(threading.local):
+    def __init__(self) -> None:
+        self.conn = apsw.Connection(":memory:")
+
+
+_sqlite = _Sqlite()
+
+
+def sqlite_real_text(value: float) -> str:
+    """SQLite's CAST(value AS TEXT) of a real (e.g. 1.5 -> '1.5', 2.0 -> '2.0', 1e20 ->
+    '1.0e+20'), asked of SQLite itself."""
+    return str(_sqlite.conn.execute("SELECT CAST(? AS TEXT)", (value,)).fetchone()[0])
+
+
+def scope_chunk_ids(conn: PgConnection, scope: Scope) -> np.ndarray | None:
+    """The allowed chunk ids (sorted int64), or None when the scope is every indexed chunk."""
+    if scope.everything:
+        return None
+    rows = CHUNKS_OF_DOCUMENTS.format(documents=documents_sql(scope))
+    ids = conn.execute(ID_ARRAY.format(rows=rows), scope_params(scope)).fetchone()[0]
+    return np.asarray(ids, dtype=np.int64)
+
+
+def empty_filters(conn: PgConnection, scope: Scope) -> list[str]:
+    """The filters (by name) that alone select no indexed chunk."""
+    params = scope_params(scope)
+    return [
+        name
+        for name in scope.filters
+        if conn.execute(
+            "SELECT NOT EXISTS ("
+            + CHUNKS_OF_DOCUMENTS.format(documents=documents_sql(scope, only=name))
+            + ")",
+            params,
+        ).fetchone()[0]
+    ]
+
+
+def count_stores(conn: PgConnection) -> int:
+    return int(conn.execute(COUNT_KNOWLEDGE_BASES).fetchone()[0])
+
+
+def resolve_ids(
+    conn: PgConnection,
+    knowledge_base_ids: list[str],
+    document_ids: list[str],
+    readable_kb_ids: list[int],
+) -> list[ResolvedId]:
+    rows = conn.execute(
+        RESOLVE_IDS,
+        {
+            "knowledge_base_ids": list(knowledge_base_ids),
+            "document_ids": list(document_ids),
+            "readable_kb_ids": list(readable_kb_ids),
+        },
+    ).fetchall()
+    return [ResolvedId(argument, public_id, row_id, kb_id, bool(usable))
+            for argument, public_id, row_id, kb_id, usable, _, _ in rows]  # fmt: skip
+
+
+def resolve_memory_store_ids(
+    conn: PgConnection, memory_store_ids: list[str], readable_store_ids: list[int]
+) -> list[ResolvedId]:
+    rows = conn.execute(
+        RESOLVE_MEMORY_STORE_IDS,
+        {
+            "memory_store_ids": list(memory_store_ids),
+            "readable_store_ids": list(readable_store_ids),
+        },
+    ).fetchall()
+    return [ResolvedId("memory_store_ids", public_id, row_id, row_id, row_id is not None)
+            for public_id, row_id in rows]  # fmt: skip
+
+
+def selected_document_chunks(conn: PgConnection, document_ids: list[int]) -> np.ndarray:
+    ids = conn.execute(SELECTED_DOCUMENT_CHUNKS, {"document_ids": list(document_ids)}).fetchone()
+    return np.asarray(ids[0], dtype=np.int64)

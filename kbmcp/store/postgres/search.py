@@ -1,0 +1,105 @@
+"""The `search` concern on PostgreSQL (the contract: kbmcp/store/search.py).
+
+- scope: scope.py, SQLite's scope statements with PostgreSQL's spellings. A filtered scope's
+  chunk ids are read once, inside the request's snapshot, and enter both channels' statements
+  as one array (an unfiltered scope is the searched stores, read from each index by store);
+- ranking: ranking.py's `rank`, SQLite's ranking statement step for step, with FTS5's bm25
+  from this backend's postings (keyword.py) and sqlite-vec's similarities of pgvector's
+  nearest rows: the same scores as SQLite, and no in-memory copies, so every server on the
+  database answers from what is committed;
+- the index's tokenizer is FTS5's own (keyword.py tokenises with it in Python), so excerpts
+  and query tokens are SQLite's.
+
+Strategies in a response's stats are this backend's: `postings` (or `postings_bounded`) for
+keywords and `pg_exact` / `pg_hnsw` for vectors (docs/search.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from kbmcp.search.query_vector import unit
+from kbmcp.store.postgres import keyword, ranking
+from kbmcp.store.postgres.scope import (
+    count_stores,
+    empty_filters,
+    resolve_ids,
+    resolve_memory_store_ids,
+    scope_chunk_ids,
+    selected_document_chunks,
+)
+from kbmcp.store.search import Ranked, RankQuery, Tokenizer
+
+__all__ = [
+    "count_stores",
+    "document_tokenizer",
+    "empty_filters",
+    "new_accelerator",
+    "prepare_keywords",
+    "rank",
+    "resolve_ids",
+    "resolve_memory_store_ids",
+    "scope_chunk_ids",
+    "selected_document_chunks",
+    "term_tokens",
+]
+
+PgConnection = psycopg.Connection[Any]
+# The vector strategy of a query without a direction (its embedding is all zeros): the
+# channel ran and found nothing, as SQLite reports it.
+NO_DIRECTION = "pg_exact"
+
+
+def prepare_keywords(conn: PgConnection) -> None:
+    """Nothing to prepare: the keyword tables are the schema's."""
+
+
+def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranked:
+    """The ranking of one search, inside the caller's read snapshot. `accelerator` is always
+    None here (`new_accelerator`)."""
+    args, scope = query.args, query.scope
+    scope_ids = scope_chunk_ids(conn, scope) if scope.filtered else None
+    vector = None if query.query_vector is None else unit(query.query_vector)
+    exempt = query.floor.exempt
+    ranked = ranking.rank(
+        conn,
+        ranking.RankRequest(
+            terms=query.terms,
+            query_vector=vector,
+            lexical=args.uses_lexical,
+            readable_stores=query.readable.store_ids,
+            searched_stores=[*(scope.readable_kb_ids or ()), *(scope.memory_store_ids or ())],
+            scope_ids=scope_ids,
+            every_store=scope.everything,
+            mode=args.mode,
+            alpha=args.alpha,
+            rrf_k=args.rrf_k,
+            depth=args.depth,
+            limit=args.limit,
+            half_life_days=query.half_life_days,
+            now=query.now,
+            min_similarity=query.floor.value,
+            floor_exempt=[] if exempt is None else exempt.tolist(),
+        ),
+    )
+    vector_strategy = ranked.vector_strategy
+    if query.query_vector is not None and vector is None:
+        vector_strategy = NO_DIRECTION
+    scope_rows = None if scope_ids is None else len(scope_ids)
+    return Ranked(ranked.ranking, ranked.lexical_strategy, vector_strategy, scope_rows)
+
+
+def term_tokens(conn: PgConnection, term: str) -> list[str]:
+    return list(keyword.query_tokens(term))
+
+
+def document_tokenizer(conn: PgConnection) -> Tokenizer:
+    return keyword.tokenize_document
+
+
+def new_accelerator() -> Any | None:
+    """None: a PostgreSQL database may be written by several servers at once, and an in-memory
+    copy could serve what another has changed or revoked."""
+    return None

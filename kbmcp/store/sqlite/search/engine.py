@@ -1,0 +1,221 @@
+"""One search on SQLite, once its arguments are valid and its scope resolved: plan, channels,
+ranking (the `rank` of the search concern: kbmcp/store/search.py).
+
+Runs inside the caller's read transaction (one snapshot for scope, candidates and results):
+1. the scope's chunk ids (scope.py), from the accelerator's memory when it is current;
+2. the plan (plan.py): a strategy per channel;
+3. each channel's source: SQL (plain) or candidates from the accelerator (accelerator.py);
+4. the ranking statement (ranking.py): rank, fuse, tie-break, limit, join.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import apsw
+import numpy as np
+
+from kbmcp.search.floor import SimilarityFloor
+from kbmcp.search.lexical.channel import TOKENIZER, WEIGHTS
+from kbmcp.search.query_text import quote_term
+from kbmcp.search.query_vector import unit
+from kbmcp.search.request import SearchArguments
+from kbmcp.search.scope import Scope
+from kbmcp.store.search import Ranked, RankQuery, ReadableStores
+from kbmcp.store.sqlite.search.accelerator import Accelerator
+from kbmcp.store.sqlite.search.lexical.ceiling import query_ceiling
+from kbmcp.store.sqlite.search.lexical.fts import fts_source, term_tokens
+from kbmcp.store.sqlite.search.lexical.readable_fts import readable_fts_source
+from kbmcp.store.sqlite.search.lexical.scan import scan_scope
+from kbmcp.store.sqlite.search.lexical.stats import ReadableRows, readable_rows
+from kbmcp.store.sqlite.search.plan import Plan, choose_plan
+from kbmcp.store.sqlite.search.ranking import ChannelSource, bound
+from kbmcp.store.sqlite.search.ranking import rank as rank_statement
+from kbmcp.store.sqlite.search.scope import filter_documents, scope_chunk_ids
+from kbmcp.store.sqlite.search.top_k import top_k
+from kbmcp.store.sqlite.search.vector.candidates import matrix_pool
+from kbmcp.store.sqlite.search.vector.sql import has_vector_index, pool_source, sql_source
+
+
+def rank(conn: apsw.Connection, query: RankQuery, accelerator: Accelerator | None) -> Ranked:
+    """The ranking of one search (see the module docstring)."""
+    args, scope = query.args, query.scope
+    # With an accelerator, a scope's chunks are found in its memory once it is current: the
+    # filters' index searches give document ids (no document row read) and the vector copy,
+    # which knows every indexed chunk's document and store, gives their chunks (10k one-chunk
+    # documents: ~7 ms in SQL, ~1 ms this way; whole stores: ~50 ms against ~2 ms at 100k).
+    in_memory = accelerator is not None and not scope.everything
+    parts = filter_documents(conn, scope) if in_memory else []
+    allowed = None if in_memory else scope_chunk_ids(conn, scope)
+    channels = _Channels(
+        args, query.terms, query.query_vector, query.floor, query.readable,
+        _covers(scope, query.readable),
+    )  # fmt: skip
+    if accelerator is None:
+        lexical, semantic = _sources(conn, channels, allowed, None)
+    else:
+        with accelerator.lock:
+            current = accelerator.refresh(conn)
+            if in_memory:
+                allowed = (
+                    accelerator.vectors(conn).ids_of_scope(
+                        [(part.stores, part.documents) for part in parts]
+                    )
+                    if current
+                    else scope_chunk_ids(conn, scope)
+                )
+            lexical, semantic = _sources(conn, channels, allowed, accelerator if current else None)
+    ranking = rank_statement(
+        conn,
+        scope_ids=allowed,
+        lexical=lexical,
+        semantic=semantic,
+        mode=args.mode,
+        alpha=args.alpha,
+        rrf_k=args.rrf_k,
+        depth=args.depth,
+        limit=args.limit,
+        half_life_days=query.half_life_days,
+        now=query.now,
+    )
+    scope_rows = None if allowed is None else len(allowed)
+    return Ranked(ranking, lexical.strategy, semantic.strategy, scope_rows)
+
+
+@dataclass(frozen=True)
+class _Channels:
+    """What the channels of one request need besides the scope's rows."""
+
+    args: SearchArguments
+    terms: list[str]
+    query_vector: np.ndarray | None
+    floor: SimilarityFloor
+    readable: ReadableStores
+    # The scope is the caller's whole readable set (no filter, every kind it may read).
+    whole: bool
+
+
+def _covers(scope: Scope, readable: ReadableStores) -> bool:
+    if scope.everything:
+        return True
+    stores = [*(scope.readable_kb_ids or ()), *(scope.memory_store_ids or ())]
+    return not scope.filters and tuple(sorted(stores)) == readable.store_ids
+
+
+def _sources(
+    conn: apsw.Connection,
+    channels: _Channels,
+    allowed: np.ndarray | None,
+    accelerator: Accelerator | None,
+) -> tuple[ChannelSource, ChannelSource]:
+    """The plan, then each channel's source (candidates from the accelerator when given)."""
+    args, terms = channels.args, channels.terms
+    # The plan depends on the caller's readable set only: its whole readable set is planned as
+    # "unscoped" whether or not the file holds other stores (docs/search.md, "Keyword
+    # statistics"), so no strategy name tells a caller that other tenants' data exists.
+    plan = choose_plan(
+        scope_rows=None if channels.whole or allowed is None else len(allowed),
+        accelerated=accelerator is not None,
+        lexical=args.uses_lexical,
+        semantic=channels.query_vector is not None,
+        terms_in_postings=accelerator is not None
+        and accelerator.holds_postings(channels.readable.store_ids, [quote_term(t) for t in terms]),
+    )
+    readable = None
+    if plan.lexical is not None:
+        readable = _readable_rows(conn, channels, allowed, accelerator)
+    lexical = _lexical_source(conn, plan, channels, allowed, accelerator, readable)
+    if args.mode == "hybrid" and plan.lexical is not None:  # hybrid's keyword scale
+        phrases = [(term, tuple(term_tokens(conn, term))) for term in terms]
+        known = accelerator.postings.row_counts if accelerator is not None else {}
+        ceiling = query_ceiling(conn, phrases, known, readable)
+        lexical = replace(lexical, ceiling=ceiling)
+    semantic = _semantic_source(
+        conn, plan, channels.query_vector, allowed, args.depth, channels.floor, accelerator
+    )
+    return lexical, semantic
+
+
+def _lexical_source(
+    conn: apsw.Connection,
+    plan: Plan,
+    channels: _Channels,
+    allowed: np.ndarray | None,
+    accelerator: Accelerator | None,
+    readable: ReadableRows | None,
+) -> ChannelSource:
+    """`readable`: the caller's readable set, whose statistics score (None: the index's)."""
+    if plan.lexical is None:
+        return ChannelSource.off()
+    terms, depth = channels.terms, channels.args.depth
+
+    def plain() -> ChannelSource:
+        if readable is None:
+            return fts_source(conn, terms, None if allowed is None else len(allowed), depth)
+        assert allowed is not None  # a caller who cannot read every store has an allow-list
+        return readable_fts_source(conn, terms, allowed, readable, depth)
+
+    if plan.lexical == "fts5" or accelerator is None:
+        return plain()
+    tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+    phrases = [(term, tuple(term_tokens(conn, term))) for term in terms]
+    if any(not tokens for _, tokens in phrases):
+        return plain()  # FTS5 decides what such a term means
+    postings = accelerator.postings
+    if plan.lexical == "scan":
+        assert allowed is not None
+        if readable is not None:  # n of phrases the postings hold, without walking doclists
+            for term in terms:
+                held = postings.count_in(quote_term(term), readable)
+                if held is not None:
+                    readable.counts.setdefault(quote_term(term), held)
+        scanned = scan_scope(
+            conn, phrases, allowed, WEIGHTS, tokenizer, accelerator.tokens, postings.row_counts,
+            readable,
+        )  # fmt: skip
+    else:
+        quoted = [quote_term(t) for t in terms]
+        scanned = postings.score(conn, quoted, allowed, readable)
+        accelerator.used_postings(channels.readable.store_ids, quoted)
+    if scanned is None:  # the stored text differs from what FTS5 indexed
+        return plain()
+    best_ids, best_scores, _ = top_k(*scanned, depth + 1)
+    return bound("lexical_candidates", plan.lexical, best_ids, best_scores)
+
+
+def _readable_rows(
+    conn: apsw.Connection,
+    channels: _Channels,
+    allowed: np.ndarray | None,
+    accelerator: Accelerator | None,
+) -> ReadableRows | None:
+    """The rows and statistics of the caller's readable set (lexical/stats.py); None when it
+    reads every store, so that the index's own statistics apply."""
+    readable = channels.readable
+    if readable.every_store or not channels.terms:
+        return None
+    if accelerator is not None:
+        return accelerator.readable_rows(conn, readable.store_ids)
+    return readable_rows(conn, readable.store_ids, allowed if channels.whole else None)
+
+
+def _semantic_source(
+    conn: apsw.Connection,
+    plan: Plan,
+    query_vector: np.ndarray | None,
+    allowed: np.ndarray | None,
+    depth: int,
+    floor: SimilarityFloor,
+    accelerator: Accelerator | None,
+) -> ChannelSource:
+    if plan.vector is None or query_vector is None:
+        return ChannelSource.off()
+    query = unit(query_vector)
+    if query is None:  # a featureless query has no direction
+        return ChannelSource(plan.vector)
+    if accelerator is None:
+        if not has_vector_index(conn):  # a read-only file that never recorded a model
+            return ChannelSource(plan.vector)
+        return sql_source(plan.vector, query, allowed is not None, floor, depth)
+    pool = matrix_pool(accelerator.vectors(conn), query, allowed, depth + 1, floor)
+    return pool_source(plan.vector, query, pool, floor)
