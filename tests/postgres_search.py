@@ -7,17 +7,11 @@ SQLite file and on its PostgreSQL copy.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from kbmcp.access import Principal, readable
-from kbmcp.search.engine import readable_stores, run_search
+from kbmcp.access import Principal
 from kbmcp.search.models import SearchFilters, SearchRequest, SearchResponse
-from kbmcp.search.request import check_arguments
-from kbmcp.search.scope import resolve_scope
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.memories import create_memory_store, forget, remember
 from kbmcp.service.search import search
@@ -136,33 +130,17 @@ def sqlite_hits(ws: Workspace, principal: Principal, request: SearchRequest) -> 
     ]  # fmt: skip
 
 
-def pg_response(
-    pg: Workspace, ws: Workspace, principal: Principal, request: SearchRequest
-) -> SearchResponse:
-    """The response of the PostgreSQL store (`pg`) to what `search` answers on the SQLite file
-    it was copied from (`ws`): the engine of kbmcp/service/search.py on `pg.store`, with the
-    principal's readable set read from the file (same ids) until the grants concern runs on
-    PostgreSQL."""
-    args = check_arguments(request, ws.settings.rrf_k, ws.settings.recency_half_life_days)
-    can_read = readable(ws.store, ws.conn, principal)
-    vector = None
-    if args.uses_semantic:
-        vector = np.asarray(ws.embedder.embed([args.query])[0], dtype=np.float32)
-    store, conn = pg.store, pg.conn
-    started = time.perf_counter()
-    with store.read_snapshot(conn):
-        scope = resolve_scope(store, conn, can_read, request.filters or SearchFilters())
-        stores = readable_stores(store, conn, can_read)
-        return run_search(store, conn, args, scope, stores, vector, None, started)
+def pg_response(pg: Workspace, principal: Principal, request: SearchRequest) -> SearchResponse:
+    """What `search` answers on the PostgreSQL copy (`pg`) of an SQLite file, for a principal
+    of either (`kbmcp copy` keeps row ids)."""
+    return search(pg, principal, request)
 
 
-def pg_hits(
-    pg: Workspace, ws: Workspace, principal: Principal, request: SearchRequest
-) -> list[Hit]:
+def pg_hits(pg: Workspace, principal: Principal, request: SearchRequest) -> list[Hit]:
     return [
         Hit(r.chunk_id, _round(r.score), r.lexical_rank, _round(r.lexical_score),
             r.semantic_rank, _round(r.semantic_similarity), _round(r.recency_weight))
-        for r in pg_response(pg, ws, principal, request).results
+        for r in pg_response(pg, principal, request).results
     ]  # fmt: skip
 
 

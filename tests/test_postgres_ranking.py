@@ -79,7 +79,7 @@ def test_same_results_as_sqlite(stores: tuple, mode: str, filters: SearchFilters
             request = SearchRequest(query=query, mode=mode, limit=8, candidates=depth,
                                     filters=filters)  # fmt: skip
             want = sqlite_hits(reference, alone, request)
-            assert pg_hits(pg, ws, principal, request) == want, (query, depth)
+            assert pg_hits(pg, principal, request) == want, (query, depth)
             compared += len(want)
     assert compared > 0
 
@@ -112,7 +112,7 @@ def test_memories_decay_alike(stores: tuple, mode: str) -> None:
                                     filters=SearchFilters(include_documents=False))  # fmt: skip
             want = sqlite_hits(reference, alone, request)
             assert all(hit.recency_weight is not None for hit in want)
-            assert pg_hits(pg, ws, principal, request) == want
+            assert pg_hits(pg, principal, request) == want
             compared += len(want)
     assert compared > 0
 
@@ -128,7 +128,7 @@ def test_a_floor_spares_selected_documents_alike(stores: tuple) -> None:
     )  # fmt: skip
     want = sqlite_hits(reference, alone, request)
     assert want  # the selected document is spared by the floor
-    assert pg_hits(pg, ws, principal, request) == want
+    assert pg_hits(pg, principal, request) == want
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -143,7 +143,7 @@ def test_keyword_statistics_are_the_readable_sets(stores: tuple, mode: str) -> N
     for query in QUERIES:
         request = SearchRequest(query=query, mode=mode, limit=8)
         want = sqlite_hits(acme_ws, acme_alone, request)
-        assert pg_hits(pg, ws, acme_full, request) == want, query
+        assert pg_hits(pg, acme_full, request) == want, query
         compared += len(want)
     assert compared > 0
 
@@ -173,8 +173,8 @@ def test_whole_responses_are_the_same(stores: tuple, mode: str, tenant: str | No
                 want = stable(to_jsonable_python(search(ws, principal, request)))
             except KbError as error:  # e.g. documents another tenant cannot read
                 with pytest.raises(type(error), match=re.escape(str(error))):
-                    pg_response(pg, ws, principal, request)
+                    pg_response(pg, principal, request)
                 continue
-            assert stable(to_jsonable_python(pg_response(pg, ws, principal, request))) == want
+            assert stable(to_jsonable_python(pg_response(pg, principal, request))) == want
             compared += len(want["results"])
     assert compared > 0
