@@ -23,7 +23,11 @@ from tests.postgres_fixtures import (  # noqa: F401 (fixtures)
     postgres_server_url,
     postgres_url,
 )
-from tests.store_backends import backend_db, backend_workspace  # noqa: F401 (fixtures)
+from tests.store_backends import (  # noqa: F401 (fixtures)
+    backend_db,
+    backend_workspace,
+    module_backend,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"

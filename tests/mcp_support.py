@@ -117,7 +117,7 @@ def pinned_clock(moment: str) -> Iterator[None]:
             os.environ["KBMCP_NOW"] = previous
 
 
-def hash_workspace(db_path: Path) -> Workspace:
+def hash_workspace(db_path: Path | str) -> Workspace:
     return Workspace(Settings(db=db_path, embedder="hash"), embedder=HashingEmbedder())
 
 
@@ -226,9 +226,10 @@ class HttpServer:
 
 @contextlib.asynccontextmanager
 async def connect(
-    transport: str, db_path: Path, http_url: str | None = None
+    transport: str, db_path: Path | str, http_url: str | None = None
 ) -> AsyncIterator[Client]:
-    """An SDK client connected to kbmcp over `transport`: inprocess, stdio or http."""
+    """An SDK client connected to kbmcp over `transport`: inprocess, stdio or http. `db_path`:
+    a file, or a PostgreSQL URL (in-process)."""
     if transport == "inprocess":
         with hash_workspace(db_path) as ws:
             async with Client(build_server(ws)) as client:

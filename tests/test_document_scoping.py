@@ -2,7 +2,8 @@
 two tenants: every selected document must exist, be published, be readable (own or shared)
 and lie inside `knowledge_base_ids` (its tenant is its knowledge base's owner by construction);
 a failing selection is an error naming the failing ids and runs no retrieval; a selected
-document is never emptied by `min_similarity`."""
+document is never emptied by `min_similarity`. On both store backends (PostgreSQL: a copy of the
+file)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from kbmcp.search.models import MAX_DOCUMENT_IDS, SearchFilters, SearchRequest, 
 from kbmcp.server.app import build_server
 from kbmcp.service.read import read_document
 from kbmcp.service.search import search
-from kbmcp.service.tenants import share_knowledge_base
+from kbmcp.service.tenants import share_knowledge_base, unshare_knowledge_base
 from kbmcp.workspace import Workspace
 from tests.access_support import build_two_tenants, tenant_of
 from tests.mcp_support import hash_workspace, payload
+from tests.store_backends import rows, workspace_on
 
 
 @pytest.fixture(scope="module")
@@ -33,19 +35,18 @@ def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db_path
 
 
-@pytest.fixture
-def ws(db: Path) -> Iterator[Workspace]:
-    with hash_workspace(db) as workspace:
+@pytest.fixture(scope="module")
+def ws(db: Path, module_backend: str, request: pytest.FixtureRequest) -> Iterator[Workspace]:
+    with workspace_on(module_backend, db, request) as workspace:
         yield workspace
 
 
 def _doc(ws: Workspace, path: str) -> str:
-    return ws.conn.execute("SELECT public_id FROM document WHERE path = ?", (path,)).fetchone()[0]
+    return rows(ws, "SELECT public_id FROM document WHERE path = ?", path)[0][0]
 
 
 def _kb(ws: Workspace, name: str) -> str:
-    row = ws.conn.execute("SELECT public_id FROM knowledge_base WHERE name = ?", (name,))
-    return row.fetchone()[0]
+    return rows(ws, "SELECT public_id FROM knowledge_base WHERE name = ?", name)[0][0]
 
 
 def _search(ws: Workspace, principal: Principal, **kwargs: object) -> SearchResponse:
@@ -99,25 +100,28 @@ def test_another_tenants_document_is_unavailable_and_named(
 
 
 def test_a_document_of_a_shared_knowledge_base_is_selectable_and_keeps_its_owner(
-    tmp_path: Path,
+    ws: Workspace,
 ) -> None:
-    db_path = tmp_path / "kb.db"
-    build_two_tenants(tmp_path, db_path)
-    with hash_workspace(db_path) as ws:
-        beta = tenant_of(ws, "beta")
-        doc = _doc(ws, "failover.md")
-        with pytest.raises(ResourceUnavailable):
-            _search(ws, beta, filters=SearchFilters(document_ids=[doc]))
-        share_knowledge_base(ws, ws.local_principal(), "acme-ops", tenant="beta")
+    beta = tenant_of(ws, "beta")
+    doc = _doc(ws, "failover.md")
+    with pytest.raises(ResourceUnavailable):
+        _search(ws, beta, filters=SearchFilters(document_ids=[doc]))
+    share_knowledge_base(ws, ws.local_principal(), "acme-ops", tenant="beta")
+    try:
         response = _search(ws, beta, filters=SearchFilters(document_ids=[doc]))
-        assert response.results and {r.document_id for r in response.results} == {doc}
-        owner = ws.conn.execute(
-            "SELECT t.name FROM document AS d "
-            "JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id "
-            "JOIN tenant AS t ON t.id = kb.tenant_id WHERE d.public_id = ?",
-            (doc,),
-        ).fetchone()[0]
-        assert owner == "acme"
+    finally:  # the module's other tests read the file as it was built
+        unshare_knowledge_base(ws, ws.local_principal(), "acme-ops", tenant="beta")
+    assert response.results and {r.document_id for r in response.results} == {doc}
+    [(owner,)] = rows(
+        ws,
+        "SELECT t.name FROM document AS d "
+        "JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id "
+        "JOIN tenant AS t ON t.id = kb.tenant_id WHERE d.public_id = ?",
+        doc,
+    )
+    assert owner == "acme"
+    with pytest.raises(ResourceUnavailable):  # revoked
+        _search(ws, beta, filters=SearchFilters(document_ids=[doc]))
 
 
 def test_a_documents_tenant_cannot_disagree_with_its_knowledge_base_owner(tmp_path: Path) -> None:

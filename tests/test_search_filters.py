@@ -1,29 +1,56 @@
-"""Filters, their combination, validation errors, and explainable empty results."""
+"""Filters, their combination, validation errors, and explainable empty results, on both
+store backends."""
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from kbmcp.access import KNOWLEDGE_READ
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import Forbidden, InvalidRequest, QueryRequired, ResourceUnavailable
 from kbmcp.search.models import MAX_LIMIT, SearchFilters, SearchRequest
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
+from tests.mcp_support import hash_workspace
 from tests.search_corpus import ingest, write_small_corpus
+from tests.store_backends import rows, workspace_on
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two knowledge bases in an SQLite file."""
+    root = tmp_path_factory.mktemp("filters")
+    with hash_workspace(root / "kb.db") as built:
+        ingest(built, write_small_corpus(root), kb="handbook")
+        other = root / "other"
+        other.mkdir()
+        (other / "misc.md").write_text("# Misc\n\nKeys to the office are at the front desk.\n")
+        ingest(built, other, kb="office")
+    return root / "kb.db"
+
+
+@pytest.fixture(scope="module")
+def ws(corpus: Path, module_backend: str, request: pytest.FixtureRequest) -> Iterator[Workspace]:
+    """The corpus on each backend, as a server holds it."""
+    with workspace_on(module_backend, corpus, request, long_lived=True) as workspace:
+        yield workspace
 
 
 @pytest.fixture
-def ws(workspace: Workspace, tmp_path: Path) -> Workspace:
-    ingest(workspace, write_small_corpus(tmp_path), kb="handbook")
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "misc.md").write_text("# Misc\n\nKeys to the office are at the front desk.\n")
-    ingest(workspace, other, kb="office")
-    return workspace
+def writable(corpus: Path, tmp_path: Path) -> Iterator[Workspace]:
+    """A copy of the corpus file for a test that changes it (archiving is the ingest
+    service's, which writes to SQLite files)."""
+    shutil.copy(corpus, tmp_path / "kb.db")
+    settings = Settings(db=tmp_path / "kb.db", embedder="hash")
+    with Workspace(settings, embedder=HashingEmbedder(), long_lived=True) as workspace:
+        yield workspace
 
 
 def _run(ws: Workspace, query: str = "keys", **kwargs: object) -> list[str]:
@@ -33,7 +60,7 @@ def _run(ws: Workspace, query: str = "keys", **kwargs: object) -> list[str]:
 
 
 def _ids(ws: Workspace, sql: str, *args: object) -> list[str]:
-    return [row[0] for row in ws.conn.execute(sql, args)]
+    return [row[0] for row in rows(ws, sql, *args)]
 
 
 def _doc(ws: Workspace, path: str) -> str:
@@ -110,7 +137,8 @@ def test_empty_combination_names_every_filter(ws: Workspace) -> None:
     assert response.stats.filters_unmatched == ["document_paths", "tags"]
 
 
-def test_archived_documents_are_not_searchable_nor_selectable(ws: Workspace) -> None:
+def test_archived_documents_are_not_searchable_nor_selectable(writable: Workspace) -> None:
+    ws = writable
     doc_id = _doc(ws, "misc.md")
     archive_document(ws, ws.local_principal(), doc_id)
     assert "misc.md" not in _run(ws)
@@ -120,7 +148,8 @@ def test_archived_documents_are_not_searchable_nor_selectable(ws: Workspace) -> 
         archive_document(ws, ws.local_principal(), doc_id)
 
 
-def test_archiving_needs_the_write_scope(ws: Workspace) -> None:
+def test_archiving_needs_the_write_scope(writable: Workspace) -> None:
+    ws = writable
     reader = replace(ws.local_principal(), scopes=frozenset({KNOWLEDGE_READ}))
     with pytest.raises(Forbidden):
         archive_document(ws, reader, _doc(ws, "misc.md"))

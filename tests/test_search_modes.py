@@ -1,4 +1,6 @@
-"""The four modes, fusion parameters, min_similarity, determinism and hostile query text."""
+"""The four modes, fusion parameters, min_similarity, determinism and hostile query text, on
+both store backends (the arithmetic of SQLite's ranking statement, with given candidates, on
+SQLite: PostgreSQL's gives the same responses, tests/test_postgres_ranking.py)."""
 
 from __future__ import annotations
 
@@ -21,15 +23,28 @@ from kbmcp.service.search import search
 from kbmcp.store.sqlite.search.ranking import bound, rank
 from kbmcp.workspace import Workspace
 from tests.search_corpus import SMALL_CORPUS, ingest, write_small_corpus
+from tests.store_backends import rows, workspace_on
 
 QUERY = "how do I rotate keys and search the scope"
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Workspace]:
+    """The corpus in an SQLite file: the reference for FTS5's own statistics, and the file the
+    ranking statement is tested on with given candidates."""
     root = tmp_path_factory.mktemp("modes")
     workspace = Workspace(Settings(db=root / "kb.db", embedder="hash"), embedder=HashingEmbedder())
     ingest(workspace, write_small_corpus(root))
+    yield workspace
+    workspace.close()
+
+
+@pytest.fixture(scope="module")
+def ws(
+    source: Workspace, module_backend: str, request: pytest.FixtureRequest
+) -> Iterator[Workspace]:
+    """The corpus on each backend."""
+    workspace = workspace_on(module_backend, source.settings.db_path, request)
     yield workspace
     workspace.close()
 
@@ -70,7 +85,7 @@ def test_alpha_extremes_equal_the_single_channel_rankings(ws: Workspace) -> None
 
 def fts5_idf_sum(ws: Workspace, query: str) -> float:
     """The reference ceiling: the sum of FTS5's idf over the query's terms, with N and each
-    term's n counted by FTS5 itself."""
+    term's n counted by FTS5 itself (in the SQLite file)."""
     rows = ws.conn.execute("SELECT count(*) FROM chunk_fts").fetchone()[0]
     total = 0.0
     for term in query_terms(query):
@@ -88,14 +103,14 @@ WEAK_QUESTION = "how do I bake rye bread at home without a token"
 
 @pytest.mark.parametrize("query", [WEAK_QUESTION, QUERY, "rotate"])
 def test_hybrid_is_min_max_with_the_keyword_channel_scaled_by_its_strength(
-    ws: Workspace, query: str
+    ws: Workspace, source: Workspace, query: str
 ) -> None:
     """hybrid = alpha * strength * min-max(bm25) + (1 - alpha) * min-max(cosine), strength =
     min(1, best bm25 / (a quarter of the query's ceiling)). The weak question's best chunk
     matches a small part of it (strength < 1); the others are matched well (strength 1)."""
     lexical = {r.chunk_id: r.score for r in _search(ws, query, mode="lexical", limit=100).results}
     semantic = {r.chunk_id: r.score for r in _search(ws, query, mode="semantic", limit=100).results}
-    strength = min(1.0, max(lexical.values()) / (WEAK_KEYWORD_SHARE * fts5_idf_sum(ws, query)))
+    strength = min(1.0, max(lexical.values()) / (WEAK_KEYWORD_SHARE * fts5_idf_sum(source, query)))
     assert (strength < 1.0) is (query == WEAK_QUESTION)
 
     def normalised(scores: dict[str, float]) -> dict[str, float]:
@@ -122,7 +137,7 @@ def test_rrf_sums_reciprocal_ranks_with_the_given_k(ws: Workspace) -> None:
 def test_rrf_k_defaults_to_the_configured_value(
     ws: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ws, "settings", Settings(db=ws.settings.db_path, rrf_k=7))
+    monkeypatch.setattr(ws, "settings", replace(ws.settings, rrf_k=7))
     assert _search(ws, mode="rrf").rrf_k == 7
 
 
@@ -137,7 +152,7 @@ def _fuse(
 ) -> list[tuple[int, float]]:
     """The ranking statement over given candidates ((n, score): the n-th chunk of the file),
     returning the fused order as (n, fused score)."""
-    chunk = [row[0] for row in ws.conn.execute("SELECT id FROM chunk ORDER BY id")]
+    chunk = [row[0] for row in rows(ws, "SELECT id FROM chunk ORDER BY id")]
     sources = [
         bound(name, "given", np.array([chunk[n] for n, _ in pairs], dtype=np.int64),
               np.array([score for _, score in pairs]))
@@ -153,37 +168,37 @@ def _order(fused: list[tuple[int, float]]) -> list[int]:
     return [n for n, _ in fused]
 
 
-def test_rrf_k_changes_the_ranking(ws: Workspace) -> None:
+def test_rrf_k_changes_the_ranking(source: Workspace) -> None:
     """Chunk 0 is first in one channel, chunk 1 fourth in both: a small k favours the top rank
     (1/2 > 2/5), a large one agreement between channels (1/61 < 2/64). (With k = 1, chunks 0,
     2 and 4 tie at 1/2; ties go by public id.)"""
     lexical = [(0, 9.0), (3, 8.0), (4, 7.0), (1, 6.0)]
     semantic = [(2, 0.9), (5, 0.8), (4, 0.7), (1, 0.6)]
-    small = _order(_fuse(ws, "rrf", lexical, semantic, rrf_k=1))
+    small = _order(_fuse(source, "rrf", lexical, semantic, rrf_k=1))
     assert set(small[:3]) == {0, 2, 4} and small.index(1) > 2
-    assert _order(_fuse(ws, "rrf", lexical, semantic, rrf_k=60))[:2] == [4, 1]
+    assert _order(_fuse(source, "rrf", lexical, semantic, rrf_k=60))[:2] == [4, 1]
 
 
-def test_a_weak_keyword_channel_weighs_what_it_matched_of_the_query(ws: Workspace) -> None:
+def test_a_weak_keyword_channel_weighs_what_it_matched_of_the_query(source: Workspace) -> None:
     """Chunk 0 is the keyword channel's only candidate, chunk 1 the vector channel's best. With
     a ceiling of 8, chunk 0's bm25 of 0.8 is a fifth of the quarter (2) that counts as strong:
     it keeps a fifth of the keyword weight (min-max gave it all, and first place); from 2 on,
     all of it."""
     semantic = [(1, 0.6), (0, 0.3), (2, 0.1)]  # min-max: 1.0, 0.4, 0.0
-    weak = _fuse(ws, "hybrid", [(0, 0.8)], semantic, lexical_ceiling=8.0)
+    weak = _fuse(source, "hybrid", [(0, 0.8)], semantic, lexical_ceiling=8.0)
     assert weak == [(1, 0.5), (0, pytest.approx(0.5 * 0.4 + 0.5 * 0.4)), (2, 0.0)]
-    before = _fuse(ws, "hybrid", [(0, 0.8)], semantic)  # no ceiling: min-max alone
+    before = _fuse(source, "hybrid", [(0, 0.8)], semantic)  # no ceiling: min-max alone
     assert before[0] == (0, pytest.approx(0.5 * 1.0 + 0.5 * 0.4))
-    strong = _fuse(ws, "hybrid", [(0, 2.0)], semantic, lexical_ceiling=8.0)
+    strong = _fuse(source, "hybrid", [(0, 2.0)], semantic, lexical_ceiling=8.0)
     assert strong[0] == (0, pytest.approx(0.5 * 1.0 + 0.5 * 0.4))
     # Several candidates: min-max among them, all scaled by the best one's strength.
-    shared = dict(_fuse(ws, "hybrid", [(2, 1.0), (3, 0.5), (0, 0.25)], semantic,
+    shared = dict(_fuse(source, "hybrid", [(2, 1.0), (3, 0.5), (0, 0.25)], semantic,
                         lexical_ceiling=8.0))  # fmt: skip
     assert shared[2] == pytest.approx(0.5 * 0.5 * 1.0 + 0.5 * 0.0)
     assert shared[3] == pytest.approx(0.5 * 0.5 * (0.25 / 0.75))
     assert shared[0] == pytest.approx(0.5 * 0.0 + 0.5 * 0.4)
     # The other modes ignore the ceiling.
-    assert _fuse(ws, "lexical", [(0, 0.8)], [], lexical_ceiling=8.0) == [(0, 0.8)]
+    assert _fuse(source, "lexical", [(0, 0.8)], [], lexical_ceiling=8.0) == [(0, 0.8)]
 
 
 def test_min_similarity_drops_vector_candidates_but_not_lexical_hits(ws: Workspace) -> None:
@@ -196,10 +211,13 @@ def test_min_similarity_drops_vector_candidates_but_not_lexical_hits(ws: Workspa
     assert hybrid and all(r.semantic_rank is None and r.lexical_rank for r in hybrid)
 
 
-def test_ties_are_broken_by_chunk_id_and_results_are_deterministic(ws: Workspace) -> None:
-    public = [row[0] for row in ws.conn.execute("SELECT public_id FROM chunk ORDER BY id")]
-    tied = _order(_fuse(ws, "lexical", [(1, 1.0), (2, 1.0), (3, 1.0)], []))
+def test_ties_are_broken_by_chunk_id(source: Workspace) -> None:
+    public = [row[0] for row in rows(source, "SELECT public_id FROM chunk ORDER BY id")]
+    tied = _order(_fuse(source, "lexical", [(1, 1.0), (2, 1.0), (3, 1.0)], []))
     assert [public[n] for n in tied] == sorted(public[n] for n in (1, 2, 3))
+
+
+def test_results_are_deterministic(ws: Workspace) -> None:
     for mode in MODES:
         first, second = _search(ws, mode=mode), _search(ws, mode=mode)
         assert first.results == second.results
@@ -207,9 +225,8 @@ def test_ties_are_broken_by_chunk_id_and_results_are_deterministic(ws: Workspace
 
 def test_results_cite_their_source(ws: Workspace) -> None:
     for r in _search(ws, limit=100).results:
-        content = ws.conn.execute(
-            "SELECT content FROM revision WHERE public_id = ?", (r.citation.revision_id,)
-        ).fetchone()[0]
+        [(content,)] = rows(ws, "SELECT content FROM revision WHERE public_id = ?",
+                            r.citation.revision_id)  # fmt: skip
         text = content[r.citation.char_start : r.citation.char_end]
         assert r.excerpt.strip("…").strip() in text
         assert len(r.excerpt) <= 300 + 2 * 20 + 2

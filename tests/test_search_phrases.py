@@ -1,8 +1,9 @@
 """Phrases: a double-quoted part of the query matches its words adjacent and in order.
 
-On every keyword path (FTS5 in a one-shot process; the scope scan and the postings in a server)
-the same chunks match, with the same bm25 scores bit for bit; unquoted words are OR-ed as
-before; an odd quote is text, never a syntax error. The last test goes through MCP.
+On every keyword path (FTS5 in a one-shot process; the scope scan and the postings in a server;
+PostgreSQL's postings) the same chunks match, with the same bm25 scores; unquoted words are
+OR-ed as before; an odd quote is text, never a syntax error. The last test goes through MCP, on
+both backends.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kbmcp.service.search import search
 from kbmcp.store.sqlite.search import plan
 from kbmcp.workspace import Workspace
 from tests.mcp_support import connect, hash_workspace, payload, write
+from tests.store_backends import BACKENDS, workspace_on
 
 FILES = {
     "slo/adjacent.md": "# Reliability\n\nThe error budget is spent when the SLO burns too fast.\n",
@@ -62,6 +64,14 @@ def pair(db: Path) -> Iterator[tuple[Workspace, Workspace]]:
         Workspace(settings, embedder=HashingEmbedder()) as one_shot,
     ):
         yield server, one_shot
+
+
+@pytest.fixture(scope="module")
+def pg(db: Path, request: pytest.FixtureRequest) -> Iterator[Workspace]:
+    """The same knowledge base in PostgreSQL (a copy: the same ids)."""
+    workspace = workspace_on("postgres", db, request)
+    yield workspace
+    workspace.close()
 
 
 def _lexical(ws: Workspace, query: str, filters: SearchFilters) -> SearchResponse:
@@ -114,12 +124,26 @@ def test_a_phrase_matches_its_words_adjacent_and_in_order_on_every_path(
     assert reversed_ == {"slo/reversed.md"}
 
 
+@pytest.mark.parametrize("scope", list(SCOPES))
+def test_a_phrase_matches_alike_on_postgresql(
+    pair: tuple[Workspace, Workspace], pg: Workspace, scope: str
+) -> None:
+    _, one_shot = pair
+    filters = SCOPES[scope]
+    for query in (PHRASE, f"{PHRASE} policy", '"budget error"', '"the error budget is"'):
+        plain, on_pg = _lexical(one_shot, query, filters), _lexical(pg, query, filters)
+        assert on_pg.stats.lexical_strategy == "postings"
+        assert _scored(on_pg) == _scored(plain)
+        assert [r.lexical_rank for r in on_pg.results] == [r.lexical_rank for r in plain.results]
+    assert {path for path, _ in _scored(_lexical(pg, PHRASE, filters))} == PHRASE_MATCHES
+
+
 @pytest.mark.parametrize("query", ['error "budget', '"error budget', 'error budget"', '"'])
-def test_an_odd_quote_is_text(pair: tuple[Workspace, Workspace], query: str) -> None:
-    """The words around an odd quote are ordinary words (OR-ed), on both paths."""
+def test_an_odd_quote_is_text(pair: tuple[Workspace, Workspace], pg: Workspace, query: str) -> None:
+    """The words around an odd quote are ordinary words (OR-ed), on every path."""
     server, one_shot = pair
     words = {path for path, _ in _scored(_lexical(one_shot, "error budget", SearchFilters()))}
-    for ws in (server, one_shot):
+    for ws in (server, one_shot, pg):
         found = {path for path, _ in _scored(_lexical(ws, query, SearchFilters()))}
         assert found == (set() if query == '"' else words)
     hybrid = search(server, server.local_principal(), SearchRequest(query))
@@ -134,8 +158,12 @@ async def _query(client: Client, **arguments: Any) -> dict[str, Any]:
 
 
 @pytest.mark.anyio
-async def test_phrases_through_mcp(db: Path) -> None:
-    async with connect("inprocess", db) as client:
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_phrases_through_mcp(db: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    target: Path | str = db
+    if backend == "postgres":
+        target = request.getfixturevalue("pg").settings.db
+    async with connect("inprocess", target) as client:
         phrase = await _query(client, query=PHRASE, mode="lexical")
         assert {r["path"] for r in phrase["results"]} == PHRASE_MATCHES
         words = await _query(client, query="error budget", mode="lexical")

@@ -3,7 +3,8 @@
 One target document's chunks rank far below hundreds of decoy chunks. With every channel forced
 to a single candidate and limit=1, a search scoped to the target (by id, path prefix, tag or
 metadata) must still return its best chunk, in every mode. A design that retrieves the global
-top-k and filters afterwards returns nothing here.
+top-k and filters afterwards returns nothing here. On SQLite in a server and in a one-shot
+process, and on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tests.search_corpus import (
     ingest,
     write_adversarial_corpus,
 )
+from tests.store_backends import workspace_on
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +39,19 @@ def adversarial_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "kb.db"
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["server", "one-shot"])
+@pytest.fixture(scope="module", params=["server", "one-shot", "postgres"])
 def corpus(adversarial_db: Path, request: pytest.FixtureRequest) -> Iterator[Workspace]:
-    """Both search paths: in-memory caches (server) and SQL only (one-shot CLI)."""
-    settings = Settings(db=adversarial_db, embedder="hash")
-    with Workspace(settings, embedder=HashingEmbedder(), long_lived=request.param) as ws:
+    """Every search path: SQLite with in-memory caches (server) and SQL only (one-shot CLI), and
+    PostgreSQL (a copy of the file)."""
+    backend = "postgres" if request.param == "postgres" else "sqlite"
+    with workspace_on(backend, adversarial_db, request, long_lived=request.param == "server") as ws:
+        yield ws
+
+
+@pytest.fixture(scope="module")
+def reference(adversarial_db: Path) -> Iterator[Workspace]:
+    """The SQLite file, for the test's own lookups (ids are equal in the PostgreSQL copy)."""
+    with Workspace(Settings(db=adversarial_db, embedder="hash"), embedder=HashingEmbedder()) as ws:
         yield ws
 
 
@@ -96,30 +106,31 @@ def test_unscoped_target_ranks_far_below_the_decoys(corpus: Workspace, mode: str
 @pytest.mark.parametrize("how", ["document_ids", "document_paths", "tags", "metadata"])
 @pytest.mark.parametrize("mode", MODES)
 def test_scoped_search_finds_the_best_chunk_with_one_candidate(
-    corpus: Workspace, mode: str, how: str
+    corpus: Workspace, reference: Workspace, mode: str, how: str
 ) -> None:
-    expected = _brute_force_best(corpus)
-    request = SearchRequest(QUERY, mode=mode, limit=1, candidates=1, filters=_filters(corpus, how))
+    expected = _brute_force_best(reference)
+    request = SearchRequest(QUERY, mode=mode, limit=1, candidates=1,
+                            filters=_filters(reference, how))  # fmt: skip
     response = search(corpus, corpus.local_principal(), request)
     assert [r.chunk_id for r in response.results] == [expected]
     assert response.results[0].path == TARGET_PATH
-    assert response.stats.scope_chunks == len(_target(corpus)[1])
+    assert response.stats.scope_chunks == len(_target(reference)[1])
     # Only one target chunk contains query words; the vector channel sees all of them.
     assert response.stats.has_more == (mode != "lexical")
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_large_scope_uses_the_index_strategy_and_still_excludes_the_rest(
-    corpus: Workspace, mode: str, monkeypatch: pytest.MonkeyPatch
+    corpus: Workspace, reference: Workspace, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Force the index path (server: binary index + exact re-rank; one-shot: vec0 KNN): its
-    allow-list is applied before k."""
+    allow-list is applied before k. (PostgreSQL searches a scope exactly at any size.)"""
     monkeypatch.setattr("kbmcp.store.sqlite.search.plan.VECTOR_EXACT_MAX_ROWS", 0)
-    expected = _brute_force_best(corpus)
+    expected = _brute_force_best(reference)
     request = SearchRequest(
-        QUERY, mode=mode, limit=1, candidates=1, filters=_filters(corpus, "tags")
+        QUERY, mode=mode, limit=1, candidates=1, filters=_filters(reference, "tags")
     )
     response = search(corpus, corpus.local_principal(), request)
     assert [r.chunk_id for r in response.results] == [expected]
-    assert response.stats.vector_strategy in ("matrix_exact", "vec0_knn", None)
+    assert response.stats.vector_strategy in ("matrix_exact", "vec0_knn", "pg_exact", None)
     assert (response.stats.vector_strategy is None) == (mode == "lexical")
