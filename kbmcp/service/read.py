@@ -29,72 +29,12 @@ from kbmcp.search.models import (
     page_of,
 )
 from kbmcp.store.catalog import RESULT_KIND
+from kbmcp.store.reads import DocumentRevision
 from kbmcp.validate import integer
 from kbmcp.workspace import Workspace
 
 MAX_CHUNK_IDS = 50
 MAX_REVISIONS = 100  # revisions listed by a read or an outline, newest first
-# A chunk covers its whole revision when at most this many characters outside it, all blanks
-# (BLANKS), are left out: the chunker trims a text's outer whitespace.
-WHOLE_CHUNK_BLANK_SLACK = 256
-BLANKS = " \t\r\n\f\v"
-
-# The revision to read with where it comes from: its knowledge base (or memory store), the
-# tenant that owns it, and the source it was added from.
-SELECT_DOCUMENT_REVISION = """
-SELECT d.id, d.public_id, kb.public_id, kb.name, owner.public_id, owner.name, d.path, d.title,
-       d.kind, d.status, d.source, r.public_id, r.number, r.content, r.char_count, r.created_at,
-       r.id = d.current_revision_id, r.content_hash
-FROM document AS d
-JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-JOIN tenant AS owner ON owner.id = kb.tenant_id
-JOIN revision AS r ON r.document_id = d.id
-WHERE d.public_id = :document_id
-  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
-  AND (CASE WHEN :revision_id IS NULL THEN r.id = d.current_revision_id
-            ELSE r.public_id = :revision_id END)
-  -- A forgotten memory is not served again (as in SELECT_CHUNKS).
-  AND (kb.kind = 'documents' OR d.status = 'published')
-"""
-
-# A document's revisions, newest first (the UNIQUE (document_id, number) index orders them).
-SELECT_REVISIONS = """
-SELECT r.public_id, r.number, r.created_at, r.content_hash, r.id = d.current_revision_id
-FROM revision AS r
-JOIN document AS d ON d.id = r.document_id
-WHERE r.document_id = :document_row_id
-ORDER BY r.number DESC
-LIMIT :limit
-"""
-
-# The requested knowledge bases the principal can read (a NULL id: unknown or not readable).
-RESOLVE_KNOWLEDGE_BASE_IDS = """
-SELECT want.value, kb.id
-FROM json_each(:knowledge_base_ids) AS want
-LEFT JOIN knowledge_base AS kb
-       ON kb.public_id = want.value
-      AND kb.id IN (SELECT value FROM json_each(:readable_kb_ids))
-"""
-
-SELECT_CHUNKS = """
-SELECT c.public_id, d.public_id, kb.public_id, r.public_id, d.path, d.title, c.heading_path,
-       c.char_start, c.char_end, c.line_start, c.line_end, c.text,
-       r.id = d.current_revision_id AS is_current, d.kind, r.content_hash, kb.kind, r.char_count,
-       -- The chunk covers its whole revision when only blanks lie outside it (the chunker drops
-       -- them). The length test comes first so that a fragment never loads the revision's text.
-       r.char_count - (c.char_end - c.char_start) <= :blank_slack
-       AND trim(substr(r.content, 1, c.char_start), :blanks) = ''
-       AND trim(substr(r.content, c.char_end + 1), :blanks) = '' AS covers_whole
-FROM chunk AS c
-JOIN revision AS r ON r.id = c.revision_id
-JOIN document AS d ON d.id = r.document_id
-JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-WHERE c.public_id IN (SELECT value FROM json_each(:chunk_ids))
-  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_ids))
-  -- A forgotten memory is not served again (its rows stay for audit); an archived document's
-  -- chunks stay readable by id, so old citations resolve.
-  AND (kb.kind = 'documents' OR d.status = 'published')
-"""
 
 
 # Archived documents stay readable by id (a window, an outline, their chunks), so old citations
@@ -245,30 +185,6 @@ class FetchedChunks:
     missing: Annotated[list[str], Described("Requested ids that are unknown or not readable.")]
 
 
-@dataclass(frozen=True)
-class _RevisionRow:
-    """One row of SELECT_DOCUMENT_REVISION."""
-
-    document_row_id: int
-    document_id: str
-    knowledge_base_id: str
-    knowledge_base_name: str
-    owner_tenant_id: str
-    owner_tenant: str
-    path: str
-    title: str
-    kind: str
-    status: str
-    source: str | None
-    revision_id: str
-    revision_number: int
-    content: str
-    total_chars: int
-    created_at: str
-    is_current: bool
-    sha256: str
-
-
 def read_document(
     workspace: Workspace,
     principal: Principal,
@@ -331,7 +247,7 @@ def inline_content(
     return _window(row, 0, max(row.total_chars, 1) if whole else limit_chars)
 
 
-def _window(row: _RevisionRow, offset: int, limit_chars: int) -> InlineContent:
+def _window(row: DocumentRevision, offset: int, limit_chars: int) -> InlineContent:
     """`limit_chars` characters of the revision from `offset` (past the end: empty)."""
     text = row.content[offset : offset + limit_chars]
     end = offset + len(text)
@@ -394,43 +310,33 @@ def fetch_chunks(
     are returned."""
     can_read = readable(workspace.store, workspace.conn, principal)
     wanted = check_id_list("chunk", chunk_ids, argument="chunk_ids", limit=MAX_CHUNK_IDS)
-    rows = workspace.conn.execute(
-        SELECT_CHUNKS,
-        {
-            "chunk_ids": json.dumps(wanted),
-            "readable_ids": json.dumps(can_read.all_ids),
-            "blank_slack": WHOLE_CHUNK_BLANK_SLACK,
-            "blanks": BLANKS,
-        },
-    ).fetchall()
+    rows = workspace.store.reads.chunks(workspace.conn, wanted, can_read.all_ids)
     found = {}
-    for (chunk_id, doc_id, kb_id, rev_id, path, title, heading, char_start, char_end,
-         line_start, line_end, text, is_current, kind, sha256, store_kind,
-         revision_chars, covers_whole) in rows:  # fmt: skip
-        headings = json.loads(heading)
-        found[chunk_id] = FetchedChunk(
-            kind=RESULT_KIND[store_kind],
-            chunk_id=chunk_id,
-            document_id=doc_id,
-            knowledge_base_id=kb_id,
-            revision_id=rev_id,
-            is_current_revision=bool(is_current),
-            title=title,
-            path=path,
+    for row in rows:
+        headings = json.loads(row.heading_path)
+        found[row.chunk_id] = FetchedChunk(
+            kind=RESULT_KIND[row.store_kind],
+            chunk_id=row.chunk_id,
+            document_id=row.document_id,
+            knowledge_base_id=row.knowledge_base_id,
+            revision_id=row.revision_id,
+            is_current_revision=row.is_current,
+            title=row.title,
+            path=row.path,
             heading_path=headings,
-            text=neutralise(text),
+            text=neutralise(row.text),
             citation=Citation(
-                path,
-                rev_id,
-                line_start,
-                line_end,
-                char_start,
-                char_end,
-                page_of(kind, headings),
-                sha256,
+                row.path,
+                row.revision_id,
+                row.line_start,
+                row.line_end,
+                row.char_start,
+                row.char_end,
+                page_of(row.document_kind, headings),
+                row.sha256,
             ),
-            revision_total_chars=revision_chars,
-            covers_whole_revision=bool(covers_whole),
+            revision_total_chars=row.revision_chars,
+            covers_whole_revision=row.covers_whole,
         )
     return FetchedChunks(
         chunks=[found[c] for c in wanted if c in found],
@@ -444,7 +350,7 @@ def _document_revision(
     document_id: str,
     revision_id: str | None,
     knowledge_base_ids: Sequence[str] | None = None,
-) -> _RevisionRow:
+) -> DocumentRevision:
     # A memory (mem_...) is read like a document: by its id, from its stores.
     is_memory = isinstance(document_id, str) and document_id.strip().startswith("mem_")
     principal.require(MEMORY_READ if is_memory else READ)
@@ -459,18 +365,14 @@ def _document_revision(
     selected = None
     if knowledge_base_ids is not None:
         selected = _selected_knowledge_bases(workspace, principal, knowledge_base_ids)
-    found = conn.execute(
-        SELECT_DOCUMENT_REVISION,
-        {"document_id": doc_id, "revision_id": rev_id, "readable_kb_ids": json.dumps(readable_ids)},
-    ).fetchone()
+    row = workspace.store.reads.document_revision(conn, doc_id, rev_id, readable_ids)
     noun = f"{'memory' if is_memory else 'document'} {doc_id}"
-    if found is None:
+    if row is None:
         what = f"revision {rev_id} of {noun}" if rev_id else noun
         raise ResourceUnavailable(
             f"{what} does not exist or is not readable",
             details={"document_id": doc_id, "revision_id": rev_id},
         )
-    row = _RevisionRow(*found[:16], bool(found[16]), found[17])
     if selected is not None and row.knowledge_base_id not in selected:
         raise ResourceUnavailable(
             f"{noun} is not in the selected knowledge_base_ids",
@@ -495,10 +397,7 @@ def _selected_knowledge_bases(
     readable_ids = (
         readable_kb_ids(workspace.store, conn, principal) if READ in principal.scopes else []
     )
-    rows = conn.execute(
-        RESOLVE_KNOWLEDGE_BASE_IDS,
-        {"knowledge_base_ids": json.dumps(wanted), "readable_kb_ids": json.dumps(readable_ids)},
-    ).fetchall()
+    rows = workspace.store.reads.resolve_knowledge_base_ids(conn, wanted, readable_ids)
     unknown = [public_id for public_id, row_id in rows if row_id is None]
     if unknown:
         raise ResourceUnavailable(
@@ -508,15 +407,13 @@ def _selected_knowledge_bases(
     return set(wanted)
 
 
-def _revisions(workspace: Workspace, row: _RevisionRow) -> tuple[list[RevisionInfo], bool]:
+def _revisions(workspace: Workspace, row: DocumentRevision) -> tuple[list[RevisionInfo], bool]:
     """The document's revisions, newest first, at most MAX_REVISIONS; and whether there are
     more."""
-    found = workspace.conn.execute(
-        SELECT_REVISIONS, {"document_row_id": row.document_row_id, "limit": MAX_REVISIONS + 1}
-    ).fetchall()
+    found = workspace.store.reads.revisions(workspace.conn, row.document_row_id, MAX_REVISIONS + 1)
     revisions = [
-        RevisionInfo(rev_id, number, created_at, sha256, bool(current))
-        for rev_id, number, created_at, sha256, current in found[:MAX_REVISIONS]
+        RevisionInfo(r.revision_id, r.number, r.created_at, r.sha256, r.is_current)
+        for r in found[:MAX_REVISIONS]
     ]
     return revisions, len(found) > MAX_REVISIONS
 

@@ -26,6 +26,7 @@ from kbmcp.store.postgres import (
     id_key,
     index,
     migrations,
+    reads,
     search,
     vectors,
 )
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
+    from kbmcp.store.reads import Reads
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
@@ -81,6 +83,7 @@ class PostgresStore:
     id_key: IdKeys = id_key
     index: Index = index
     vectors: Vectors = vectors
+    reads: Reads = reads
     search: Search = search
 
     def __init__(self, url: str) -> None:

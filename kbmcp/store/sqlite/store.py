@@ -18,6 +18,7 @@ from kbmcp.store.sqlite import (
     grants,
     id_key,
     index,
+    reads,
     search,
     vectors,
     wal,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
+    from kbmcp.store.reads import Reads
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
@@ -60,6 +62,7 @@ class SqliteStore:
     id_key: IdKeys = id_key
     index: Index = index
     vectors: Vectors = vectors
+    reads: Reads = reads
     search: Search = search
 
     def __init__(self, path: Path, *, immutable: bool = False) -> None:
