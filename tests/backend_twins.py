@@ -10,11 +10,14 @@ and metadata of every JSON type for the typed metadata filter.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+from kbmcp.access import KNOWLEDGE_READ, MEMORY_READ, Principal
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.errors import KbError
 from kbmcp.service.ingest import DocumentInput, add_documents, archive_row
 from kbmcp.store import copy
 from kbmcp.workspace import Workspace
@@ -101,3 +104,39 @@ def twin_workspaces(root: Path, postgres_url: str) -> Iterator[tuple[Workspace, 
     finally:
         for ws in workspaces:
             ws.close()
+
+
+def principals(ws: Workspace) -> dict[str, Principal]:
+    """Callers that see different parts of the corpus (row ids are equal on both backends): the
+    local owner, tenant acme (its own stores and beta's shared one), acme's tokens with one read
+    scope each, and a token limited to one knowledge base."""
+    tenants = {
+        name: Principal(row_id, public_id)
+        for row_id, public_id, name in ws.conn.execute("SELECT id, public_id, name FROM tenant")
+    }
+    acme = tenants["acme"]
+    shared = ws.conn.execute(
+        "SELECT public_id FROM knowledge_base WHERE name = 'beta-docs'"
+    ).fetchone()[0]
+    return {
+        "local": tenants["local"],
+        "acme": acme,
+        "acme-documents": Principal(
+            acme.tenant_id, acme.tenant_public_id, frozenset({KNOWLEDGE_READ})
+        ),
+        "acme-memories": Principal(acme.tenant_id, acme.tenant_public_id, frozenset({MEMORY_READ})),
+        "acme-beta-only": Principal(
+            acme.tenant_id,
+            acme.tenant_public_id,
+            frozenset({KNOWLEDGE_READ, MEMORY_READ}),
+            knowledge_base_allowlist=frozenset({shared}),
+        ),
+    }
+
+
+def outcome(call: Callable[[], Any]) -> Any:
+    """What a service call answers: its result, or its error as the caller sees it."""
+    try:
+        return call()
+    except KbError as error:
+        return error.to_dict()

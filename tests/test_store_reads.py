@@ -1,16 +1,20 @@
 """The reads concern (kbmcp/store/reads.py) gives the same rows on SQLite and on PostgreSQL: a
 document's revisions, the check of knowledge_base_ids, and chunks by id, for readable sets that
-hold every store, some, or none."""
+hold every store, some, or none; and so the read service (targeted reads, outlines, chunk fetch,
+inlined content) answers the same on both, errors included, for callers who see different
+parts of the corpus."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
+from kbmcp.service.read import document_outline, fetch_chunks, inline_content, read_document
 from kbmcp.workspace import Workspace
-from tests.backend_twins import twin_workspaces
+from tests.backend_twins import outcome, principals, twin_workspaces
 
 UNKNOWN_DOCUMENT = "doc_0000000000000000"
 UNKNOWN_CHUNK = "chk_0000000000000000"
@@ -107,3 +111,64 @@ def test_chunks_by_id(twins: tuple[Workspace, Workspace]) -> None:
     assert {(True, "documents", True), (False, "documents", True)} <= covers
     assert (True, "memories", True) in covers
     assert any(not is_current for *_, is_current in covers)  # an older revision's chunk
+
+
+def test_the_read_service_answers_the_same(twins: tuple[Workspace, Workspace]) -> None:
+    sqlite, pg = twins
+    revisions = rows(
+        sqlite,
+        "SELECT d.public_id, r.public_id, kb.public_id FROM document AS d "
+        "JOIN revision AS r ON r.document_id = d.id "
+        "JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id ORDER BY r.id",
+    )
+    other_kb = revisions[0][2]
+    answers: list[Any] = []
+    for principal in principals(sqlite).values():
+        for document_id, revision_id, kb_id in [*revisions, (UNKNOWN_DOCUMENT, None, other_kb)]:
+            calls: list[Callable[[Workspace], Any]] = [
+                partial(read_document, principal=principal, document_id=document_id),
+                partial(read_document, principal=principal, document_id=document_id,
+                        revision_id=revision_id, offset=7, limit_chars=20),
+                partial(read_document, principal=principal, document_id=document_id,
+                        offset=10_000),
+                partial(read_document, principal=principal, document_id=document_id,
+                        knowledge_base_ids=[kb_id]),
+                partial(read_document, principal=principal, document_id=document_id,
+                        knowledge_base_ids=[other_kb, UNKNOWN_KB]),
+                partial(document_outline, principal=principal, document_id=document_id,
+                        revision_id=revision_id),
+            ]  # fmt: skip
+            if revision_id is not None:
+                calls.append(
+                    partial(
+                        inline_content,
+                        principal=principal,
+                        document_id=document_id,
+                        revision_id=revision_id,
+                        limit_chars=30,
+                    )
+                )
+            for call in calls:
+                want = outcome(partial(call, sqlite))
+                assert outcome(partial(call, pg)) == want, call
+                answers.append(want)
+    errors = [a["error"]["code"] for a in answers if isinstance(a, dict)]
+    assert {"resource_unavailable", "forbidden"} <= set(errors)
+    windows = [a for a in answers if not isinstance(a, dict)]
+    assert len(windows) > 200 and any(
+        getattr(a, "revisions_truncated", None) is False for a in windows
+    )
+
+
+def test_chunk_fetch_answers_the_same(twins: tuple[Workspace, Workspace]) -> None:
+    sqlite, pg = twins
+    chunk_ids = [row[0] for row in rows(sqlite, "SELECT public_id FROM chunk ORDER BY id DESC")]
+    found = missing = 0
+    for principal in principals(sqlite).values():
+        for start in range(0, len(chunk_ids), 49):
+            asked = [UNKNOWN_CHUNK, *chunk_ids[start : start + 49]]
+            want = outcome(partial(fetch_chunks, sqlite, principal, asked))
+            assert outcome(partial(fetch_chunks, pg, principal, asked)) == want
+            found += len(want.chunks)
+            missing += len(want.missing)
+    assert found and missing
