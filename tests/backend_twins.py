@@ -84,7 +84,7 @@ def build_twin_corpus(root: Path, db_path: Path) -> None:
             row_id = ws.conn.execute(
                 "SELECT id FROM document WHERE path = ?", (LATER.path,)
             ).fetchone()[0]
-            archive_row(ws.conn, row_id)
+            archive_row(ws, row_id)
         with pinned_clock(T0):  # an edit at an earlier instant than the first write's
             add_documents(ws, principal, "alpha", [DocumentInput("b/one.md", "# One\n\nEdited.\n")])
 
