@@ -29,8 +29,9 @@ CATALOG = {
                line_start, line_end, text
         FROM chunk""",
     "document_tag": "SELECT document_id, key, value FROM document_tag",
+    # (checked_ns: when a run took the signature, so it differs between two runs)
     "source_file": """
-        SELECT document_id, size, mtime_ns, inode, bytes_hash, read_key, folder, checked_ns
+        SELECT document_id, size, mtime_ns, inode, bytes_hash, read_key, folder
         FROM source_file""",
     "staged_revision": "SELECT revision_id, document_id, chunking FROM staged_revision",
     "knowledge_base": "SELECT id, public_id, tenant_id, name, kind FROM knowledge_base",

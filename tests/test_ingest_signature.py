@@ -14,7 +14,7 @@ import pytest
 
 from kbmcp.ingest import reader
 from kbmcp.service.ingest import IngestOptions, IngestReport, add_paths
-from kbmcp.store.sqlite.source_files import RACY_NS
+from kbmcp.store.ingest import RACY_NS
 from kbmcp.workspace import Workspace
 from tests.file_tree import write_tree
 from tests.pdf_fixture import write_pdf

@@ -15,8 +15,8 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-import apsw
 import numpy as np
 import pytest
 
@@ -25,7 +25,6 @@ from kbmcp.embed.base import DelegatingEmbedder
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.search.models import SearchRequest
-from kbmcp.service import ingest_batch
 from kbmcp.service.admin import reembed
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.search import search
@@ -64,22 +63,23 @@ class ProbeEmbedder(DelegatingEmbedder):
 
 
 @contextlib.contextmanager
-def transaction_sizes(sizes: list[int]) -> Iterator[None]:
-    """Records how many chunk rows each ingest write transaction inserted."""
-    real = ingest_batch.write_transaction
+def transaction_sizes(workspace: Workspace, sizes: list[int]) -> Iterator[None]:
+    """Records how many chunk rows each write transaction of the workspace's store inserted."""
+    store = workspace.store
+    real = store.write_transaction
 
     @contextlib.contextmanager
-    def counting(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    def counting(conn: Any) -> Iterator[Any]:
         with real(conn):
             before = conn.execute("SELECT count(*) FROM chunk").fetchone()[0]
             yield conn
             sizes.append(conn.execute("SELECT count(*) FROM chunk").fetchone()[0] - before)
 
-    ingest_batch.write_transaction = counting  # type: ignore[assignment]
+    store.write_transaction = counting  # type: ignore[method-assign]
     try:
         yield
     finally:
-        ingest_batch.write_transaction = real
+        del store.write_transaction  # the class's method again
 
 
 def lexical_paths(db: Path, word: str) -> list[str]:
@@ -103,7 +103,7 @@ def test_a_huge_document_is_written_in_bounded_parts_and_appears_at_once(
     with Workspace(settings, embedder=embedder) as workspace:
         sizes: list[int] = []
         embedder.probe = lambda: seen_during.append(lexical_paths(db, "wades"))
-        with transaction_sizes(sizes):
+        with transaction_sizes(workspace, sizes):
             report = add_paths(workspace, workspace.local_principal(), [folder])
         chunks = workspace.conn.execute("SELECT count(*) FROM indexed_chunk").fetchone()[0]
         assert report.added == 2 and report.chunks_indexed == chunks > 5 * BOUND

@@ -20,7 +20,7 @@ _FRONT_MATTER = re.compile(
 
 
 # Bumped whenever the same text gives another kind, title, tags or metadata: files recorded as
-# unchanged by their signature (kbmcp/store/sqlite/source_files.py) are then read again.
+# unchanged by their signature (kbmcp/store/ingest.py) are then read again.
 PARSING_VERSION = 1
 
 # libyaml's safe loader when PyYAML was built with it (~10x faster), else the pure-Python one.

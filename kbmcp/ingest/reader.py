@@ -17,7 +17,7 @@ from pathlib import Path
 from kbmcp.ingest.html import decode_html, html_to_text
 from kbmcp.ingest.pdf import pdf_to_text
 from kbmcp.ingest.walker import SYMLINK_LOOP, SourceFile
-from kbmcp.store.sqlite.source_files import FileSignature, RecordedFile
+from kbmcp.store.ingest import FileSignature, RecordedFile
 
 BINARY_SNIFF_BYTES = 8192
 MAX_FILE_BYTES = 50 * 1024 * 1024
@@ -62,7 +62,7 @@ class FileBytes:
 
 
 # The version of each kind's extraction: bumped when the same bytes give another stored text, so
-# that files recorded as unchanged by their signature (kbmcp/store/sqlite/source_files.py) are
+# that files recorded as unchanged by their signature (kbmcp/store/ingest.py) are
 # read again.
 # html 2: permalink marks dropped, asides in the main content kept, DocBook navigation dropped,
 # several <code> blocks in one <pre> on lines of their own.

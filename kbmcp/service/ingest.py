@@ -10,7 +10,7 @@ revision: revisions are content snapshots.
 One file, one document, one path whatever the order of adds: a file's path is relative to the
 outermost added folder that holds it, and adding a folder around one added before moves that
 one's documents first (`kbmcp.service.ingest_places`). An unchanged file is found by its
-recorded signature without being opened (`kbmcp.store.sqlite.source_files`).
+recorded signature without being opened (`kbmcp.store.ingest`).
 
 `add_documents` (defined in `kbmcp.service.ingest_documents`, importable from here) is the same
 write path for documents given as text, optionally with their vectors.
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import time
 from collections import Counter
@@ -28,8 +27,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import apsw
 
 from kbmcp.access import WRITE, Principal, readable_kb_ids
 from kbmcp.clock import now_iso
@@ -53,9 +50,7 @@ from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, PendingDocume
 from kbmcp.service.ingest_places import KnownDocuments, apply_moves
 from kbmcp.service.ingest_progress import IngestProgress, ProgressTracker
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
-from kbmcp.store.sqlite import catalog as sql
-from kbmcp.store.sqlite.connection import write_transaction
-from kbmcp.store.sqlite.source_files import FileSignature, RecordedFile
+from kbmcp.store.ingest import FileSignature, RecordedFile
 from kbmcp.wording import counted
 from kbmcp.workspace import Workspace, holding_lock
 
@@ -166,8 +161,8 @@ def add_paths(
     started = time.perf_counter()
     workspace.ensure_model()
     with workspace.lock:
-        kb = ensure_kb(workspace.conn, principal, kb_name)
-        known = KnownDocuments.load(workspace.conn, kb)
+        kb = ensure_kb(workspace, principal, kb_name)
+        known = KnownDocuments.load(workspace, kb)
     report = IngestReport(knowledge_base_id=kb.public_id, knowledge_base=kb.name)
     walk = WalkReport()
     walked = iter_source_files(list(paths), walk, options.selection, scope)
@@ -226,14 +221,6 @@ def add_paths(
     return report
 
 
-# A published document of a knowledge base the principal can read, by public id.
-SELECT_ARCHIVABLE = """
-SELECT d.id FROM document AS d
-WHERE d.public_id = :document_id AND d.status = 'published'
-  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
-"""
-
-
 @holding_lock
 def archive_document(workspace: Workspace, principal: Principal, document_id: str) -> None:
     """Take a published document out of the search indexes (its revisions stay readable by id;
@@ -242,35 +229,27 @@ def archive_document(workspace: Workspace, principal: Principal, document_id: st
     principal.require(WRITE)
     public_id = check_id("document", document_id, argument="document_id")
     conn = workspace.conn
-    row = conn.execute(
-        SELECT_ARCHIVABLE,
-        {
-            "document_id": public_id,
-            "readable_kb_ids": json.dumps(readable_kb_ids(workspace.store, conn, principal)),
-        },
-    ).fetchone()
-    if row is None:
+    readable = readable_kb_ids(workspace.store, conn, principal)
+    row_id = workspace.store.ingest.archivable_document(conn, public_id, readable)
+    if row_id is None:
         raise ResourceUnavailable(
             f"document {public_id} does not exist, is not readable or is not published",
             details={"argument": "document_id", "document_id": public_id},
         )
-    archive_row(workspace, row[0])
+    archive_row(workspace, row_id)
 
 
 def archive_row(workspace: Workspace, document_id: int) -> None:
     """Archive the document (or memory) with this row id, in one transaction: out of the
     indexes, status 'archived', updated now."""
-    conn, index = workspace.conn, workspace.store.index
-    with write_transaction(conn):
-        revision_id = conn.execute(
-            SELECT_CURRENT_REVISION, {"document_id": document_id}
-        ).fetchone()[0]
+    store, conn = workspace.store, workspace.conn
+    with store.write_transaction(conn):
+        revision_id = store.ingest.current_revision_for_update(conn, document_id)
         if revision_id is not None:
-            index.remove_from_index(conn, index.chunk_ids_of_revision(conn, revision_id))
-        conn.execute(sql.ARCHIVE_DOCUMENT, {"document_id": document_id, "now": now_iso()})
+            chunk_ids = store.index.chunk_ids_of_revision(conn, revision_id)
+            store.index.remove_from_index(conn, chunk_ids)
+        store.catalog.archive_document(conn, document_id, now_iso())
 
-
-SELECT_CURRENT_REVISION = "SELECT current_revision_id FROM document WHERE id = :document_id"
 
 _DOCUMENTS_API = ("DocumentInput", "add_documents")
 
@@ -298,7 +277,7 @@ def _move_documents(
     if not moves:
         return files
     with workspace.lock:
-        moved = apply_moves(workspace.conn, moves)
+        moved = apply_moves(workspace, moves)
     if moved:
         known.moved(moves)
         report.moved = len(moves)
@@ -322,13 +301,14 @@ def kb_name_of(name: str) -> str:
     return name
 
 
-def ensure_kb(conn: apsw.Connection, principal: Principal, name: str) -> KnowledgeBaseRef:
+def ensure_kb(workspace: Workspace, principal: Principal, name: str) -> KnowledgeBaseRef:
     """The principal's knowledge base with this id (kb_...) or name; a new name creates one.
     An id that is not one of the tenant's knowledge bases is `resource_unavailable`, whether it
     exists elsewhere or not, never a new knowledge base named like it."""
+    store, conn = workspace.store, workspace.conn
     tenant = TenantRef(principal.tenant_id, principal.tenant_public_id)
     if is_valid_id("knowledge_base", name):
-        found = sql.find_knowledge_base_by_id(conn, tenant, name)
+        found = store.catalog.find_knowledge_base_by_id(conn, tenant, name)
         if found is None:
             raise ResourceUnavailable(
                 f"no knowledge base of this tenant has id {name} (`kbmcp ls` lists them; "
@@ -336,8 +316,8 @@ def ensure_kb(conn: apsw.Connection, principal: Principal, name: str) -> Knowled
                 details={"argument": "knowledge_base", "value": name},
             )
         return found
-    with write_transaction(conn):
-        return sql.ensure_knowledge_base(conn, tenant, name)
+    with store.write_transaction(conn):
+        return store.catalog.ensure_knowledge_base(conn, tenant, name)
 
 
 def check_paths(paths: Sequence[Path]) -> None:
@@ -523,15 +503,14 @@ def _prune(
     if not roots:
         return 0
     archived = 0
-    for document_id, _public_id, path, _title, status, source, *_rest in workspace.conn.execute(
-        sql.SELECT_DOCUMENT_STATES, {"kb_id": kb.id}
-    ).fetchall():
-        if status != "published" or path in seen or source is None or source in later:
+    for document in workspace.store.catalog.document_states(workspace.conn, kb.id):
+        source = document.source
+        if document.status != "published" or document.path in seen or source is None:
             continue
-        if not any(source.startswith(root + os.sep) for root in roots):
+        if source in later or not any(source.startswith(root + os.sep) for root in roots):
             continue
         if scope is not None and not scope.covers(Path(source)):
             continue
-        archive_row(workspace, document_id)
+        archive_row(workspace, document.id)
         archived += 1
     return archived

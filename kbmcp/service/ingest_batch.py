@@ -29,8 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
-import apsw
-
 from kbmcp.clock import format_timestamp, now
 from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import KbError
@@ -45,12 +43,7 @@ from kbmcp.service.ingest_write import (
     stored_spans,
 )
 from kbmcp.store.catalog import KnowledgeBaseRef
-from kbmcp.store.sqlite import catalog as sql
-from kbmcp.store.sqlite import staging
-from kbmcp.store.sqlite.connection import write_transaction
-from kbmcp.store.sqlite.disk_full import is_disk_full
-from kbmcp.store.sqlite.source_files import FileRefresh, RecordedFile, refresh_files
-from kbmcp.store.sqlite.vectors import check_model
+from kbmcp.store.ingest import FileRefresh, RecordedFile
 from kbmcp.store.vectors import to_blob
 from kbmcp.workspace import Workspace
 
@@ -77,22 +70,6 @@ class Failure:
     error: Exception
 
 
-# Failures of the database itself, not of one document: they end the batch (rolled back whole).
-DATABASE_ERRORS = (
-    KbError,
-    apsw.FullError,
-    apsw.IOError,
-    apsw.BusyError,
-    apsw.LockedError,
-    apsw.ReadOnlyError,
-    apsw.CorruptError,
-    apsw.NotADBError,
-    apsw.CantOpenError,
-    apsw.InterruptError,
-    apsw.NoMemError,
-)
-
-
 class IngestBatch:
     """Collects changed documents, embeds them, and commits them in small batches of whole
     documents (or, one too large for a transaction, in parts). `on_ready` is called whenever
@@ -110,6 +87,7 @@ class IngestBatch:
         interrupt: Callable[[], bool] | None = None,
     ) -> None:
         self.workspace = workspace
+        self.store = workspace.store
         self.conn = workspace.conn
         self.kb = kb
         self.writer = DocumentWriter(workspace.store, self.conn, kb, public_id_of)
@@ -146,7 +124,7 @@ class IngestBatch:
     def queue(self, document: PendingDocument) -> None:
         if document.reuse_revision and document.known and document.known.revision_id:
             with self.workspace.lock:
-                ids, stored = stored_spans(self.conn, document.known.revision_id)
+                ids, stored = stored_spans(self.store, self.conn, document.known.revision_id)
             if same_chunks(stored, document.spans):
                 # Refreshed in place on the current revision's chunks and vectors.
                 document.chunk_ids, document.spans = ids, stored
@@ -226,10 +204,10 @@ class IngestBatch:
         if not ready and not self.refreshes:
             return
         written = Counter[str]()
-        with self.workspace.lock, write_transaction(self.conn):
-            refresh_files(self.conn, self.kb.id, self.refreshes)
+        with self.workspace.lock, self.store.write_transaction(self.conn):
+            self.store.ingest.refresh_files(self.conn, self.kb.id, self.refreshes)
             if ready:  # `kbmcp reembed` may have switched the model while these were embedded
-                check_model(self.conn, self.workspace.embedder.fingerprint)
+                self._hold_model()
             for document in ready:
                 outcome = self._write_kept(document, vectors)
                 if outcome is not None:
@@ -246,15 +224,21 @@ class IngestBatch:
         if not self.keep_going:
             return self.writer.write(document, vectors)
         try:
-            with self.conn:  # a savepoint inside the batch's transaction
+            with self.store.savepoint(self.conn):  # inside the batch's transaction
                 return self.writer.write(document, vectors)
-        except DATABASE_ERRORS:
+        except self.store.database_errors:
             raise
         except Exception as error:
-            if is_disk_full(error):  # sqlite-vec's full disk is a plain SQLError
+            if self.store.is_disk_full(error):  # sqlite-vec's full disk is a plain SQLError
                 raise
             self._fail(document, error)
             return None
+
+    def _hold_model(self) -> None:
+        """Inside a write transaction that writes vectors: they are of the recorded model, and
+        stay so until it commits (`kbmcp reembed` may have switched the model while they were
+        embedded; on PostgreSQL its switch waits for this transaction)."""
+        self.store.vectors.hold_model(self.conn, self.workspace.embedder.fingerprint)
 
     # ------------------------------------------------------------------ large documents
 
@@ -264,10 +248,10 @@ class IngestBatch:
         self.staging = document
         try:
             outcome, old_revision_id = self._stage(document)
-        except DATABASE_ERRORS:
+        except self.store.database_errors:
             raise
         except Exception as error:
-            if not self.keep_going or is_disk_full(error):  # (sqlite-vec's: a plain SQLError)
+            if not self.keep_going or self.store.is_disk_full(error):  # (sqlite-vec's: SQLError)
                 raise
             self._fail(document, error)
             return
@@ -281,8 +265,8 @@ class IngestBatch:
     def _stage(self, document: PendingDocument) -> tuple[Outcome, int | None]:
         known = self._known_vectors([document])
         staged = StagedWrite(self.writer, document)
-        with self.workspace.lock, write_transaction(self.conn):
-            check_model(self.conn, self.workspace.embedder.fingerprint)
+        with self.workspace.lock, self.store.write_transaction(self.conn):
+            self._hold_model()
             if not staged.begin():
                 return ("unchanged", 0), None
         inputs = document.embedding_inputs
@@ -302,11 +286,11 @@ class IngestBatch:
                     if self.on_ready is not None:
                         self.on_ready()
                 part = [fresh[text] if text in fresh else known[text] for text in inputs[start:end]]
-            with self.workspace.lock, write_transaction(self.conn):
-                check_model(self.conn, self.workspace.embedder.fingerprint)
+            with self.workspace.lock, self.store.write_transaction(self.conn):
+                self._hold_model()
                 staged.write_part(end - start, part)
-        with self.workspace.lock, write_transaction(self.conn):
-            check_model(self.conn, self.workspace.embedder.fingerprint)
+        with self.workspace.lock, self.store.write_transaction(self.conn):
+            self._hold_model()
             outcome = staged.switch()
         document.ready = True
         if self.on_ready is not None:
@@ -317,32 +301,28 @@ class IngestBatch:
         """The stored vectors of a revision that is no longer current, write_chunks at a
         time (they were only kept for reuse while it was current)."""
         while True:
-            with self.workspace.lock, write_transaction(self.conn):
-                self.conn.execute(
-                    staging.DELETE_VECTORS_PART,
-                    {"revision_id": revision_id, "limit": self.write_chunks},
+            with self.workspace.lock, self.store.write_transaction(self.conn):
+                dropped = self.store.ingest.drop_vectors_part(
+                    self.conn, revision_id, self.write_chunks
                 )
-                if self.conn.changes() == 0:
-                    return
+            if dropped == 0:
+                return
 
     def drop_stale_staged(self) -> None:
         """Drop the revisions written in parts that no run came back to within
         STALE_STAGED_SECONDS (a run interrupted for good), write_chunks chunks at a time."""
         before = format_timestamp(now() - timedelta(seconds=STALE_STAGED_SECONDS))
+        ingest = self.store.ingest
         with self.workspace.lock:
-            stale = self.conn.execute(
-                staging.SELECT_STALE_STAGED, {"kb_id": self.kb.id, "before": before}
-            ).fetchall()
-        for (revision_id,) in stale:
+            stale = ingest.stale_staged(self.conn, self.kb.id, before)
+        for revision_id in stale:
             while True:
-                with self.workspace.lock, write_transaction(self.conn):
-                    self.conn.execute(
-                        staging.DELETE_CHUNKS_PART,
-                        {"revision_id": revision_id, "limit": self.write_chunks},
-                    )
-                    if self.conn.changes() == 0:
-                        self.conn.execute(staging.DELETE_REVISION, {"revision_id": revision_id})
-                        break
+                with self.workspace.lock, self.store.write_transaction(self.conn):
+                    deleted = ingest.delete_chunks_part(self.conn, revision_id, self.write_chunks)
+                    if deleted == 0:
+                        ingest.delete_revision(self.conn, revision_id)
+                if deleted == 0:
+                    break
 
     # ------------------------------------------------------------------ embedding
 
@@ -360,10 +340,13 @@ class IngestBatch:
         return vectors
 
     def _previous_vectors(self, known: KnownDocument) -> dict[str, bytes]:
-        rows = self.conn.execute(sql.SELECT_CHUNKS_WITH_VECTORS, {"revision_id": known.revision_id})
+        assert known.revision_id is not None
+        rows = self.store.catalog.chunks_with_vectors(self.conn, known.revision_id)
         return {
-            chunk_embedding_input(known.title, json.loads(heading), text): embedding
-            for heading, text, embedding in rows
+            chunk_embedding_input(
+                known.title, json.loads(row.heading_path), row.text
+            ): row.embedding
+            for row in rows
         }
 
     def _embed_into(

@@ -78,8 +78,8 @@ def add_documents(
     _check_unique_paths([document.path for document in prepared])
     started = time.perf_counter()
     with workspace.lock:
-        kb = ensure_kb(workspace.conn, principal, kb_name)
-        known = KnownDocuments.load(workspace.conn, kb)
+        kb = ensure_kb(workspace, principal, kb_name)
+        known = KnownDocuments.load(workspace, kb)
     report = IngestReport(knowledge_base_id=kb.public_id, knowledge_base=kb.name)
     counts = Counter[str]()
     batch = IngestBatch(workspace, kb, counts)

@@ -17,20 +17,20 @@ import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-import apsw
+from typing import TYPE_CHECKING
 
 from kbmcp.ingest.walker import SourceFile
 from kbmcp.service.ingest_write import KnownDocument
-from kbmcp.store.catalog import KnowledgeBaseRef
-from kbmcp.store.sqlite import catalog as sql
-from kbmcp.store.sqlite.connection import write_transaction
-from kbmcp.store.sqlite.source_files import MOVE_SOURCE_FILE, RecordedFile, recorded_files
+from kbmcp.store.catalog import DocumentState, KnowledgeBaseRef
+from kbmcp.store.ingest import RecordedFile
 
-# A document's path while a set of moves is applied: unique, and no path a file can have
-# (a NUL never occurs in a path), so moves that swap or chain paths never collide.
-MOVING_PATH = "\x00moving/{document_id}"
-MOVE_DOCUMENT = "UPDATE document SET path = :path WHERE id = :document_id AND path = :old_path"
+if TYPE_CHECKING:
+    from kbmcp.workspace import Workspace
+
+# A document's path while a set of moves is applied: unique, and no path a file can have (a
+# file's path is relative: it never starts with "/"), so moves that swap or chain paths never
+# collide. (Not a NUL, which a file name cannot hold either: PostgreSQL text cannot.)
+MOVING_PATH = "/\x7fmoving/{document_id}"
 
 
 @dataclass(frozen=True)
@@ -46,18 +46,21 @@ class KnownDocuments:
     """The documents of a knowledge base when the run started, by path and by source file, and
     the folders they were added from (source minus path)."""
 
-    def __init__(self, rows: list[tuple], files: dict[str, RecordedFile] | None = None) -> None:
+    def __init__(
+        self, rows: list[DocumentState], files: dict[str, RecordedFile] | None = None
+    ) -> None:
         self.by_path: dict[str, KnownDocument] = {}
         self.id_by_path: dict[str, int] = {}
         self.files = files or {}  # by path: the file each was last read from
         self.path_of_source: dict[str, str] = {}
         roots: set[Path] = set()
-        for (document_id, _public_id, path, title, status, source, attributes_hash, revision_id,
-             content_hash) in rows:  # fmt: skip
+        for row in rows:
+            path, source = row.path, row.source
             self.by_path[path] = KnownDocument(
-                title, status, source, attributes_hash, revision_id, content_hash
-            )
-            self.id_by_path[path] = document_id
+                row.title, row.status, source, row.attributes_hash, row.revision_id,
+                row.content_hash,
+            )  # fmt: skip
+            self.id_by_path[path] = row.id
             if source:
                 self.path_of_source.setdefault(source, path)
                 root = _added_from(path, source, self.files.get(path))
@@ -67,9 +70,11 @@ class KnownDocuments:
         self.roots = sorted(roots, key=lambda root: len(root.parts))
 
     @classmethod
-    def load(cls, conn: apsw.Connection, kb: KnowledgeBaseRef) -> KnownDocuments:
-        rows = conn.execute(sql.SELECT_DOCUMENT_STATES, {"kb_id": kb.id}).fetchall()
-        return cls(rows, recorded_files(conn, kb.id))
+    def load(cls, workspace: Workspace, kb: KnowledgeBaseRef) -> KnownDocuments:
+        store, conn = workspace.store, workspace.conn
+        return cls(
+            store.catalog.document_states(conn, kb.id), store.ingest.recorded_files(conn, kb.id)
+        )
 
     def get(self, path: str) -> KnownDocument | None:
         return self.by_path.get(path)
@@ -164,39 +169,36 @@ class KnownDocuments:
             self.path_of_source[str(move.source.path)] = new
 
 
-def apply_moves(conn: apsw.Connection, moves: list[Move]) -> bool:
+class _MovedMeanwhile(Exception):
+    """A document to move no longer has the path the run found it at: nothing is moved."""
+
+
+def apply_moves(workspace: Workspace, moves: list[Move]) -> bool:
     """Move documents to their new paths in one transaction, through paths no file can have
     first (one move's new path may be another's old one). Ids, revisions, chunks, tags and
     the search indexes are untouched: only the path changes. False (nothing moved) when another
-    process changed those paths since the run started."""
+    process changed those paths since the run started: a document moved meanwhile, or a new
+    path taken meanwhile (the UNIQUE (knowledge base, path) constraint; on PostgreSQL a
+    concurrent move of the same document is waited for and then seen, see
+    kbmcp/store/postgres/ingest.py)."""
+    store, conn = workspace.store, workspace.conn
+    ingest = store.ingest
     try:
-        with write_transaction(conn):
+        with store.write_transaction(conn):
             for move in moves:
-                conn.execute(
-                    MOVE_DOCUMENT,
-                    {
-                        "path": MOVING_PATH.format(document_id=move.document_id),
-                        "old_path": move.old_path,
-                        "document_id": move.document_id,
-                    },
-                )
-                if conn.changes() != 1:
-                    raise apsw.ConstraintError("moved meanwhile")
+                moving = MOVING_PATH.format(document_id=move.document_id)
+                if not ingest.move_document(conn, move.document_id, move.old_path, moving):
+                    raise _MovedMeanwhile
             for move in moves:
-                conn.execute(
-                    MOVE_DOCUMENT,
-                    {
-                        "path": move.source.relative_path,
-                        "old_path": MOVING_PATH.format(document_id=move.document_id),
-                        "document_id": move.document_id,
-                    },
-                )
-                conn.execute(
-                    MOVE_SOURCE_FILE,
-                    {"folder": move.source.folder, "document_id": move.document_id},
-                )
-    except apsw.ConstraintError:  # (a new path taken meanwhile: UNIQUE (knowledge base, path))
+                moving = MOVING_PATH.format(document_id=move.document_id)
+                ingest.move_document(conn, move.document_id, moving, move.source.relative_path)
+                ingest.move_source_file(conn, move.document_id, move.source.folder)
+    except _MovedMeanwhile:
         return False
+    except store.driver_errors as error:
+        if store.is_constraint_violation(error):
+            return False
+        raise
     return True
 
 

@@ -7,7 +7,7 @@ one), so searches go on seeing the old text; the last transaction moves the sear
 the old revision's chunks to the new one's in set-based statements and makes the revision
 current: the document changes for readers at once. A run that is interrupted leaves the revision
 listed in `staged_revision`; the next run with the same content and chunking resumes it from its
-last written chunk (kbmcp/store/sqlite/staging.py).
+last written chunk (kbmcp/store/ingest.py).
 """
 
 from __future__ import annotations
@@ -19,19 +19,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import apsw
-
 from kbmcp.clock import now_iso
 from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.ids import IdKey
 from kbmcp.ingest.chunker import ChunkSpan
 from kbmcp.ingest.parsing import ParsedDocument
-from kbmcp.store.catalog import KnowledgeBaseRef, dump_json
+from kbmcp.store.catalog import (
+    CurrentDocument,
+    DocumentAttributes,
+    KnowledgeBaseRef,
+    NewChunk,
+    NewDocument,
+    NewRevision,
+    dump_json,
+)
 from kbmcp.store.index import IndexRow
-from kbmcp.store.sqlite import catalog as sql
-from kbmcp.store.sqlite import staging
-from kbmcp.store.sqlite.id_key import id_key_of
-from kbmcp.store.sqlite.source_files import RecordedFile, record_file
+from kbmcp.store.ingest import RecordedFile
 
 if TYPE_CHECKING:
     from kbmcp.store.backend import Connection, Store
@@ -94,8 +97,6 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-SELECT_PUBLIC_ID_TAKEN = "SELECT 1 FROM document WHERE public_id = :public_id"
-
 # What `write` and `StagedWrite.switch` report: 'added', 'updated' or 'unchanged', and the number
 # of chunks put into the indexes.
 Outcome = tuple[str, int]
@@ -123,54 +124,58 @@ class DocumentWriter:
 
     @functools.cached_property
     def ids(self) -> IdKey:
-        """The file's id key (it never changes), read at the first write."""
-        return id_key_of(self.conn)
+        """The database's id key (it never changes), read at the first write."""
+        return self.store.id_key.id_key_of(self.conn)
 
-    def current(self, document: PendingDocument) -> tuple | None:
-        """The document's row as it is now (re-read under the write lock: another process may
-        have written this path since the run started)."""
-        return self.conn.execute(
-            sql.SELECT_DOCUMENT_FOR_UPDATE, {"kb_id": self.kb.id, "path": document.path}
-        ).fetchone()
+    def current(self, document: PendingDocument) -> CurrentDocument | None:
+        """The document as it is now (re-read inside the write transaction: another process may
+        have written this path since the run started; PostgreSQL locks its row until the
+        transaction ends)."""
+        return self.store.catalog.current_document(self.conn, self.kb.id, document.path)
 
     def write(self, document: PendingDocument, vectors: dict[str, bytes]) -> Outcome:
         """Write one document inside the caller's transaction."""
         conn = self.conn
         now = now_iso()
-        row = self.current(document)
-        if row is None:
-            document_id, document_public_id = self.insert_document(document, now)
-            revision_id = self._insert_revision(document, document_id, document_public_id, now)
-            self._index_chunks(document, vectors)
-            self.update_document(document, document_id, revision_id, now)
-            return "added", len(document.spans)
-        (document_id, document_public_id, status, current_revision_id, content_hash,
-         attributes_hash, source) = row  # fmt: skip
-        if (status, content_hash, attributes_hash, source) == (
+        current = self.current(document)
+        while current is None:
+            inserted = self.insert_document(document, now)
+            if inserted is not None:
+                document_id, document_public_id = inserted
+                revision_id = self._insert_revision(document, document_id, document_public_id, now)
+                self._index_chunks(document, vectors)
+                self.update_document(document, document_id, revision_id, now)
+                return "added", len(document.spans)
+            # Another writer added this path meanwhile (two servers on one PostgreSQL database):
+            # it is an existing document now.
+            current = self.current(document)
+        if (current.status, current.content_hash, current.attributes_hash, current.source) == (
             "published",
             document.content_hash,
             document.attributes_hash,
             document.source,
         ):
-            record_file(conn, document_id, document.file)
+            self.store.ingest.record_file(conn, current.id, document.file)
             return "unchanged", 0  # another process wrote exactly this since the run started
         known = document.known
+        current_revision_id = current.current_revision_id
         if (
             document.reuse_revision
             and known is not None
             and current_revision_id == known.revision_id
+            and current_revision_id is not None
         ):
-            reindexed = self._refresh(document, vectors, status)
-            self.update_document(document, document_id, current_revision_id, now)
+            reindexed = self._refresh(document, vectors, current.status)
+            self.update_document(document, current.id, current_revision_id, now)
             return "updated", len(document.spans) if reindexed else 0
         if current_revision_id is not None:
             old_chunk_ids = self.store.index.chunk_ids_of_revision(conn, current_revision_id)
-            if status == "published":
+            if current.status == "published":
                 self.store.index.remove_from_index(conn, old_chunk_ids)
             self.store.vectors.drop_stored_vectors(conn, old_chunk_ids)
-        revision_id = self._insert_revision(document, document_id, document_public_id, now)
+        revision_id = self._insert_revision(document, current.id, current.public_id, now)
         self._index_chunks(document, vectors)
-        self.update_document(document, document_id, revision_id, now)
+        self.update_document(document, current.id, revision_id, now)
         return "updated", len(document.spans)
 
     def _refresh(self, document: PendingDocument, vectors: dict[str, bytes], status: str) -> bool:
@@ -188,23 +193,26 @@ class DocumentWriter:
         return reindex
 
     def insert_document(
-        self, document: PendingDocument, now: str, statement: str = sql.INSERT_DOCUMENT
-    ) -> tuple[int, str]:
+        self, document: PendingDocument, now: str, *, staged: bool = False
+    ) -> tuple[int, str] | None:
+        """A new document row (`staged`: archived until its revision written in parts is
+        switched in): its row id and public id; None when another writer added the path
+        meanwhile (see `catalog.insert_document`)."""
         public_id = self._free_public_id(document.path)
-        self.conn.execute(
-            statement,
-            {
-                "public_id": public_id,
-                "kb_id": self.kb.id,
-                "path": document.path,
-                "title": document.parsed.title,
-                "kind": document.parsed.kind,
-                "source": document.source,
-                "metadata": dump_json(document.metadata),
-                "now": now,
-            },
+        new = NewDocument(
+            public_id=public_id,
+            knowledge_base_id=self.kb.id,
+            path=document.path,
+            title=document.parsed.title,
+            kind=document.parsed.kind,
+            source=document.source,
+            metadata=dump_json(document.metadata),
         )
-        return self.conn.last_insert_rowid(), public_id
+        if staged:
+            document_id = self.store.ingest.insert_staged_document(self.conn, new, now)
+        else:
+            document_id = self.store.catalog.insert_document(self.conn, new, now)
+        return None if document_id is None else (document_id, public_id)
 
     def _free_public_id(self, path: str) -> str:
         """The public id of a new document at `path`. Ids come from the path, and a document
@@ -213,7 +221,7 @@ class DocumentWriter:
         derived from the path is taken."""
         public_id = self.public_id_of(path)
         attempt = 1
-        while self.conn.execute(SELECT_PUBLIC_ID_TAKEN, {"public_id": public_id}).fetchone():
+        while self.store.catalog.document_id_taken(self.conn, public_id):
             attempt += 1
             public_id = self.ids.make("document", self.kb.public_id, path, attempt)
         return public_id
@@ -221,48 +229,40 @@ class DocumentWriter:
     def insert_revision_row(
         self, document: PendingDocument, document_id: int, document_public_id: str, now: str
     ) -> tuple[int, str]:
-        """A new immutable revision (without chunks): its row id and public id."""
-        conn = self.conn
-        number = conn.execute(sql.NEXT_REVISION_NUMBER, {"document_id": document_id}).fetchone()[0]
+        """A new immutable revision (without chunks): its row id and public id. (Its number is
+        the document's next: PostgreSQL holds the document's row, locked by `current`.)"""
+        catalog = self.store.catalog
+        number = catalog.next_revision_number(self.conn, document_id)
         revision_public_id = self.ids.make("revision", document_public_id, number)
-        conn.execute(
-            sql.INSERT_REVISION,
-            {
-                "public_id": revision_public_id,
-                "document_id": document_id,
-                "number": number,
-                "content": document.content,
-                "content_hash": document.content_hash,
-                "char_count": len(document.content),
-                "line_count": line_count(document.content),
-                "now": now,
-            },
+        revision = NewRevision(
+            public_id=revision_public_id,
+            document_id=document_id,
+            number=number,
+            content=document.content,
+            content_hash=document.content_hash,
+            char_count=len(document.content),
+            line_count=line_count(document.content),
         )
-        return conn.last_insert_rowid(), revision_public_id
+        return catalog.insert_revision(self.conn, revision, now), revision_public_id
 
     def insert_chunks(
         self, revision_id: int, revision_public_id: str, spans: list[ChunkSpan]
     ) -> list[int]:
         """The chunk rows of `spans` in a revision; returns their ids."""
-        conn = self.conn
-        chunk_ids = []
-        for span in spans:
-            conn.execute(
-                sql.INSERT_CHUNK,
-                {
-                    "public_id": self.ids.make("chunk", revision_public_id, span.ordinal),
-                    "revision_id": revision_id,
-                    "ordinal": span.ordinal,
-                    "heading_path": dump_json(list(span.heading_path)),
-                    "char_start": span.char_start,
-                    "char_end": span.char_end,
-                    "line_start": span.line_start,
-                    "line_end": span.line_end,
-                    "text": span.text,
-                },
+        chunks = [
+            NewChunk(
+                public_id=self.ids.make("chunk", revision_public_id, span.ordinal),
+                ordinal=span.ordinal,
+                heading_path=dump_json(list(span.heading_path)),
+                char_start=span.char_start,
+                char_end=span.char_end,
+                line_start=span.line_start,
+                line_end=span.line_end,
+                text=span.text,
             )
-            chunk_ids.append(conn.last_insert_rowid())
-        return chunk_ids
+            for span in spans
+        ]
+        return self.store.catalog.insert_chunks(self.conn, revision_id, chunks)
 
     def _insert_revision(
         self, document: PendingDocument, document_id: int, document_public_id: str, now: str
@@ -300,25 +300,17 @@ class DocumentWriter:
         self, document: PendingDocument, document_id: int, revision_id: int, now: str
     ) -> None:
         """Attributes, current revision, published status, tags and the file it came from."""
-        self.conn.execute(
-            sql.UPDATE_DOCUMENT,
-            {
-                "document_id": document_id,
-                "title": document.parsed.title,
-                "kind": document.parsed.kind,
-                "source": document.source,
-                "metadata": dump_json(document.metadata),
-                "revision_id": revision_id,
-                "attributes_hash": document.attributes_hash,
-                "now": now,
-            },
+        attributes = DocumentAttributes(
+            title=document.parsed.title,
+            kind=document.parsed.kind,
+            source=document.source,
+            metadata=dump_json(document.metadata),
+            revision_id=revision_id,
+            attributes_hash=document.attributes_hash,
         )
-        self.conn.execute(sql.DELETE_TAGS, {"document_id": document_id})
-        self.conn.executemany(
-            sql.INSERT_TAG,
-            [{"document_id": document_id, "key": k, "value": v} for k, v in document.tags],
-        )
-        record_file(self.conn, document_id, document.file)
+        self.store.catalog.update_document(self.conn, document_id, attributes, now)
+        self.store.catalog.replace_tags(self.conn, document_id, document.tags)
+        self.store.ingest.record_file(self.conn, document_id, document.file)
 
 
 class StagedWrite:
@@ -327,6 +319,8 @@ class StagedWrite:
 
     def __init__(self, writer: DocumentWriter, document: PendingDocument) -> None:
         self.writer = writer
+        self.store = writer.store
+        self.conn = writer.conn
         self.document = document
         self.revision_id = 0
         self.revision_public_id = ""
@@ -340,54 +334,48 @@ class StagedWrite:
         wrote exactly this document meanwhile."""
         writer, document = self.writer, self.document
         now = now_iso()
-        row = writer.current(document)
-        if row is None:
-            self.document_id, document_public_id = writer.insert_document(
-                document, now, staging.INSERT_STAGED_DOCUMENT
-            )
-        else:
-            self.document_id, document_public_id, status, _, content_hash, attributes_hash = row[:6]
-            if (status, content_hash, attributes_hash, row[6]) == (
+        current = writer.current(document)
+        while current is None:
+            inserted = writer.insert_document(document, now, staged=True)
+            if inserted is not None:
+                self.document_id, document_public_id = inserted
+                break
+            current = writer.current(document)  # another writer added this path meanwhile
+        if current is not None:
+            self.document_id, document_public_id = current.id, current.public_id
+            if (current.status, current.content_hash, current.attributes_hash, current.source) == (
                 "published",
                 document.content_hash,
                 document.attributes_hash,
                 document.source,
             ):
-                record_file(writer.conn, self.document_id, document.file)
+                self.store.ingest.record_file(self.conn, self.document_id, document.file)
                 return False
             if self._resume():
                 return True
         self.revision_id, self.revision_public_id = writer.insert_revision_row(
             document, self.document_id, document_public_id, now
         )
-        writer.conn.execute(
-            staging.INSERT_STAGED,
-            {
-                "revision_id": self.revision_id,
-                "document_id": self.document_id,
-                "chunking": document.chunking,
-                "now": now,
-            },
+        self.store.ingest.add_staged(
+            self.conn, self.revision_id, self.document_id, document.chunking, now
         )
         return True
 
     def _resume(self) -> bool:
         """Take up a staged revision of this document with the same content and chunking whose
         written chunks are the first of `spans`, each with its vector."""
-        conn, document = self.writer.conn, self.document
+        ingest, document = self.store.ingest, self.document
         shapes = [
             (s.ordinal, s.char_start, s.char_end, dump_json(list(s.heading_path)))
             for s in document.spans
         ]
-        for revision_id, public_id, content_hash, chunking in conn.execute(
-            staging.SELECT_STAGED_OF_DOCUMENT, {"document_id": self.document_id}
-        ).fetchall():
-            if (content_hash, chunking) != (document.content_hash, document.chunking):
+        for staged in ingest.staged_revisions(self.conn, self.document_id):
+            if (staged.content_hash, staged.chunking) != (document.content_hash, document.chunking):
                 continue
-            written = staging.staged_chunks(conn, revision_id)
+            written = ingest.staged_chunks(self.conn, staged.revision_id)
             stored = [(c.ordinal, c.char_start, c.char_end, c.heading_path) for c in written]
             if stored == shapes[: len(written)] and all(c.has_vector for c in written):
-                self.revision_id, self.revision_public_id = revision_id, public_id
+                self.revision_id, self.revision_public_id = staged.revision_id, staged.public_id
                 self.written = len(written)
                 return True
         return False
@@ -396,19 +384,15 @@ class StagedWrite:
         """The next `count` chunks and their vectors (one per chunk, in order)."""
         spans = self.document.spans[self.written : self.written + count]
         chunk_ids = self.writer.insert_chunks(self.revision_id, self.revision_public_id, spans)
-        self.writer.store.vectors.store_vectors(
-            self.writer.conn, list(zip(chunk_ids, vectors, strict=True))
-        )
-        self.writer.conn.execute(
-            staging.TOUCH_STAGED, {"revision_id": self.revision_id, "now": now_iso()}
-        )
+        self.store.vectors.store_vectors(self.conn, list(zip(chunk_ids, vectors, strict=True)))
+        self.store.ingest.touch_staged(self.conn, self.revision_id, now_iso())
         self.written += len(spans)
 
     def switch(self) -> Outcome:
         """Make the written revision current: out of the indexes with the old revision's chunks,
         in with the new one's, the document updated and published."""
-        conn, document = self.writer.conn, self.document
-        chunks, with_vectors = staging.chunks_and_vectors(conn, self.revision_id)
+        document = self.document
+        chunks, with_vectors = self.store.ingest.chunks_and_vectors(self.conn, self.revision_id)
         if not chunks == with_vectors == len(document.spans):
             # Only a `kbmcp reembed` in between drops stored vectors (and it records a new
             # model, which the caller checks first); anything else is a bug.
@@ -416,14 +400,14 @@ class StagedWrite:
                 f"{document.path}: the revision written in parts has {chunks} chunks and "
                 f"{with_vectors} vectors, expected {len(document.spans)}"
             )
-        row = self.writer.current(document)
-        assert row is not None
-        status, current_revision_id = row[2], row[3]
-        if current_revision_id is not None and status == "published":
-            self.writer.store.index.unindex_revision(conn, current_revision_id)
-        self.writer.store.index.index_revision(conn, self.revision_id, document.parsed.title)
+        current = self.writer.current(document)
+        assert current is not None
+        current_revision_id = current.current_revision_id
+        if current_revision_id is not None and current.status == "published":
+            self.store.index.unindex_revision(self.conn, current_revision_id)
+        self.store.index.index_revision(self.conn, self.revision_id, document.parsed.title)
         self.writer.update_document(document, self.document_id, self.revision_id, now_iso())
-        conn.execute(staging.DELETE_STAGED, {"revision_id": self.revision_id})
+        self.store.ingest.remove_staged(self.conn, self.revision_id)
         self.old_revision_id = current_revision_id
         return ("added" if current_revision_id is None else "updated"), len(document.spans)
 
@@ -435,24 +419,17 @@ def same_chunks(stored: list[ChunkSpan], fresh: list[ChunkSpan]) -> bool:
     return shape(stored) == shape(fresh)
 
 
-def stored_spans(conn: apsw.Connection, revision_id: int) -> tuple[list[int], list[ChunkSpan]]:
+def stored_spans(
+    store: Store, conn: Connection, revision_id: int
+) -> tuple[list[int], list[ChunkSpan]]:
     """The chunks of a stored revision as (chunk ids, spans), in order."""
     ids, spans = [], []
-    for (
-        chunk_id,
-        ordinal,
-        heading,
-        char_start,
-        char_end,
-        line_start,
-        line_end,
-        text,
-    ) in conn.execute(sql.SELECT_STORED_CHUNKS, {"revision_id": revision_id}):
-        ids.append(chunk_id)
+    for chunk in store.catalog.stored_chunks(conn, revision_id):
+        ids.append(chunk.id)
         spans.append(
             ChunkSpan(
-                ordinal, tuple(json.loads(heading)), char_start, char_end, line_start, line_end,
-                text,
+                chunk.ordinal, tuple(json.loads(chunk.heading_path)), chunk.char_start,
+                chunk.char_end, chunk.line_start, chunk.line_end, chunk.text,
             )
         )  # fmt: skip
     return ids, spans

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
+    from kbmcp.store.ingest import Ingest
     from kbmcp.store.reads import Reads
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
@@ -65,6 +66,7 @@ class Store(Protocol):
     grants: Grants
     id_key: IdKeys
     index: Index
+    ingest: Ingest
     vectors: Vectors
     reads: Reads
     search: Search

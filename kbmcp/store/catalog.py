@@ -227,9 +227,12 @@ class Catalog(Protocol):
         """Whether a document (or memory) already has this public id."""
         ...
 
-    def insert_document(self, conn: Connection, document: NewDocument, now: str) -> int:
+    def insert_document(self, conn: Connection, document: NewDocument, now: str) -> int | None:
         """A new published document without a current revision yet (set by
-        `update_document` in the same transaction); returns its row id."""
+        `update_document` in the same transaction); returns its row id. None when another
+        writer added a document at the path (or with the public id) meanwhile: two servers
+        adding one path at once on PostgreSQL, where the insert waits for the other's
+        transaction; the caller reads the document again (`current_document`)."""
         ...
 
     def update_document(

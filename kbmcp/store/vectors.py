@@ -29,6 +29,14 @@ class Vectors(Protocol):
         ModelMismatch (naming `kbmcp reembed`) if they come from another model."""
         ...
 
+    def hold_model(self, conn: Connection, fingerprint: ModelFingerprint) -> None:
+        """Inside a write transaction that writes vectors of `fingerprint`: `check_model`, and
+        the model stays recorded until the transaction ends. SQLite's write transaction already
+        excludes every other writer; PostgreSQL locks the record (FOR SHARE), so a re-embed's
+        switch (`record_model`) waits for this transaction, and one that starts after the
+        switch sees the new model (ModelMismatch)."""
+        ...
+
     def record_model(self, conn: Connection, fingerprint: ModelFingerprint) -> None:
         """Record `fingerprint` and empty the vector tables for it (inside a write
         transaction): vectors of another model are dropped."""

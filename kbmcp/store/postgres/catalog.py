@@ -81,11 +81,15 @@ FROM document AS d
 LEFT JOIN revision AS r ON r.id = d.current_revision_id
 WHERE d.knowledge_base_id = %(kb_id)s
 """
+# Multi-writer: two servers adding one path at once both found no document there; the second
+# insert waits for the first's transaction, then does nothing (None), and ingest reads the
+# document again. Any unique constraint counts (path, or the public id made from it).
 INSERT_DOCUMENT = """
 INSERT INTO document (public_id, knowledge_base_id, path, title, kind, source, metadata,
                       status, created_at, updated_at)
 VALUES (%(public_id)s, %(kb_id)s, %(path)s, %(title)s, %(kind)s, %(source)s, %(metadata)s,
         'published', %(now)s, %(now)s)
+ON CONFLICT DO NOTHING
 RETURNING id
 """
 # FOR UPDATE OF d: the document row only (the revision is on the nullable side of the join).
@@ -247,7 +251,7 @@ def document_id_taken(conn: PgConnection, public_id: str) -> bool:
     return conn.execute(DOCUMENT_ID_TAKEN, {"public_id": public_id}).fetchone() is not None
 
 
-def insert_document(conn: PgConnection, document: NewDocument, now: str) -> int:
+def insert_document(conn: PgConnection, document: NewDocument, now: str) -> int | None:
     row = conn.execute(
         INSERT_DOCUMENT,
         {
@@ -261,7 +265,7 @@ def insert_document(conn: PgConnection, document: NewDocument, now: str) -> int:
             "now": now,
         },
     ).fetchone()
-    return int(row[0])
+    return None if row is None else int(row[0])
 
 
 def update_document(

@@ -25,6 +25,7 @@ from kbmcp.store.postgres import (
     grants,
     id_key,
     index,
+    ingest,
     migrations,
     reads,
     search,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
+    from kbmcp.store.ingest import Ingest
     from kbmcp.store.reads import Reads
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
@@ -82,6 +84,7 @@ class PostgresStore:
     grants: Grants = grants
     id_key: IdKeys = id_key
     index: Index = index
+    ingest: Ingest = ingest
     vectors: Vectors = vectors
     reads: Reads = reads
     search: Search = search

@@ -28,6 +28,10 @@ from kbmcp.embed.base import ModelFingerprint
 from kbmcp.errors import ModelMismatch
 
 SELECT_MODEL = "SELECT name, dimension, version FROM embedding_model WHERE id = 1"
+# Multi-writer: a transaction writing vectors holds the model record in share mode, so a
+# re-embed's switch (which updates it) waits for the transaction, and a transaction that starts
+# after the switch reads the new model.
+SELECT_MODEL_FOR_SHARE = f"{SELECT_MODEL} FOR SHARE"
 UPSERT_MODEL = """
 INSERT INTO embedding_model (id, name, dimension, version, recorded_at)
 VALUES (1, %(name)s, %(dimension)s, %(version)s, %(recorded_at)s)
@@ -108,7 +112,10 @@ def recorded_model(conn: psycopg.Connection[Any]) -> ModelFingerprint | None:
 def check_model(conn: psycopg.Connection[Any], fingerprint: ModelFingerprint) -> bool:
     """As kbmcp/store/sqlite/vectors.py's: False when no model is recorded, ModelMismatch when
     another."""
-    recorded = recorded_model(conn)
+    return _check(recorded_model(conn), fingerprint)
+
+
+def _check(recorded: ModelFingerprint | None, fingerprint: ModelFingerprint) -> bool:
     if recorded is None:
         return False
     if recorded != fingerprint:
@@ -120,6 +127,12 @@ def check_model(conn: psycopg.Connection[Any], fingerprint: ModelFingerprint) ->
             details={"recorded": recorded.__dict__, "configured": fingerprint.__dict__},
         )
     return True
+
+
+def hold_model(conn: psycopg.Connection[Any], fingerprint: ModelFingerprint) -> None:
+    row = conn.execute(SELECT_MODEL_FOR_SHARE).fetchone()
+    recorded = None if row is None else ModelFingerprint(row[0], int(row[1]), row[2])
+    _check(recorded, fingerprint)
 
 
 def record_model(

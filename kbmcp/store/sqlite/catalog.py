@@ -230,7 +230,7 @@ def document_id_taken(conn: apsw.Connection, public_id: str) -> bool:
     return conn.execute(DOCUMENT_ID_TAKEN, {"public_id": public_id}).fetchone() is not None
 
 
-def insert_document(conn: apsw.Connection, document: NewDocument, now: str) -> int:
+def insert_document(conn: apsw.Connection, document: NewDocument, now: str) -> int | None:
     conn.execute(
         INSERT_DOCUMENT,
         {

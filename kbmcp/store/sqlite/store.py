@@ -18,6 +18,7 @@ from kbmcp.store.sqlite import (
     grants,
     id_key,
     index,
+    ingest,
     reads,
     search,
     vectors,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
+    from kbmcp.store.ingest import Ingest
     from kbmcp.store.reads import Reads
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
@@ -61,6 +63,7 @@ class SqliteStore:
     grants: Grants = grants
     id_key: IdKeys = id_key
     index: Index = index
+    ingest: Ingest = ingest
     vectors: Vectors = vectors
     reads: Reads = reads
     search: Search = search

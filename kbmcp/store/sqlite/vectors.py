@@ -62,6 +62,11 @@ def check_model(conn: apsw.Connection, fingerprint: ModelFingerprint) -> bool:
     return True
 
 
+def hold_model(conn: apsw.Connection, fingerprint: ModelFingerprint) -> None:
+    """(BEGIN IMMEDIATE holds the whole file: the check is enough.)"""
+    check_model(conn, fingerprint)
+
+
 def record_model(conn: apsw.Connection, fingerprint: ModelFingerprint) -> None:
     """Record `fingerprint` as the file's model and (re)create an empty vector index for it.
 
