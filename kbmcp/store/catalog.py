@@ -106,6 +106,19 @@ class NewDocument:
     source: str | None
     metadata: str  # JSON text (dump_json)
 
+    def parameters(self, now: str) -> dict[str, object]:
+        """The named parameters of every backend's document inserts (published or staged)."""
+        return {
+            "public_id": self.public_id,
+            "kb_id": self.knowledge_base_id,
+            "path": self.path,
+            "title": self.title,
+            "kind": self.kind,
+            "source": self.source,
+            "metadata": self.metadata,
+            "now": now,
+        }
+
 
 @dataclass(frozen=True)
 class DocumentAttributes:

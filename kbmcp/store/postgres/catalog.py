@@ -252,19 +252,7 @@ def document_id_taken(conn: PgConnection, public_id: str) -> bool:
 
 
 def insert_document(conn: PgConnection, document: NewDocument, now: str) -> int | None:
-    row = conn.execute(
-        INSERT_DOCUMENT,
-        {
-            "public_id": document.public_id,
-            "kb_id": document.knowledge_base_id,
-            "path": document.path,
-            "title": document.title,
-            "kind": document.kind,
-            "source": document.source,
-            "metadata": document.metadata,
-            "now": now,
-        },
-    ).fetchone()
+    row = conn.execute(INSERT_DOCUMENT, document.parameters(now)).fetchone()
     return None if row is None else int(row[0])
 
 

@@ -214,19 +214,7 @@ def current_revision_for_update(conn: PgConnection, document_id: int) -> int | N
 
 
 def insert_staged_document(conn: PgConnection, document: NewDocument, now: str) -> int | None:
-    row = conn.execute(
-        INSERT_STAGED_DOCUMENT,
-        {
-            "public_id": document.public_id,
-            "kb_id": document.knowledge_base_id,
-            "path": document.path,
-            "title": document.title,
-            "kind": document.kind,
-            "source": document.source,
-            "metadata": document.metadata,
-            "now": now,
-        },
-    ).fetchone()
+    row = conn.execute(INSERT_STAGED_DOCUMENT, document.parameters(now)).fetchone()
     return None if row is None else int(row[0])
 
 

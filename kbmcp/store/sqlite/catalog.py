@@ -231,19 +231,7 @@ def document_id_taken(conn: apsw.Connection, public_id: str) -> bool:
 
 
 def insert_document(conn: apsw.Connection, document: NewDocument, now: str) -> int | None:
-    conn.execute(
-        INSERT_DOCUMENT,
-        {
-            "public_id": document.public_id,
-            "kb_id": document.knowledge_base_id,
-            "path": document.path,
-            "title": document.title,
-            "kind": document.kind,
-            "source": document.source,
-            "metadata": document.metadata,
-            "now": now,
-        },
-    )
+    conn.execute(INSERT_DOCUMENT, document.parameters(now))
     return conn.last_insert_rowid()
 
 

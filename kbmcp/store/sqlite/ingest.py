@@ -209,19 +209,7 @@ def current_revision_for_update(conn: apsw.Connection, document_id: int) -> int 
 
 
 def insert_staged_document(conn: apsw.Connection, document: NewDocument, now: str) -> int | None:
-    conn.execute(
-        INSERT_STAGED_DOCUMENT,
-        {
-            "public_id": document.public_id,
-            "kb_id": document.knowledge_base_id,
-            "path": document.path,
-            "title": document.title,
-            "kind": document.kind,
-            "source": document.source,
-            "metadata": document.metadata,
-            "now": now,
-        },
-    )
+    conn.execute(INSERT_STAGED_DOCUMENT, document.parameters(now))
     return conn.last_insert_rowid()
 
 
