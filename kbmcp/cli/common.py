@@ -21,9 +21,26 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.workspace import Workspace
 
 T = TypeVar("T")
-# Whether the commands run on a PostgreSQL database (issue 18): off until every service runs
-# on the store contract (kbmcp/store/backend.py) on both backends.
-SERVES_POSTGRES = False
+# The commands that run on a PostgreSQL database (issue 18), by their path under `kbmcp`:
+# every service they call runs on the store contract (kbmcp/store/backend.py) on both backends.
+# The others refuse a URL with one clear line until theirs do (tests/test_cli_postgres.py).
+POSTGRES_COMMANDS = frozenset(
+    {
+        "add",
+        "kb create",
+        "kb list",
+        "kb share",
+        "kb unshare",
+        "read",
+        "search",
+        "serve",
+        "tenant create",
+        "tenant list",
+        "token create",
+        "token list",
+        "token revoke",
+    }
+)
 
 
 @contextlib.contextmanager
@@ -35,11 +52,11 @@ def open_workspace(
     Only commands that run many queries (`serve`, `eval`) pass long_lived=True (see Workspace)."""
     root = ctx.find_root().obj
     settings = load_settings().with_db(root.get("db")).with_immutable(root.get("immutable", False))
-    if settings.is_postgres and not SERVES_POSTGRES:
+    if settings.is_postgres and command_path(ctx) not in POSTGRES_COMMANDS:
         source = "--db" if root.get("db") is not None else "KBMCP_DB"
         raise InvalidRequest(
-            f"{source}: PostgreSQL databases are not served by this version yet; "
-            "`kbmcp copy SRC DST` copies a knowledge base to and from one",
+            f"{source}: PostgreSQL databases are not served by `kbmcp {command_path(ctx)}` "
+            "in this version yet; `kbmcp copy SRC DST` copies a knowledge base to and from one",
             details={"argument": source},
         )
     workspace = Workspace(settings, create=create, long_lived=long_lived)
@@ -47,6 +64,15 @@ def open_workspace(
         yield workspace
     finally:
         workspace.close()
+
+
+def command_path(ctx: click.Context) -> str:
+    """The command's words under `kbmcp`, e.g. "token revoke"."""
+    names: list[str] = []
+    while ctx.parent is not None:
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(names))
 
 
 class Utf8Text(click.ParamType):
