@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
     from kbmcp.store.ingest import Ingest
+    from kbmcp.store.listing import Listing
     from kbmcp.store.reads import Reads
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
@@ -67,6 +68,7 @@ class Store(Protocol):
     id_key: IdKeys
     index: Index
     ingest: Ingest
+    listing: Listing
     vectors: Vectors
     reads: Reads
     search: Search

@@ -26,6 +26,7 @@ from kbmcp.store.postgres import (
     id_key,
     index,
     ingest,
+    listing,
     migrations,
     reads,
     search,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
     from kbmcp.store.ingest import Ingest
+    from kbmcp.store.listing import Listing
     from kbmcp.store.reads import Reads
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
@@ -85,6 +87,7 @@ class PostgresStore:
     id_key: IdKeys = id_key
     index: Index = index
     ingest: Ingest = ingest
+    listing: Listing = listing
     vectors: Vectors = vectors
     reads: Reads = reads
     search: Search = search

@@ -19,6 +19,7 @@ from kbmcp.store.sqlite import (
     id_key,
     index,
     ingest,
+    listing,
     reads,
     search,
     vectors,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
     from kbmcp.store.ingest import Ingest
+    from kbmcp.store.listing import Listing
     from kbmcp.store.reads import Reads
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
@@ -64,6 +66,7 @@ class SqliteStore:
     id_key: IdKeys = id_key
     index: Index = index
     ingest: Ingest = ingest
+    listing: Listing = listing
     vectors: Vectors = vectors
     reads: Reads = reads
     search: Search = search
