@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from kbmcp.store.ingest import Ingest
     from kbmcp.store.listing import Listing
     from kbmcp.store.reads import Reads
+    from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
@@ -71,6 +72,7 @@ class Store(Protocol):
     listing: Listing
     vectors: Vectors
     reads: Reads
+    scan: Scan
     search: Search
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> Connection:

@@ -29,6 +29,7 @@ from kbmcp.store.postgres import (
     listing,
     migrations,
     reads,
+    scan,
     search,
     vectors,
 )
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from kbmcp.store.ingest import Ingest
     from kbmcp.store.listing import Listing
     from kbmcp.store.reads import Reads
+    from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
@@ -90,6 +92,7 @@ class PostgresStore:
     listing: Listing = listing
     vectors: Vectors = vectors
     reads: Reads = reads
+    scan: Scan = scan
     search: Search = search
 
     def __init__(self, url: str) -> None:

@@ -21,6 +21,7 @@ from kbmcp.store.sqlite import (
     ingest,
     listing,
     reads,
+    scan,
     search,
     vectors,
     wal,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from kbmcp.store.ingest import Ingest
     from kbmcp.store.listing import Listing
     from kbmcp.store.reads import Reads
+    from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
@@ -69,6 +71,7 @@ class SqliteStore:
     listing: Listing = listing
     vectors: Vectors = vectors
     reads: Reads = reads
+    scan: Scan = scan
     search: Search = search
 
     def __init__(self, path: Path, *, immutable: bool = False) -> None:
