@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from kbmcp.store.index import Index
     from kbmcp.store.ingest import Ingest
     from kbmcp.store.listing import Listing
+    from kbmcp.store.memories import Memories
     from kbmcp.store.reads import Reads
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
@@ -70,6 +71,7 @@ class Store(Protocol):
     index: Index
     ingest: Ingest
     listing: Listing
+    memories: Memories
     vectors: Vectors
     reads: Reads
     scan: Scan

@@ -27,6 +27,7 @@ from kbmcp.store.postgres import (
     index,
     ingest,
     listing,
+    memories,
     migrations,
     reads,
     scan,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from kbmcp.store.index import Index
     from kbmcp.store.ingest import Ingest
     from kbmcp.store.listing import Listing
+    from kbmcp.store.memories import Memories
     from kbmcp.store.reads import Reads
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
@@ -90,6 +92,7 @@ class PostgresStore:
     index: Index = index
     ingest: Ingest = ingest
     listing: Listing = listing
+    memories: Memories = memories
     vectors: Vectors = vectors
     reads: Reads = reads
     scan: Scan = scan

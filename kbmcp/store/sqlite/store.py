@@ -20,6 +20,7 @@ from kbmcp.store.sqlite import (
     index,
     ingest,
     listing,
+    memories,
     reads,
     scan,
     search,
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from kbmcp.store.index import Index
     from kbmcp.store.ingest import Ingest
     from kbmcp.store.listing import Listing
+    from kbmcp.store.memories import Memories
     from kbmcp.store.reads import Reads
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
@@ -69,6 +71,7 @@ class SqliteStore:
     index: Index = index
     ingest: Ingest = ingest
     listing: Listing = listing
+    memories: Memories = memories
     vectors: Vectors = vectors
     reads: Reads = reads
     scan: Scan = scan
