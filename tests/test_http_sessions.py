@@ -4,7 +4,9 @@ and a new client is never refused because of abandoned ones."""
 
 from __future__ import annotations
 
+import json
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -117,3 +119,44 @@ async def test_the_event_store_is_bounded_in_bytes() -> None:
     assert await store.replay_events_after(ids[0], collect) is None  # dropped long ago
     assert await store.replay_events_after(ids[-3], collect) == "s"
     assert replayed == [48, 49]
+
+
+def search_like_response(n: int) -> Any:
+    """A response shaped like search_knowledge's: many small strings and numbers, nested."""
+    results = [
+        {
+            "chunk_id": f"c{n}-{i}",
+            "document_id": f"d{n}-{i}",
+            "title": f"Note {n} {i}",
+            "heading_path": ["Note", f"Section {i}"],
+            "score": 0.5 + i / 100,
+            "excerpt": "heron latency shard backup token " * 8,
+            "tags": ["soak", "notes"],
+        }
+        for i in range(5)
+    ]
+    data = {"results": results, "strategy": "hybrid", "took_ms": 3}
+    text = json.dumps(data)
+    return JSONRPCResponse(
+        jsonrpc="2.0",
+        id=n,
+        result={"content": [{"type": "text", "text": text}], "structuredContent": data},
+    )
+
+
+@pytest.mark.anyio
+async def test_the_event_store_holds_no_more_memory_than_its_byte_bound() -> None:
+    """The bound is on what the kept events cost the server, not only on their JSON: kept as
+    parsed messages, 8 MiB of search results' JSON held ~3x that in Python objects."""
+    store = BoundedEventStore(max_events=100_000, max_bytes=500_000)
+    await store.store_event("s", search_like_response(0))  # first-use allocations
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(1, 400):
+            await store.store_event("s", search_like_response(n))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert store.stored_bytes <= 500_000
+    assert held < 1.25 * 500_000, f"{held} bytes held for {store.stored_bytes} bytes of JSON"
