@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -157,9 +156,9 @@ def test_stdio_stops_at_once_when_the_client_closes_stdout(corpus_db: Path) -> N
         process.stdin.flush()
         assert json.loads(process.stdout.readline())["id"] == 1
         process.stdout.close()  # the client stops reading; stdin stays open
-        started = time.monotonic()
-        assert process.wait(timeout=10) == 0
-        assert time.monotonic() - started < 5
+        # stdin never closes here, so a server that waits for it never exits: the timeout only
+        # leaves room for a loaded machine (it took 6 s once while the suite ran beside a soak).
+        assert process.wait(timeout=30) == 0
         _, stderr = process.communicate(timeout=10)
         assert "Traceback" not in stderr and "unexpected" not in stderr, stderr
     finally:
