@@ -108,6 +108,26 @@ def test_every_page_of_every_listing_is_the_same(
     assert listed > 0
 
 
+def test_refused_filters_name_the_argument_sent(twins: tuple[Workspace, Workspace]) -> None:
+    """A value no database can hold is refused like any bad value, naming the argument as the
+    caller sent it (path_prefix, not the scope's document_paths)."""
+    sqlite, _ = twins
+    expected = {
+        "blank prefix": "path_prefix",
+        "prefix with NUL": "path_prefix",
+        "prefix with a lone surrogate": "path_prefix",
+        "tag with NUL": "tags",
+        "tags not an object": "tags",
+        "no knowledge base": "knowledge_base_ids",
+    }
+    for ws in twins:
+        for name, argument in expected.items():
+            answer = outcome(
+                partial(list_documents, ws, sqlite.local_principal(), **LISTINGS[name])
+            )
+            assert answer["error"]["details"]["argument"] == argument, name
+
+
 def test_ties_and_archived_documents_are_listed_in_keyset_order(
     twins: tuple[Workspace, Workspace],
 ) -> None:

@@ -14,7 +14,7 @@ from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.search.models import SearchFilters
 from kbmcp.search.scope import resolve_scope
 from kbmcp.store.listing import DocumentCursor
-from kbmcp.validate import integer, shown
+from kbmcp.validate import integer, shown, storable
 from kbmcp.workspace import Workspace
 
 DEFAULT_PAGE = 50
@@ -88,7 +88,9 @@ def list_documents(
 ) -> DocumentPage:
     principal.require(READ)
     limit = integer(limit, "limit", 1, MAX_PAGE)
-    if path_prefix is not None and (not isinstance(path_prefix, str) or not path_prefix.strip()):
+    if path_prefix is not None and (
+        not isinstance(path_prefix, str) or not path_prefix.strip() or not storable(path_prefix)
+    ):
         raise InvalidRequest(
             f"path_prefix must be a non-empty string (got {shown(path_prefix)})",
             details={"argument": "path_prefix"},
