@@ -20,8 +20,10 @@ from psycopg.pq import TransactionStatus
 
 from kbmcp.errors import DiskFull, KbError, ReadOnly, StoreError
 from kbmcp.store.postgres import (
+    admin,
     catalog,
     connection,
+    evaluation,
     grants,
     id_key,
     index,
@@ -30,6 +32,7 @@ from kbmcp.store.postgres import (
     memories,
     migrations,
     reads,
+    reembed,
     scan,
     search,
     vectors,
@@ -37,7 +40,9 @@ from kbmcp.store.postgres import (
 from kbmcp.store.postgres.url import shown_url
 
 if TYPE_CHECKING:
+    from kbmcp.store.admin import Admin
     from kbmcp.store.catalog import Catalog
+    from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
@@ -45,6 +50,7 @@ if TYPE_CHECKING:
     from kbmcp.store.listing import Listing
     from kbmcp.store.memories import Memories
     from kbmcp.store.reads import Reads
+    from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
@@ -86,7 +92,9 @@ class PostgresStore:
     driver_errors: tuple[type[BaseException], ...] = (psycopg.Error,)
 
     # The concerns (kbmcp/store/backend.py): this backend's module for each.
+    admin: Admin = admin
     catalog: Catalog = catalog
+    evaluation: Evaluation = evaluation
     grants: Grants = grants
     id_key: IdKeys = id_key
     index: Index = index
@@ -95,6 +103,7 @@ class PostgresStore:
     memories: Memories = memories
     vectors: Vectors = vectors
     reads: Reads = reads
+    reembed: Reembed = reembed
     scan: Scan = scan
     search: Search = search
 

@@ -12,9 +12,11 @@ import apsw
 
 from kbmcp.errors import KbError
 from kbmcp.store.sqlite import (
+    admin,
     catalog,
     connection,
     disk_full,
+    evaluation,
     grants,
     id_key,
     index,
@@ -22,6 +24,7 @@ from kbmcp.store.sqlite import (
     listing,
     memories,
     reads,
+    reembed,
     scan,
     search,
     vectors,
@@ -29,7 +32,9 @@ from kbmcp.store.sqlite import (
 )
 
 if TYPE_CHECKING:
+    from kbmcp.store.admin import Admin
     from kbmcp.store.catalog import Catalog
+    from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
@@ -37,6 +42,7 @@ if TYPE_CHECKING:
     from kbmcp.store.listing import Listing
     from kbmcp.store.memories import Memories
     from kbmcp.store.reads import Reads
+    from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
@@ -65,7 +71,9 @@ class SqliteStore:
     driver_errors: tuple[type[BaseException], ...] = (apsw.Error,)
 
     # The concerns (kbmcp/store/backend.py): this backend's module for each.
+    admin: Admin = admin
     catalog: Catalog = catalog
+    evaluation: Evaluation = evaluation
     grants: Grants = grants
     id_key: IdKeys = id_key
     index: Index = index
@@ -74,6 +82,7 @@ class SqliteStore:
     memories: Memories = memories
     vectors: Vectors = vectors
     reads: Reads = reads
+    reembed: Reembed = reembed
     scan: Scan = scan
     search: Search = search
 
