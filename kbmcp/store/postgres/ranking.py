@@ -73,16 +73,25 @@ BOUNDED_MIN_POSTINGS = 20_000
 CHUNK_READ_POSTINGS = 40
 
 READ_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-# Every statement planned for its parameters: psycopg prepares a statement run 5 times on a
-# connection, and PostgreSQL may then plan it once for any parameters - with no row estimate
-# for a token and a scope array that is no longer a constant (so no hashed `= ANY`).
-CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
-# The planner cannot know that a scope's ids are distinct: it expects a join of the postings to
-# the scope to multiply rows and sorts both sides for a merge join (~40 ms for 100k postings),
-# where hashing the scope and streaming the postings through it is the plan wanted.
-NO_MERGE_JOINS = "SET LOCAL enable_mergejoin = off"
-SET_ITERATIVE_SCAN = "SET LOCAL hnsw.iterative_scan = relaxed_order"
-SET_EF_SEARCH = "SET LOCAL hnsw.ef_search = {ef}"
+# The search's settings, sent as one batch (no parameters, so one round trip), local to the
+# read snapshot:
+# - every statement planned for its parameters: psycopg prepares a statement run 5 times on a
+#   connection, and PostgreSQL may then plan it once for any parameters - with no row estimate
+#   for a token and a scope array that is no longer a constant (so no hashed `= ANY`);
+# - no merge joins: the planner cannot know that a scope's ids are distinct, expects a join of
+#   the postings to the scope to multiply rows and sorts both sides for a merge join (~40 ms for
+#   100k postings), where hashing the scope and streaming the postings through it is the plan;
+# - the HNSW index's breadth and iterative scans (read only by a `pg_hnsw` pool).
+SEARCH_SETTINGS = """SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL enable_mergejoin = off;
+SET LOCAL hnsw.iterative_scan = relaxed_order;
+SET LOCAL hnsw.ef_search = {ef}"""
+# The searched stores' indexed chunks (their keyword totals) and whether the HNSW index exists.
+SEARCHED_ROWS = """
+SELECT coalesce(sum(rows), 0)::bigint, to_regclass('chunk_vec_hnsw') IS NOT NULL
+FROM keyword_total
+WHERE knowledge_base_id = ANY(%(stores)s)
+"""
 
 # ---------------------------------------------------------------- the channels statement
 
@@ -157,7 +166,7 @@ TOKEN_POSTINGS = """
     SELECT {number} AS phrase, p.chunk_id, p.length, {f} AS f
     FROM chunk_term AS p
     WHERE p.token = %({token})s AND p.knowledge_base_id = ANY(%(searched_stores)s::bigint[])"""
-# In a scope: a hash join with the scope's ids (see NO_MERGE_JOINS). Not `= ANY(array)`:
+# In a scope: a hash join with the scope's ids (see SEARCH_SETTINGS). Not `= ANY(array)`:
 # PostgreSQL would hash the array at run time, but estimating each such test at planning time
 # walks the whole array (~7 ms per token for 10k ids).
 TOKENS_IN_SCOPE = """
@@ -396,12 +405,11 @@ def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
     """Statistics, the channels statement, exact vector scores, the ranking statement: in one
     read-only snapshot."""
     with read_snapshot(conn):
-        conn.execute(CUSTOM_PLANS)
-        conn.execute(NO_MERGE_JOINS)
+        conn.execute(SEARCH_SETTINGS.format(ef=hnsw_ef_search(request.depth)))
         scoped = request.scope_ids is not None
-        searched_rows = _searched_rows(conn, request)
+        searched_rows, has_hnsw = _searched_rows(conn, request)
         lexical = _lexical(conn, request, searched_rows) if request.lexical else _Lexical(None)
-        semantic = _semantic(conn, request, searched_rows)
+        semantic = _semantic(request, searched_rows, has_hnsw)
         params: dict[str, Any] = {
             "depth": request.depth,
             "searched_stores": sorted(request.searched_stores),
@@ -472,12 +480,19 @@ def read_snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
         yield
 
 
-def _searched_rows(conn: psycopg.Connection[Any], request: RankRequest) -> int:
-    """Indexed chunks in the scope (the searched stores' count from their keyword totals)."""
+def _searched_rows(conn: psycopg.Connection[Any], request: RankRequest) -> tuple[int, bool]:
+    """Indexed chunks in the scope (unscoped: the searched stores' keyword totals), and whether
+    an unscoped search may use the HNSW index (a scoped one never does: nothing is read)."""
     if request.scope_ids is not None:
-        return len(request.scope_ids)
+        return len(request.scope_ids), False
     stores = {"stores": sorted(request.searched_stores)}
-    return int(conn.execute(keyword.STORE_TOTALS, stores).fetchone()[0])
+    rows, has_hnsw = conn.execute(SEARCHED_ROWS, stores).fetchone()
+    return int(rows), bool(has_hnsw)
+
+
+def hnsw_ef_search(depth: int) -> int:
+    """The HNSW search's breadth for a search of this depth (its pool is as large)."""
+    return min(HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, depth + 1 + TIE_MARGIN))
 
 
 # ---------------------------------------------------------------- plans
@@ -623,19 +638,14 @@ class _PhraseSql:
 # ---------------------------------------------------------------- vector channel
 
 
-def _semantic(conn: psycopg.Connection[Any], request: RankRequest, searched_rows: int) -> _Semantic:
+def _semantic(request: RankRequest, searched_rows: int, has_hnsw: bool) -> _Semantic:
     if request.query_vector is None:
         return _Semantic(None)
-    from kbmcp.store.postgres.vectors import has_index
-
     scoped = request.scope_ids is not None
-    strategy = choose_vector_plan(scoped, searched_rows, not scoped and has_index(conn))
+    strategy = choose_vector_plan(scoped, searched_rows, has_hnsw)
     pool_size = request.depth + 1 + TIE_MARGIN
     if strategy == "hnsw":
-        ef_search = min(HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, pool_size))
-        pool_size = max(pool_size, ef_search)
-        conn.execute(SET_ITERATIVE_SCAN)
-        conn.execute(SET_EF_SEARCH.format(ef=ef_search))
+        pool_size = max(pool_size, hnsw_ef_search(request.depth))  # SEARCH_SETTINGS' breadth
         body = HNSW_POOL
     else:
         body = EXACT_POOL if scoped else EXACT_UNSCOPED_POOL
