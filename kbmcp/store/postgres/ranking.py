@@ -418,7 +418,7 @@ def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
         }
         if scoped:
             assert request.scope_ids is not None
-            params["scope_ids"] = np.asarray(request.scope_ids, dtype=np.int64).tolist()
+            params["scope_ids"] = bigint_array_literal(request.scope_ids)
         channels = CHANNELS.format(
             scope=SCOPE_IDS if scoped else NO_SCOPE_IDS,
             lexical_ctes=lexical.ctes,
@@ -488,6 +488,13 @@ def _searched_rows(conn: psycopg.Connection[Any], request: RankRequest) -> tuple
     stores = {"stores": sorted(request.searched_stores)}
     rows, has_hnsw = conn.execute(SEARCHED_ROWS, stores).fetchone()
     return int(rows), bool(has_hnsw)
+
+
+def bigint_array_literal(ids: Sequence[int] | np.ndarray) -> str:
+    """PostgreSQL's text form of a bigint array, `{1,2,3}` (cast by `::bigint[]` in the SQL).
+    A scope of 10k chunk ids as a Python list costs psycopg ~3 ms of per-element dumping under
+    no load (~70 ms on a loaded machine); one string costs a join."""
+    return "{" + ",".join(map(str, np.asarray(ids, dtype=np.int64).tolist())) + "}"
 
 
 def hnsw_ef_search(depth: int) -> int:
