@@ -32,9 +32,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import apsw
@@ -48,6 +50,7 @@ from kbmcp.search.models import MODES, SearchFilters, SearchRequest
 from kbmcp.service.ingest_batch import sha256
 from kbmcp.service.search import search
 from kbmcp.store.catalog import MEMORIES, dump_json
+from kbmcp.store.postgres.url import is_postgres_url
 from kbmcp.store.sqlite.catalog import ensure_knowledge_base, ensure_tenant, find_knowledge_base
 from kbmcp.store.sqlite.id_key import id_key_of
 from kbmcp.store.sqlite.index import IndexRow, add_to_index
@@ -168,12 +171,40 @@ def scope_prefix(name: str) -> str:
     return "s" + name.rstrip("%").replace(".", "") + "/"
 
 
+def corpus_documents(corpus: Corpus) -> Iterator[CorpusDocument]:
+    """The corpus's documents in order, drawn from its generator (the same in every run)."""
+    for doc in range(corpus.docs):
+        path = path_of(doc, corpus.docs)
+        chunk_words = [corpus.chunk_words(doc) for _ in range(corpus.chunks_per_doc)]
+        scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "unscoped")
+        # The same scopes as tags and metadata: {"bucket": "s01"} / tag bucket=s01.
+        bucket = scope_prefix(scope).rstrip("/") if scope != "unscoped" else "rest"
+        sample = chunk_words[int(corpus.rng.integers(corpus.chunks_per_doc))]
+        yield CorpusDocument(doc, path, bucket, chunk_words, scope, sample)
+
+
+@dataclass(frozen=True)
+class CorpusDocument:
+    doc: int
+    path: str
+    bucket: str
+    chunk_words: list[np.ndarray]
+    scope: str  # a SCOPES name or "unscoped"
+    sample: np.ndarray  # word ids of one of its chunks (queries are drawn from samples)
+
+
+def samples_of(documents: Iterable[CorpusDocument]) -> dict[str, list[np.ndarray]]:
+    samples: dict[str, list[np.ndarray]] = {name: [] for name in [*SCOPES, "unscoped"]}
+    for document in documents:
+        samples[document.scope].append(document.sample)
+    return samples
+
+
 def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[np.ndarray]]:
     """Insert documents straight into the store (ingest's chunker/embedder would take an hour
     with a real model; the rows are the same). Returns sample chunk word-ids per scope.
     With write=False only the (deterministic) samples are regenerated for an existing file."""
     conn = ws.conn
-    samples: dict[str, list[np.ndarray]] = {name: [] for name in [*SCOPES, "unscoped"]}
     if not write:
         held = conn.execute(COUNT_BENCH_DOCUMENTS).fetchone()[0]
         if held != corpus.docs:
@@ -182,30 +213,21 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[n
                 f"--chunks {corpus.docs * corpus.chunks_per_doc} --chunks-per-doc "
                 f"{corpus.chunks_per_doc}: give the flags it was built with"
             )
-        for doc in range(corpus.docs):
-            path = path_of(doc, corpus.docs)
-            chunk_ids = [corpus.chunk_words(doc) for _ in range(corpus.chunks_per_doc)]
-            scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "unscoped")
-            samples[scope].append(chunk_ids[int(corpus.rng.integers(corpus.chunks_per_doc))])
-        return samples
+        return samples_of(corpus_documents(corpus))
     conn.execute("BEGIN IMMEDIATE")
     record_model(conn, HashingEmbedder().fingerprint)
     tenant = ensure_tenant(conn)
     kb = ensure_knowledge_base(conn, tenant, "bench")
     now = now_iso()
-    for doc in range(corpus.docs):
-        path = path_of(doc, corpus.docs)
-        chunk_ids = [corpus.chunk_words(doc) for _ in range(corpus.chunks_per_doc)]
-        scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "rest")
-        # The same scopes as tags and metadata: {"bucket": "s01"} / tag bucket=s01.
-        bucket = scope_prefix(scope).rstrip("/") if scope != "rest" else "rest"
-        doc_public = id_key_of(conn).make("document", kb.public_id, path)
-        insert_document(conn, corpus, kb.id, doc_public, path, f"Document {doc}", chunk_ids, now,
-                        bucket=bucket)  # fmt: skip
-        scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "unscoped")
-        samples[scope].append(chunk_ids[int(corpus.rng.integers(corpus.chunks_per_doc))])
+    written = []
+    for document in corpus_documents(corpus):
+        doc_public = id_key_of(conn).make("document", kb.public_id, document.path)
+        insert_document(conn, corpus, kb.id, doc_public, document.path,
+                        f"Document {document.doc}", document.chunk_words, now,
+                        bucket=document.bucket)  # fmt: skip
+        written.append(replace(document, chunk_words=[]))
     conn.execute("COMMIT")
-    return samples
+    return samples_of(written)
 
 
 def insert_document(
@@ -368,6 +390,22 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
 
+def make_cells(filters: str, kinds: dict[str, bool]) -> list[tuple[str, str, SearchFilters]]:
+    """(label, sample scope, filters) of each measured cell: unscoped, then each scope kind of
+    `filters` (path, tag, meta) at each size."""
+    buckets = {name: scope_prefix(name).rstrip("/") for name in SCOPES}
+    cells = [("unscoped", "unscoped", SearchFilters(**kinds))]
+    for kind in filters.split(","):
+        for name in SCOPES:
+            chosen = {
+                "path": SearchFilters(document_paths=[scope_prefix(name)], **kinds),
+                "tag": SearchFilters(tags={"bucket": buckets[name]}, **kinds),
+                "meta": SearchFilters(metadata={"bucket": buckets[name]}, **kinds),
+            }[kind]
+            cells.append((f"{kind} {name}", name, chosen))
+    return cells
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100_000)
@@ -398,7 +436,23 @@ def main() -> None:
     parser.add_argument(
         "--filters", default="path,tag,meta", help="Scope kinds: path, tag, meta (comma-separated)."
     )
-    parser.add_argument("--db", type=Path, help="Keep the corpus here (reused if it exists).")
+    parser.add_argument(
+        "--db",
+        help="Keep the corpus here (reused if it exists): a file, or a postgresql:// URL to run "
+        "both backends side by side (the file is --file) or PostgreSQL alone (--postgres-only).",
+    )
+    parser.add_argument(
+        "--file",
+        type=Path,
+        help="With a PostgreSQL --db: the SQLite file of the same corpus (built if missing, "
+        "copied into the database with `kbmcp copy` when the database does not hold it).",
+    )
+    parser.add_argument(
+        "--postgres-only",
+        action="store_true",
+        help="With a PostgreSQL --db: no SQLite side; the corpus is written straight into the "
+        "database and recall is against PostgreSQL's own exact search.",
+    )
     parser.add_argument(
         "--memories",
         type=int,
@@ -419,11 +473,16 @@ def main() -> None:
         "been answering for a while would have (fills the per-term keyword cache).",
     )
     args = parser.parse_args()
+    if args.db and is_postgres_url(args.db):
+        import postgres_search  # bench/postgres_search.py, beside this file
+
+        postgres_search.main(args, sys.modules[__name__])
+        return
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         corpus = Corpus(args.chunks, anisotropy=args.anisotropy,
                         chunks_per_doc=args.chunks_per_doc)  # fmt: skip
-        db_path = args.db or Path(tmp) / "bench.db"
+        db_path = Path(args.db) if args.db else Path(tmp) / "bench.db"
         reuse = db_path.exists()
         ws = Workspace(
             Settings(db=db_path, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
@@ -442,17 +501,8 @@ def main() -> None:
             [q for qs in [*queries.values(), *warmup.values()] for q in qs], corpus
         )
         reference = Workspace(ws.settings, embedder=ws._embedder)  # one-shot: SQL only
-        buckets = {name: scope_prefix(name).rstrip("/") for name in SCOPES}
         kinds = {"include_memories": False} if args.documents_only else {}
-        cells = [("unscoped", "unscoped", SearchFilters(**kinds))]
-        for kind in args.filters.split(","):
-            for name in SCOPES:
-                filters = {
-                    "path": SearchFilters(document_paths=[scope_prefix(name)], **kinds),
-                    "tag": SearchFilters(tags={"bucket": buckets[name]}, **kinds),
-                    "meta": SearchFilters(metadata={"bucket": buckets[name]}, **kinds),
-                }[kind]
-                cells.append((f"{kind} {name}", name, filters))
+        cells = make_cells(args.filters, kinds)
         for mode in args.modes.split(","):  # warm caches once per mode
             search(ws, ws.local_principal(), SearchRequest(queries["unscoped"][0], mode=mode))
         started = time.perf_counter()

@@ -340,11 +340,12 @@ def _sqlite_value(value: Any) -> Any:
 
 
 class _PostgresSide(_Side):
-    # TRUNCATE empties every table at once; RESTART IDENTITY resets the id sequences.
+    # TRUNCATE empties every table at once; RESTART IDENTITY resets the id sequences. It fires
+    # no DELETE trigger: the totals the triggers keep are truncated with their tables.
     WIPE = """
         TRUNCATE tenant, knowledge_base, document, document_tag, document_metadata, revision,
                  chunk, share, token, chunk_vector, chunk_vec, chunk_keyword, chunk_term,
-                 keyword_total, embedding_model, source_file, staged_revision
+                 keyword_total, keyword_token, embedding_model, source_file, staged_revision
         RESTART IDENTITY"""
     # After explicit ids, each identity continues after the largest one.
     IDENTITY_TABLES = ("tenant", "knowledge_base", "document", "revision", "chunk", "token")

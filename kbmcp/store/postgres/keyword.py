@@ -10,14 +10,17 @@ the same floats:
   kbmcp/store/sqlite/index.py feeds FTS5: title, heading path joined with " > ", body.
 - `chunk_keyword` holds each indexed chunk's token count per column (FTS5's docsize: D is the
   sum); `chunk_term` one row per (token, chunk) with its instances per column (f is their
-  column-weighted sum) and positions `column << 20 | offset` (a phrase is its tokens at
-  consecutive offsets of one column); `keyword_total` each store's rows and tokens.
+  column-weighted sum), positions `column << 20 | offset` (a phrase is its tokens at
+  consecutive offsets of one column) and an impact (`impact`: the order of a token's postings,
+  best first); `keyword_total` each store's rows and tokens, `keyword_token` each store's rows
+  containing each token.
 - The statistics are those of the caller's readable set (docs/search.md, "Keyword statistics"):
-  N and the total tokens from `keyword_total` of the readable stores, each phrase's n from the
-  postings of those stores. idf, the stop-word rule and hybrid's ceiling are then computed in
-  Python with the functions SQLite's paths use, and the per-row terms in SQL with the same IEEE
-  operations in the same order (bm25.contributions), summed in query order (an ordered
-  `sum()`: PostgreSQL adds float8 left to right, as FTS5 does), so the scores are FTS5's.
+  N and the total tokens from `keyword_total` of the readable stores, each token's n from
+  `keyword_token` of those stores, a multi-token phrase's n from their postings. idf, the
+  stop-word rule and hybrid's ceiling are then computed in Python with the functions SQLite's
+  paths use, and the per-row terms in SQL with the same IEEE operations in the same order
+  (bm25.contributions), summed in query order (an ordered `sum()`: PostgreSQL adds float8 left
+  to right, as FTS5 does), so the scores are FTS5's.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ FROM STDIN
 """
 INSERT_CHUNK_TERMS = """
 COPY chunk_term (token, knowledge_base_id, chunk_id, length, in_title, in_heading, in_body,
-                 positions)
+                 impact, positions)
 FROM STDIN
 """
 # chunk_term rows go with their chunk_keyword row (ON DELETE CASCADE).
@@ -62,12 +65,17 @@ SELECT coalesce(sum(rows), 0)::bigint, coalesce(sum(tokens), 0)::bigint
 FROM keyword_total
 WHERE knowledge_base_id = ANY(%(stores)s)
 """
-# Rows of some stores containing each token: one index range per (token, store).
+# Rows of some stores containing each token: the per-store counts the triggers keep
+# (sql/003_keyword_scale.sql), one row per (token, store).
 TOKEN_ROWS = """
-SELECT t.token,
-       (SELECT count(*) FROM chunk_term AS p
-        WHERE p.token = t.token AND p.knowledge_base_id = ANY(%(stores)s))
-FROM unnest(%(tokens)s::text[]) AS t(token)
+SELECT token, sum(rows)::bigint
+FROM keyword_token
+WHERE token = ANY(%(tokens)s::text[]) AND knowledge_base_id = ANY(%(stores)s)
+GROUP BY token
+"""
+# Each store's average indexed length, for the impact of new postings.
+STORE_LENGTHS = """
+SELECT knowledge_base_id, rows, tokens FROM keyword_total WHERE knowledge_base_id = ANY(%(stores)s)
 """
 
 
@@ -160,25 +168,51 @@ def index_chunks(conn: psycopg.Connection[Any], rows: Sequence[KeywordRow]) -> N
     """Add chunks to the keyword index (inside the caller's transaction)."""
     if not rows:
         return
+    found = [chunk_keywords(row.title, row.heading_path, row.text) for row in rows]
+    avgdl = _average_lengths(conn, rows, found)
     sizes = StringIO()
     terms = StringIO()
-    for row in rows:
+    for row, keywords in zip(rows, found, strict=True):
         knowledge_base_id = row.knowledge_base_id
-        found = chunk_keywords(row.title, row.heading_path, row.text)
-        sizes.write(f"{row.chunk_id}\t{knowledge_base_id}\t{found.sizes[0]}\t{found.sizes[1]}\t")
-        sizes.write(f"{found.sizes[2]}\n")
-        for posting in found.postings:
+        length = keywords.length
+        sizes.write(f"{row.chunk_id}\t{knowledge_base_id}\t{keywords.sizes[0]}\t")
+        sizes.write(f"{keywords.sizes[1]}\t{keywords.sizes[2]}\n")
+        for posting in keywords.postings:
             positions = ",".join(map(str, posting.positions))
+            title, heading, body = posting.counts
+            weight = impact(title, heading, body, length, avgdl[knowledge_base_id])
             terms.write(
                 f"{_copy_text(posting.token)}\t{knowledge_base_id}\t{row.chunk_id}\t"
-                f"{found.length}\t{posting.counts[0]}\t{posting.counts[1]}\t{posting.counts[2]}\t"
-                f"{{{positions}}}\n"
+                f"{length}\t{title}\t{heading}\t{body}\t{weight!r}\t{{{positions}}}\n"
             )
     with conn.cursor() as cur:
         with cur.copy(INSERT_CHUNK_KEYWORD) as copy:
             copy.write(sizes.getvalue())
         with cur.copy(INSERT_CHUNK_TERMS) as copy:
             copy.write(terms.getvalue())
+
+
+def impact(title: int, heading: int, body: int, length: int, avgdl: float) -> float:
+    """A posting's bm25 term-frequency part with its store's average length: the order of a
+    token's postings, best first (chunk_term_by_impact); never a score."""
+    f = title * WEIGHTS[0] + heading * WEIGHTS[1] + body * WEIGHTS[2]
+    return (f * (bm25.K1 + 1.0)) / (f + bm25.K1 * ((1 - bm25.B) + bm25.B * length / avgdl))
+
+
+def _average_lengths(
+    conn: psycopg.Connection[Any], rows: Sequence[KeywordRow], found: Sequence[ChunkKeywords]
+) -> dict[int, float]:
+    """Each store's average indexed length once these rows are in (at least 1)."""
+    totals: dict[int, list[int]] = {}
+    for row, keywords in zip(rows, found, strict=True):
+        total = totals.setdefault(row.knowledge_base_id, [0, 0])
+        total[0] += 1
+        total[1] += keywords.length
+    stores = sorted(totals)
+    for store, held_rows, held_tokens in conn.execute(STORE_LENGTHS, {"stores": stores}):
+        totals[store][0] += int(held_rows)
+        totals[store][1] += int(held_tokens)
+    return {store: max(tokens / count, 1.0) for store, (count, tokens) in totals.items()}
 
 
 def unindex_chunks(conn: psycopg.Connection[Any], chunk_ids: Sequence[int]) -> None:
@@ -302,14 +336,18 @@ ROWS_OF_STORES = "p1.knowledge_base_id = ANY(%(stores)s)"
 ROWS_SEARCHED = "p1.knowledge_base_id = ANY(%(searched_stores)s)"
 ROWS_IN_SCOPE = """p1.knowledge_base_id = ANY(%(searched_stores)s)
       AND p1.chunk_id IN (SELECT id FROM scope_chunk)"""
+# The bounded plan's candidates (ranking.py), already in the searched stores.
+ROWS_OF_CANDIDATES = "p1.chunk_id IN (SELECT chunk_id FROM lexical_candidate)"
 
 
 def phrase_rows_sql(
     tokens: Sequence[str], rows: str, number: int = 0, prefix: str = "t"
 ) -> tuple[str, dict[str, Any]]:
     """SQL yielding (phrase, chunk_id, length, f) for one phrase, and its token parameters.
-    `rows`: "stats" (the stores' rows), "searched" (the searched stores) or "scope"."""
-    row_filter = {"stats": ROWS_OF_STORES, "searched": ROWS_SEARCHED, "scope": ROWS_IN_SCOPE}[rows]
+    `rows`: "stats" (the stores' rows), "searched" (the searched stores), "scope" or
+    "candidates" (the bounded plan's)."""
+    row_filter = {"stats": ROWS_OF_STORES, "searched": ROWS_SEARCHED, "scope": ROWS_IN_SCOPE,
+                  "candidates": ROWS_OF_CANDIDATES}[rows]  # fmt: skip
     names = [f"{prefix}{number}_{k}" for k in range(len(tokens))]
     params: dict[str, Any] = dict(zip(names, tokens, strict=True))
     params.update(weight_params())

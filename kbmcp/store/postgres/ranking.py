@@ -1,21 +1,37 @@
-"""The ranking statement on PostgreSQL: SQLite's RANKING (sqlite/search/ranking.py), step by step.
+"""The ranking on PostgreSQL: SQLite's RANKING (sqlite/search/ranking.py), step for step.
 
 scope -> keyword candidates -> vector candidates -> ranks with public-id ties -> normalisation
-and fusion -> recency decay -> ORDER BY ... LIMIT, in one statement, so scoping happens before
-the limit here too. Before it, in the same snapshot (a REPEATABLE READ, READ ONLY transaction),
-one statement reads the keyword statistics of the caller's readable set (keyword.py); idf, the
-stop-word rule and hybrid's ceiling are computed from them in Python by SQLite's own functions.
+and fusion -> recency decay -> ORDER BY ... LIMIT, so scoping happens before the limit here too.
+One search is, in one snapshot (a REPEATABLE READ, READ ONLY transaction):
+1. the keyword statistics of the caller's readable set (keyword.py: a few rows of keyword_total
+   and keyword_token); idf, the stop-word rule and hybrid's ceiling are computed from them in
+   Python by SQLite's own functions;
+2. the channels statement (CHANNELS): the scope, the keyword channel's candidates (at most
+   depth + 1, scored) and the vector channel's pool (rows with their vectors);
+3. the pool scored exactly here (`sqlite_vec_similarity`), its best depth + 1 kept;
+4. the ranking statement (RANKING): both channels' candidates as parameters, as an
+   accelerator's candidates enter SQLite's statement; ranks, fusion, decay, the limit and the
+   cited rows.
 
-The channels:
-- keyword: FTS5's bm25 from the postings (keyword.py), summed in query order; the stop-word
-  pruning of fts.py with its fallback to every term inside the statement.
-- vector: the nearest rows by pgvector's cosine `<=>` (exact over the scope by default; the HNSW
-  index with iterative scans for a large unscoped search: `choose_vector_plan`), then each
-  candidate's similarity re-computed as sqlite-vec computes it (float32 sums in dimension order,
-  see SQLITE_VEC_COSINE), so both backends give the same floats. pgvector sums in another order
-  (its loops are vectorised): its distances differ from sqlite-vec's in the last float32 bits,
-  which would move scores across the 6-decimal rounding of outputs. The pool is the depth plus
-  TIE_MARGIN rows, so a near-tie at the cut is decided by the exact scores.
+The channels and their plans (reported as the search's strategies):
+- keyword, "postings": FTS5's bm25 from every posting of the kept phrases in the scope
+  (keyword.py), summed in query order; the stop-word pruning of fts.py with its fallback to
+  every term inside the statement. The postings are read by token, or by scope chunk when the
+  scope is small against them (`choose_token_reads`); same rows, same scores.
+- keyword, "postings_bounded": a large unscoped search (where the vector channel uses the HNSW
+  index) takes each kept token's best postings by impact as candidates and scores the best of
+  them exactly with every kept phrase: approximate in which rows are candidates, exact in their
+  scores (`choose_lexical_plan`).
+- vector, "pg_exact": the scope's rows nearest by pgvector's cosine `<=>`; "pg_hnsw": for a
+  large unscoped search the HNSW index with iterative scans, plus the keyword channel's
+  candidates (a row both channels rank high is then never lost by the approximate index)
+  (`choose_vector_plan`). Either way each pool row's similarity is then computed as sqlite-vec
+  computes it (float32 sums in dimension order), so both backends give the same floats:
+  pgvector sums in another order (its loops are vectorised), and its distances differ from
+  sqlite-vec's in the last float32 bits, which would move scores across the 6-decimal rounding
+  of outputs. The exact pool is the depth plus TIE_MARGIN rows, so a near-tie at the cut is
+  decided by the exact scores. (Scoring the pool in SQL, as a first version did, cost ~70 us a
+  row: most of a small scope's search.)
 """
 
 from __future__ import annotations
@@ -34,21 +50,74 @@ from kbmcp.store.postgres import keyword
 from kbmcp.store.postgres.keyword import CONTRIBUTION, KeywordStats, Phrase
 from kbmcp.store.postgres.vectors import Float32Vector
 
-# Unscoped searches over more indexed chunks than this use the HNSW index (as SQLite plan.py's
-# VECTOR_EXACT_MAX_ROWS moves SQLite from exact SQL to vec0); scoped searches are always exact.
+# Unscoped searches over more indexed chunks than this use the HNSW index and the bounded
+# keyword plan (as plan.py's VECTOR_EXACT_MAX_ROWS moves SQLite from exact SQL to vec0); scoped
+# searches are always exact.
 VECTOR_EXACT_MAX_ROWS = 20_000
 TIE_MARGIN = 32  # pool rows beyond the depth (see the module docstring)
 # A pool row may pass the floor by pgvector's distance and fail it by the exact one, never the
 # reverse: the pool's floor is lowered by more than their largest difference (~1e-7).
 FLOOR_SLACK = 1e-5
 HNSW_EF_SEARCH_MAX = 1000  # pgvector's bound
+# The HNSW search's breadth (pgvector's default is 40); the pool is as large (its rows are
+# cheap to score exactly): recall against cost, bench/search.py.
+HNSW_EF_SEARCH = 400
+# The bounded keyword plan: each kept token's best postings per searched store, and how many
+# candidates (times depth + 1) are scored exactly: recall against cost, bench/search.py. Below
+# BOUNDED_MIN_POSTINGS postings of the kept tokens every posting is read.
+BOUNDED_LIST_SIZE = 1000
+BOUNDED_RESCORED_PER_DEPTH = 4
+BOUNDED_MIN_POSTINGS = 20_000
+# A scope chunk's postings cost about as much to read as this many postings of a token (an
+# index descent and a heap page per chunk, against an index-only range: bench/search.py).
+CHUNK_READ_POSTINGS = 40
 
-NO_CANDIDATES = "SELECT NULL::bigint, NULL::float8 WHERE false"
+READ_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+# The search's settings, sent as one batch (no parameters, so one round trip), local to the
+# read snapshot:
+# - every statement planned for its parameters: psycopg prepares a statement run 5 times on a
+#   connection, and PostgreSQL may then plan it once for any parameters - with no row estimate
+#   for a token and a scope array that is no longer a constant (so no hashed `= ANY`);
+# - no merge joins: the planner cannot know that a scope's ids are distinct, expects a join of
+#   the postings to the scope to multiply rows and sorts both sides for a merge join (~40 ms for
+#   100k postings), where hashing the scope and streaming the postings through it is the plan;
+# - the HNSW index's breadth and iterative scans (read only by a `pg_hnsw` pool).
+SEARCH_SETTINGS = """SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL enable_mergejoin = off;
+SET LOCAL hnsw.iterative_scan = relaxed_order;
+SET LOCAL hnsw.ef_search = {ef}"""
+# The searched stores' indexed chunks (their keyword totals) and whether the HNSW index exists.
+SEARCHED_ROWS = """
+SELECT coalesce(sum(rows), 0)::bigint, to_regclass('chunk_vec_hnsw') IS NOT NULL
+FROM keyword_total
+WHERE knowledge_base_id = ANY(%(stores)s)
+"""
+
+# ---------------------------------------------------------------- the channels statement
+
+# Rows: (is_lexical, chunk_id, bm25 score or NULL, vector or NULL). The scope's ids are
+# distinct (a scope is a set of chunks): the channels JOIN it rather than test IN, so no step
+# de-duplicates it again.
+CHANNELS = """
+WITH
+scope_chunk(id) AS MATERIALIZED (
+    {scope}
+),
+{lexical_ctes}
+lexical_hit(chunk_id, score) AS MATERIALIZED (
+    {lexical}
+),
+semantic_pool(chunk_id, embedding) AS MATERIALIZED (
+    {semantic}
+)
+SELECT true, chunk_id, score, NULL::vector FROM lexical_hit
+UNION ALL
+SELECT false, chunk_id, NULL::float8, embedding FROM semantic_pool
+"""
 SCOPE_IDS = "SELECT unnest(%(scope_ids)s::bigint[])"
 NO_SCOPE_IDS = "SELECT NULL::bigint WHERE false"
-READ_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-SET_ITERATIVE_SCAN = "SET LOCAL hnsw.iterative_scan = relaxed_order"
-SET_EF_SEARCH = "SET LOCAL hnsw.ef_search = {ef}"
+NO_LEXICAL = "SELECT NULL::bigint, NULL::float8 WHERE false"
+NO_SEMANTIC = "SELECT NULL::bigint, NULL::vector WHERE false"
 
 # ---------------------------------------------------------------- keyword channel
 
@@ -87,76 +156,113 @@ LEXICAL_PRUNED_OR_ALL_BODY = """
      ORDER BY score DESC, chunk_id
      LIMIT %(depth)s + 1)"""
 
-# ---------------------------------------------------------------- vector channel
-
-# sqlite-vec's vec_distance_cosine, operation for operation: float32 products summed in float32
-# in dimension order (sum(real) adds float4 values; the ORDER BY fixes the order), the magnitudes'
-# square roots and the division in double, `1 - x` rounded to float32 (its return type); NULL for
-# a zero vector (0/0), which SQLite reports as NULL and the channel scores 0.
-SQLITE_VEC_COSINE = """
+# The postings of a query's single-token phrases: (phrase number, chunk id, D, f). Two phrases
+# may be the same token: each counts, as in FTS5. f is FTS5's sum of one column weight per
+# instance (weights are parameters: exact for weights on the 1/1024 grid).
+POSTING_F = "(p.in_title * %(w_title)s + p.in_heading * %(w_heading)s + p.in_body * %(w_body)s)"
+# By token: one index-only range of chunk_term_by_impact per token (each token a constant, so
+# the planner knows how many rows each has).
+TOKEN_POSTINGS = """
+    SELECT {number} AS phrase, p.chunk_id, p.length, {f} AS f
+    FROM chunk_term AS p
+    WHERE p.token = %({token})s AND p.knowledge_base_id = ANY(%(searched_stores)s::bigint[])"""
+# In a scope: a hash join with the scope's ids (see SEARCH_SETTINGS). Not `= ANY(array)`:
+# PostgreSQL would hash the array at run time, but estimating each such test at planning time
+# walks the whole array (~7 ms per token for 10k ids).
+TOKENS_IN_SCOPE = """
+    SELECT h.phrase, h.chunk_id, h.length, h.f
+    FROM ({postings}) AS h
+    JOIN scope_chunk AS s ON s.id = h.chunk_id"""
+# By chunk: each row's postings of the tokens, one search of the primary key (chunk_id, token)
+# per row. OFFSET 0 keeps the LATERAL subquery a per-row search: flattened, the planner may
+# read the tokens' whole ranges instead (it cannot tell how many rows a token has here).
+TOKENS_OF_ROWS = """
+    SELECT q.phrase, p.chunk_id, p.length, p.f
+    FROM {rows} AS s
     CROSS JOIN LATERAL (
-        SELECT sum({ab} ORDER BY e.i) AS dot, sum({aa} ORDER BY e.i) AS a_mag,
-               sum({bb} ORDER BY e.i) AS b_mag
-        FROM unnest(v.embedding::real[], %(query_vector)b::vector::real[])
-             WITH ORDINALITY AS e(a, b, i)) AS s"""
-# A float32 product as C computes it: the exact product (a double holds it) rounded to float32.
-# Not `real * real`: PostgreSQL raises "underflow" where C gives 0 (model vectors do hold
-# components near 1e-37), and so does a cast of a double below float32's range; a product of at
-# most half the smallest float32 (2^-150) rounds to 0, anything larger to a nonzero float32.
-FLOAT32_PRODUCT = """(CASE WHEN abs({x}::float8 * {y}::float8) <= 7.006492321624085e-46::float8
-                  THEN 0::real ELSE ({x}::float8 * {y}::float8)::real END)"""
-SQLITE_VEC_SIMILARITY = """1.0::float8 - coalesce(
-           ((1.0::float8 - s.dot::float8
-             / nullif(sqrt(s.a_mag::float8) * sqrt(s.b_mag::float8), 0.0::float8))::float4)::float8,
-           1.0::float8)"""
-PASSES_FLOOR = """(%(min_similarity)s::float8 IS NULL OR {score} >= %(min_similarity)s::float8
-       OR {chunk} = ANY(%(floor_exempt)s::bigint[]))"""
-SEMANTIC_POOL = """semantic_pool(chunk_id) AS MATERIALIZED (
-    SELECT v.chunk_id
-    FROM chunk_vec AS v
-    WHERE {rows}
-      AND (%(min_similarity)s::float8 IS NULL
-           OR 1.0::float8 - (v.embedding <=> %(query_vector)b::vector)
-              >= %(min_similarity)s::float8 - %(floor_slack)s::float8
-           OR v.chunk_id = ANY(%(floor_exempt)s::bigint[]))
-    ORDER BY {order}
-    LIMIT %(pool_size)s
+        SELECT p.chunk_id, p.token, p.length, {f} AS f
+        FROM chunk_term AS p
+        WHERE p.chunk_id = s.{id} AND p.token = ANY(%({tokens})s::text[])
+        OFFSET 0) AS p
+    JOIN unnest(%({tokens})s::text[], %({phrases})s::integer[]) AS q(token, phrase)
+      ON q.token = p.token"""
+
+# The bounded plan (a large unscoped search, "postings_bounded"): each kept token's best
+# postings by impact in each searched store (chunk_term_by_impact, read best first) are the
+# candidates; the best of them by their partial sums are scored exactly with every kept phrase
+# (TOKENS_OF_ROWS over lexical_candidate).
+LEXICAL_BOUNDED = """lexical_list(phrase, chunk_id, length, f) AS MATERIALIZED (
+{lists}
 ),
-semantic_exact(chunk_id, score) AS MATERIALIZED (
-    SELECT v.chunk_id, {similarity}
-    FROM semantic_pool AS p
-    JOIN chunk_vec AS v ON v.chunk_id = p.chunk_id{cosine}
+lexical_candidate(chunk_id) AS MATERIALIZED (
+    SELECT h.chunk_id
+    FROM lexical_list AS h
+    GROUP BY h.chunk_id
+    ORDER BY sum({contribution} ORDER BY h.phrase) DESC, h.chunk_id
+    LIMIT %(rescored)s
 ),
 """
-SEMANTIC_BODY = """
-    SELECT chunk_id, score FROM semantic_exact
-    WHERE {floor}
-    ORDER BY score DESC, chunk_id
-    LIMIT %(depth)s + 1"""
-# The HNSW index serves ORDER BY distance alone. The exact order is written so that no index can
-# serve it (the planner would otherwise take the approximate index for an "exact" scan).
-HNSW_ORDER = "v.embedding <=> %(query_vector)b::vector"
-EXACT_ORDER = "1.0::float8 - (v.embedding <=> %(query_vector)b::vector) DESC, v.chunk_id"
-VEC_IN_SCOPE = "v.chunk_id IN (SELECT id FROM scope_chunk)"
-VEC_SEARCHED = "v.knowledge_base_id = ANY(%(searched_stores)s::bigint[])"
+TOKEN_LIST = """
+    SELECT {number} AS phrase, l.chunk_id, l.length, l.f
+    FROM unnest(%(searched_stores)s::bigint[]) AS store(id)
+    CROSS JOIN LATERAL (
+        SELECT p.chunk_id, p.length, {f} AS f
+        FROM chunk_term AS p
+        WHERE p.token = %({token})s AND p.knowledge_base_id = store.id
+        ORDER BY p.impact DESC
+        LIMIT %(list_size)s) AS l"""
 
-# ---------------------------------------------------------------- the statement
+# ---------------------------------------------------------------- vector channel
+
+# The pool: the nearest rows by pgvector's cosine distance, with their vectors. A row may pass
+# the floor by pgvector's distance and fail it by the exact one, never the reverse: the pool's
+# floor is lowered by FLOOR_SLACK.
+POOL_FLOOR = """(%(min_similarity)s::float8 IS NULL
+           OR 1.0::float8 - (v.embedding <=> %(query_vector)b::vector)
+              >= %(min_similarity)s::float8 - %(floor_slack)s::float8
+           OR v.chunk_id = ANY(%(floor_exempt)s::bigint[]))"""
+# The exact order is written so that no index can serve it (the planner would otherwise take
+# the approximate index for an "exact" scan).
+EXACT_POOL = """
+    SELECT v.chunk_id, v.embedding
+    FROM chunk_vec AS v
+    WHERE v.chunk_id = ANY(%(scope_ids)s::bigint[]) AND {floor}
+    ORDER BY 1.0::float8 - (v.embedding <=> %(query_vector)b::vector) DESC, v.chunk_id
+    LIMIT %(pool_size)s"""
+EXACT_UNSCOPED_POOL = """
+    SELECT v.chunk_id, v.embedding
+    FROM chunk_vec AS v
+    WHERE v.knowledge_base_id = ANY(%(searched_stores)s::bigint[]) AND {floor}
+    ORDER BY 1.0::float8 - (v.embedding <=> %(query_vector)b::vector) DESC, v.chunk_id
+    LIMIT %(pool_size)s"""
+# The HNSW index serves ORDER BY distance alone; the keyword channel's candidates join the pool.
+HNSW_POOL = """
+    (SELECT v.chunk_id, v.embedding
+     FROM chunk_vec AS v
+     WHERE v.knowledge_base_id = ANY(%(searched_stores)s::bigint[]) AND {floor}
+     ORDER BY v.embedding <=> %(query_vector)b::vector
+     LIMIT %(pool_size)s)
+    UNION ALL
+    SELECT v.chunk_id, v.embedding
+    FROM lexical_hit AS h
+    JOIN chunk_vec AS v ON v.chunk_id = h.chunk_id
+    WHERE v.knowledge_base_id = ANY(%(searched_stores)s::bigint[])"""
+
+# ---------------------------------------------------------------- the ranking statement
 
 # SQLite's RANKING with PostgreSQL spellings: least() for the scalar min, greatest() for the
 # scalar max, `COLLATE "C"` wherever public ids break ties (byte order, as SQLite's BINARY,
 # whatever the database's locale), float8 parameters, and julianday() as SQLite computes it
-# (JULIANDAY).
+# (JULIANDAY). Each channel's candidates, already scoped, enter as parameters (exact doubles:
+# psycopg writes a float as its shortest repr, which PostgreSQL reads back to the same double),
+# as an accelerator's candidates enter SQLite's statement.
 RANKING = """
 WITH
-scope_chunk(id) AS MATERIALIZED (
-    {scope}
-),
-{channel_ctes}
 lexical_hit(chunk_id, score) AS MATERIALIZED (
-    {lexical}
+    SELECT * FROM unnest(%(lexical_ids)s::bigint[], %(lexical_scores)s::float8[])
 ),
 semantic_hit(chunk_id, score) AS MATERIALIZED (
-    {semantic}
+    SELECT * FROM unnest(%(semantic_ids)s::bigint[], %(semantic_scores)s::float8[])
 ),
 channel_hit(channel, chunk_id, score, rank) AS (
     SELECT 'lexical', h.chunk_id, h.score,
@@ -276,46 +382,79 @@ class PgRanking:
 
 
 @dataclass(frozen=True)
-class _Channel:
+class _Lexical:
+    """The keyword channel's part of the channels statement."""
+
     strategy: str | None
-    body: str = NO_CANDIDATES
     ctes: str = ""
+    body: str = NO_LEXICAL
     params: dict[str, Any] | None = None
-    ceiling: float = 0.0
+    ceiling: float = 0.0  # hybrid's keyword scale
+
+
+@dataclass(frozen=True)
+class _Semantic:
+    """The vector channel's part of the channels statement."""
+
+    strategy: str | None
+    body: str = NO_SEMANTIC
+    params: dict[str, Any] | None = None
 
 
 def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
-    """Keyword statistics, then the ranking statement, in one read-only snapshot."""
+    """Statistics, the channels statement, exact vector scores, the ranking statement: in one
+    read-only snapshot."""
     with read_snapshot(conn):
-        lexical = _lexical(conn, request) if request.lexical else _Channel(None)
-        semantic = _semantic(conn, request)
-        has_ids = request.scope_ids is not None and len(request.scope_ids) > 0
-        sql = RANKING.format(
-            scope=SCOPE_IDS if has_ids else NO_SCOPE_IDS,
-            channel_ctes=lexical.ctes + semantic.ctes,
-            lexical=lexical.body,
-            semantic=semantic.body,
-            julian_now=JULIANDAY.format(value="%(now)s::text"),
-            julian_updated=JULIANDAY.format(value="d.updated_at"),
-        )
+        conn.execute(SEARCH_SETTINGS.format(ef=hnsw_ef_search(request.depth)))
+        scoped = request.scope_ids is not None
+        searched_rows, has_hnsw = _searched_rows(conn, request)
+        lexical = _lexical(conn, request, searched_rows) if request.lexical else _Lexical(None)
+        semantic = _semantic(request, searched_rows, has_hnsw)
         params: dict[str, Any] = {
-            "mode": request.mode,
-            "alpha": request.alpha,
-            "lexical_ceiling": lexical.ceiling,
-            "weak_share": WEAK_KEYWORD_SHARE,
-            "rrf_k": request.rrf_k,
             "depth": request.depth,
-            "limit": request.limit,
-            "half_life": request.half_life_days,
-            "now": request.now or None,
             "searched_stores": sorted(request.searched_stores),
             **(lexical.params or {}),
             **(semantic.params or {}),
         }
-        if has_ids:
+        if scoped:
             assert request.scope_ids is not None
-            params["scope_ids"] = np.asarray(request.scope_ids, dtype=np.int64).tolist()
-        rows = conn.execute(sql, params).fetchall()
+            params["scope_ids"] = bigint_array_literal(request.scope_ids)
+        channels = CHANNELS.format(
+            scope=SCOPE_IDS if scoped else NO_SCOPE_IDS,
+            lexical_ctes=lexical.ctes,
+            lexical=lexical.body,
+            semantic=semantic.body,
+        )
+        with conn.cursor(binary=True) as cur:
+            found = cur.execute(channels, params).fetchall()
+        lexical_ids = [row[1] for row in found if row[0]]
+        lexical_scores = [row[2] for row in found if row[0]]
+        pool = [(row[1], row[3]) for row in found if not row[0]]
+        semantic_ids, semantic_scores = [], []
+        if request.query_vector is not None:
+            semantic_ids, semantic_scores = _best_of_pool(pool, request)
+        sql = RANKING.format(
+            julian_now=JULIANDAY.format(value="%(now)s::text"),
+            julian_updated=JULIANDAY.format(value="d.updated_at"),
+        )
+        rows = conn.execute(
+            sql,
+            {
+                "mode": request.mode,
+                "alpha": request.alpha,
+                "lexical_ceiling": lexical.ceiling,
+                "weak_share": WEAK_KEYWORD_SHARE,
+                "rrf_k": request.rrf_k,
+                "depth": request.depth,
+                "limit": request.limit,
+                "half_life": request.half_life_days,
+                "now": request.now or None,
+                "lexical_ids": lexical_ids,
+                "lexical_scores": lexical_scores,
+                "semantic_ids": semantic_ids,
+                "semantic_scores": semantic_scores,
+            },
+        ).fetchall()
     ranking = (
         Ranking([], 0, 0, 0)
         if not rows
@@ -341,56 +480,59 @@ def read_snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
         yield
 
 
-def _scope_rows(conn: psycopg.Connection[Any], request: RankRequest) -> int:
-    """Indexed chunks in the scope (the searched stores' count from their keyword totals)."""
+def _searched_rows(conn: psycopg.Connection[Any], request: RankRequest) -> tuple[int, bool]:
+    """Indexed chunks in the scope (unscoped: the searched stores' keyword totals), and whether
+    an unscoped search may use the HNSW index (a scoped one never does: nothing is read)."""
     if request.scope_ids is not None:
-        return len(request.scope_ids)
-    return int(
-        conn.execute(keyword.STORE_TOTALS, {"stores": sorted(request.searched_stores)}).fetchone()[
-            0
-        ]
-    )
+        return len(request.scope_ids), False
+    stores = {"stores": sorted(request.searched_stores)}
+    rows, has_hnsw = conn.execute(SEARCHED_ROWS, stores).fetchone()
+    return int(rows), bool(has_hnsw)
 
 
-def _lexical(conn: psycopg.Connection[Any], request: RankRequest) -> _Channel:
-    phrases: list[Phrase] = [(term, keyword.query_tokens(term)) for term in request.terms]
-    phrases = [(term, tokens) for term, tokens in phrases if tokens]
-    if not phrases:
-        return _Channel("postings")
-    stats = keyword.keyword_stats(conn, phrases, request.readable_stores)
-    # hybrid's keyword scale: the sum of the phrases' idf in query order (lexical/ceiling.py)
-    ceiling = 0.0
-    if request.mode == "hybrid" and stats.rows:
-        for term, _ in phrases:
-            ceiling += stats.idf(term)
-    if stats.rows == 0:
-        return _Channel("postings", ceiling=ceiling)
-    unscoped = request.every_store and request.scope_ids is None
-    scope_rows = None if unscoped else _scope_rows(conn, request)
-    kept, dropped = keyword.prune(phrases, stats, scope_rows, request.depth)
-    number = {term: i + 1 for i, (term, _) in enumerate(phrases)}  # 1-based: SQL arrays
-    rows = "searched" if request.scope_ids is None else "scope"
-    params: dict[str, Any] = {
-        "idf": [stats.idf(term) for term, _ in phrases],
-        **keyword.bm25_params(stats),
-        **keyword.weight_params(),
-    }
+def bigint_array_literal(ids: Sequence[int] | np.ndarray) -> str:
+    """PostgreSQL's text form of a bigint array, `{1,2,3}` (cast by `::bigint[]` in the SQL).
+    A scope of 10k chunk ids as a Python list costs psycopg ~3 ms of per-element dumping under
+    no load (~70 ms on a loaded machine); one string costs a join."""
+    return "{" + ",".join(map(str, np.asarray(ids, dtype=np.int64).tolist())) + "}"
 
-    def union(selected: list[Phrase]) -> str:
-        parts = []
-        for term, tokens in selected:
-            sql, token_params = keyword.phrase_rows_sql(tokens, rows, number[term])
-            parts.append(sql)
-            params.update(token_params)
-        return "\n    UNION ALL".join(parts)
 
-    contribution = CONTRIBUTION.replace("%(idf)s", "(%(idf)s::float8[])")
-    ctes = LEXICAL_KEPT.format(kept=union(kept), contribution=contribution)
-    body = LEXICAL_BODY
-    if dropped:
-        ctes += LEXICAL_DROPPED.format(dropped=union(dropped), contribution=contribution)
-        body = LEXICAL_PRUNED_OR_ALL_BODY
-    return _Channel("postings", body, ctes, params, ceiling)
+def hnsw_ef_search(depth: int) -> int:
+    """The HNSW search's breadth for a search of this depth (its pool is as large)."""
+    return min(HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, depth + 1 + TIE_MARGIN))
+
+
+# ---------------------------------------------------------------- plans
+
+
+def choose_lexical_plan(
+    scoped: bool, searched_rows: int, kept_rows: Sequence[int], depth: int
+) -> str:
+    """ "postings": every posting of the kept phrases in the scope; "bounded": each kept token's
+    best postings as candidates, for a large unscoped search (where the vector channel uses the
+    HNSW index) whose kept tokens have more than BOUNDED_MIN_POSTINGS postings, one of them more
+    than the depth (so the kept terms alone find more rows than the depth: the stop-word
+    pruning never falls back to every term). `kept_rows`: each kept token's rows."""
+    if (
+        not scoped
+        and searched_rows > VECTOR_EXACT_MAX_ROWS
+        and sum(kept_rows) > BOUNDED_MIN_POSTINGS
+        and max(kept_rows, default=0) > depth
+    ):
+        return "bounded"
+    return "postings"
+
+
+def choose_token_reads(scoped: bool, scope_rows: int, postings: int) -> str:
+    """How the exact plan reads the postings of the query's tokens: every posting of each token
+    ("searched"; "scope_tokens", joined to the scope) or each scope chunk's ("scope_chunks"),
+    whichever reads less. `postings`: the kept tokens' rows in the readable stores (at least
+    those of the scope)."""
+    if not scoped:
+        return "searched"
+    if scope_rows * CHUNK_READ_POSTINGS < postings:
+        return "scope_chunks"
+    return "scope_tokens"
 
 
 def choose_vector_plan(scoped: bool, searched_rows: int, has_hnsw: bool) -> str:
@@ -401,38 +543,165 @@ def choose_vector_plan(scoped: bool, searched_rows: int, has_hnsw: bool) -> str:
     return "exact"
 
 
-def _semantic(conn: psycopg.Connection[Any], request: RankRequest) -> _Channel:
-    if request.query_vector is None:
-        return _Channel(None)
-    from kbmcp.store.postgres.vectors import has_index
+# ---------------------------------------------------------------- keyword channel
 
+
+def _lexical(conn: psycopg.Connection[Any], request: RankRequest, searched_rows: int) -> _Lexical:
+    phrases: list[Phrase] = [(term, keyword.query_tokens(term)) for term in request.terms]
+    phrases = [(term, tokens) for term, tokens in phrases if tokens]
+    if not phrases:
+        return _Lexical("postings")
+    stats = keyword.keyword_stats(conn, phrases, request.readable_stores)
+    # hybrid's keyword scale: the sum of the phrases' idf in query order (lexical/ceiling.py)
+    ceiling = 0.0
+    if request.mode == "hybrid" and stats.rows:
+        for term, _ in phrases:
+            ceiling += stats.idf(term)
+    if stats.rows == 0:
+        return _Lexical("postings", ceiling=ceiling)
     scoped = request.scope_ids is not None
-    searched_rows = 0 if scoped else _scope_rows(conn, request)
-    strategy = choose_vector_plan(scoped, searched_rows, not scoped and has_index(conn))
+    unscoped = request.every_store and not scoped
+    kept, dropped = keyword.prune(
+        phrases, stats, None if unscoped else searched_rows, request.depth
+    )
+    sql = _PhraseSql(stats, phrases)
+    contribution = CONTRIBUTION.replace("%(idf)s", "(%(idf)s::float8[])")
+    kept_rows = [stats.containing[term] for term, tokens in kept if len(tokens) == 1]
+    if choose_lexical_plan(scoped, searched_rows, kept_rows, request.depth) == "bounded":
+        sql.params["list_size"] = BOUNDED_LIST_SIZE
+        sql.params["rescored"] = BOUNDED_RESCORED_PER_DEPTH * (request.depth + 1)
+        ctes = LEXICAL_BOUNDED.format(lists=sql.lists(kept), contribution=contribution)
+        ctes += LEXICAL_KEPT.format(kept=sql.rows(kept, "candidates", "kept"),
+                                    contribution=contribution)  # fmt: skip
+        return _Lexical("postings_bounded", ctes, LEXICAL_BODY, sql.params, ceiling)
+    reads = choose_token_reads(scoped, searched_rows, sum(kept_rows))
+    ctes = LEXICAL_KEPT.format(kept=sql.rows(kept, reads, "kept"), contribution=contribution)
+    body = LEXICAL_BODY
+    if dropped:
+        ctes += LEXICAL_DROPPED.format(dropped=sql.rows(dropped, reads, "dropped"),
+                                       contribution=contribution)  # fmt: skip
+        body = LEXICAL_PRUNED_OR_ALL_BODY
+    return _Lexical("postings", ctes, body, sql.params, ceiling)
+
+
+class _PhraseSql:
+    """SQL of (phrase, chunk_id, length, f) rows for some of a query's phrases, and the
+    parameters it needs (phrase numbers are 1-based: they index SQL arrays)."""
+
+    def __init__(self, stats: KeywordStats, phrases: Sequence[Phrase]) -> None:
+        self.number = {term: i + 1 for i, (term, _) in enumerate(phrases)}
+        self.params: dict[str, Any] = {
+            "idf": [stats.idf(term) for term, _ in phrases],
+            **keyword.bm25_params(stats),
+            **keyword.weight_params(),
+        }
+
+    def rows(self, selected: Sequence[Phrase], reads: str, group: str) -> str:
+        """Every posting of `selected` in the rows `reads` says ("searched", "scope_tokens",
+        "scope_chunks", "candidates"); multi-token phrases each by keyword.phrase_rows_sql."""
+        parts = []
+        singles = [(term, tokens[0]) for term, tokens in selected if len(tokens) == 1]
+        if singles and reads in ("searched", "scope_tokens"):
+            postings = "\n    UNION ALL".join(self._token(term, token) for term, token in singles)
+            parts.append(postings if reads == "searched"
+                         else TOKENS_IN_SCOPE.format(postings=postings))  # fmt: skip
+        elif singles:
+            tokens, numbers = f"{group}_tokens", f"{group}_phrases"
+            self.params[tokens] = [token for _, token in singles]
+            self.params[numbers] = [self.number[term] for term, _ in singles]
+            rows, column = (("scope_chunk", "id") if reads == "scope_chunks"
+                            else ("lexical_candidate", "chunk_id"))  # fmt: skip
+            parts.append(TOKENS_OF_ROWS.format(f=POSTING_F, rows=rows, id=column, tokens=tokens,
+                                               phrases=numbers))  # fmt: skip
+        phrase_rows = {"scope_tokens": "scope", "scope_chunks": "scope"}.get(reads, reads)
+        for term, tokens in selected:
+            if len(tokens) > 1:
+                sql, token_params = keyword.phrase_rows_sql(tokens, phrase_rows, self.number[term])
+                parts.append(sql)
+                self.params.update(token_params)
+        return "\n    UNION ALL".join(parts)
+
+    def lists(self, selected: Sequence[Phrase]) -> str:
+        """The bounded plan's candidates: each single token's best postings per searched store,
+        and every row of each multi-token phrase."""
+        parts = []
+        for term, tokens in selected:
+            if len(tokens) == 1:
+                name = f"l{self.number[term]}"
+                parts.append(TOKEN_LIST.format(number=self.number[term], token=name, f=POSTING_F))
+                self.params[name] = tokens[0]
+            else:
+                sql, token_params = keyword.phrase_rows_sql(tokens, "searched", self.number[term])
+                parts.append(sql)
+                self.params.update(token_params)
+        return "\n    UNION ALL".join(parts)
+
+    def _token(self, term: str, token: str) -> str:
+        name = f"s{self.number[term]}"
+        self.params[name] = token
+        return TOKEN_POSTINGS.format(number=self.number[term], token=name, f=POSTING_F)
+
+
+# ---------------------------------------------------------------- vector channel
+
+
+def _semantic(request: RankRequest, searched_rows: int, has_hnsw: bool) -> _Semantic:
+    if request.query_vector is None:
+        return _Semantic(None)
+    scoped = request.scope_ids is not None
+    strategy = choose_vector_plan(scoped, searched_rows, has_hnsw)
     pool_size = request.depth + 1 + TIE_MARGIN
     if strategy == "hnsw":
-        conn.execute(SET_ITERATIVE_SCAN)
-        conn.execute(SET_EF_SEARCH.format(ef=min(HNSW_EF_SEARCH_MAX, max(40, pool_size))))
-    ctes = SEMANTIC_POOL.format(
-        rows=VEC_IN_SCOPE if scoped else VEC_SEARCHED,
-        order=HNSW_ORDER if strategy == "hnsw" else EXACT_ORDER,
-        similarity=SQLITE_VEC_SIMILARITY,
-        cosine=SQLITE_VEC_COSINE.format(
-            ab=FLOAT32_PRODUCT.format(x="e.a", y="e.b"),
-            aa=FLOAT32_PRODUCT.format(x="e.a", y="e.a"),
-            bb=FLOAT32_PRODUCT.format(x="e.b", y="e.b"),
-        ),
-    )
-    body = SEMANTIC_BODY.format(floor=PASSES_FLOOR.format(score="score", chunk="chunk_id"))
-    vector = np.ascontiguousarray(request.query_vector, dtype=np.float32)
+        pool_size = max(pool_size, hnsw_ef_search(request.depth))  # SEARCH_SETTINGS' breadth
+        body = HNSW_POOL
+    else:
+        body = EXACT_POOL if scoped else EXACT_UNSCOPED_POOL
+    query = np.ascontiguousarray(request.query_vector, dtype="<f4")
     params = {
-        "query_vector": Float32Vector(vector.astype("<f4").tobytes()),
+        "query_vector": Float32Vector(query.tobytes()),
         "min_similarity": request.min_similarity,
         "floor_exempt": [int(i) for i in request.floor_exempt],
         "floor_slack": FLOOR_SLACK,
         "pool_size": pool_size,
     }
-    return _Channel(f"pg_{strategy}", body, ctes, params)
+    return _Semantic(f"pg_{strategy}", body.format(floor=POOL_FLOOR), params)
+
+
+def _best_of_pool(
+    pool: Sequence[tuple[int, bytes]], request: RankRequest
+) -> tuple[list[int], list[float]]:
+    """The pool's rows that pass the floor (or are exempt), by exact similarity desc then id,
+    at most depth + 1 (as SQLite's semantic candidates)."""
+    if not pool:
+        return [], []
+    assert request.query_vector is not None
+    unique = {int(row[0]): row[1] for row in pool}  # a row both parts of an HNSW pool found
+    ids = np.fromiter(unique, dtype=np.int64, count=len(unique))
+    vectors = np.frombuffer(b"".join(unique.values()), dtype="<f4").reshape(len(unique), -1)
+    similarity = sqlite_vec_similarity(vectors, request.query_vector)
+    if request.min_similarity is not None:
+        exempt = np.isin(ids, np.asarray(list(request.floor_exempt), dtype=np.int64))
+        keep = (similarity >= request.min_similarity) | exempt
+        ids, similarity = ids[keep], similarity[keep]
+    order = np.lexsort((ids, -similarity))[: request.depth + 1]
+    return ids[order].tolist(), similarity[order].tolist()
+
+
+def sqlite_vec_similarity(rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """1 - sqlite-vec's vec_distance_cosine(row, query) for each row, operation for operation:
+    float32 products (IEEE-rounded, as C multiplies two floats) summed in float32 in dimension
+    order (`cumsum` accumulates sequentially; `sum` and BLAS would not), the magnitudes' square
+    roots and the division in double, the distance rounded to float32 (its return type), then
+    1 - distance in double. A zero vector has no distance (SQLite: NULL), scored 0."""
+    a = np.ascontiguousarray(rows, dtype=np.float32)
+    b = np.ascontiguousarray(query, dtype=np.float32)
+    dot = np.cumsum(a * b, axis=1, dtype=np.float32)[:, -1].astype(np.float64)
+    a_mag = np.cumsum(a * a, axis=1, dtype=np.float32)[:, -1].astype(np.float64)
+    b_mag = np.float64(np.cumsum(b * b, dtype=np.float32)[-1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denominator = np.sqrt(a_mag) * np.sqrt(b_mag)
+        distance = (1.0 - dot / denominator).astype(np.float32).astype(np.float64)
+    return np.where(denominator == 0.0, 0.0, 1.0 - distance)
 
 
 def keyword_stats_for(

@@ -1,0 +1,148 @@
+"""The PostgreSQL ranking's plans for scale (kbmcp/store/postgres/ranking.py) give the exact
+plan's results: a scope's postings read chunk by chunk rather than token by token, and the
+bounded keyword plan of large unscoped searches when its lists hold every posting. Each is
+forced on the small rich corpus and compared with SQLite, response for response."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search.lexical import channel
+from kbmcp.search.models import SearchFilters, SearchRequest
+from kbmcp.store import copy
+from kbmcp.store.postgres import keyword, ranking
+from kbmcp.workspace import Workspace
+from tests.postgres_search import (
+    FILTERS,
+    QUERIES,
+    build_rich_corpus,
+    pg_hits,
+    pg_response,
+    principal_of,
+    sqlite_hits,
+)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory, postgres_url: str) -> Iterator[tuple]:
+    """The rich corpus in PostgreSQL (copied, HNSW index built) and the local tenant's view of
+    it in a file (the SQLite reference)."""
+    root = tmp_path_factory.mktemp("pg-plans")
+    build_rich_corpus(root / "all", root / "all.db", view="all")
+    build_rich_corpus(root / "local", root / "local.db", view="local")
+    copy.copy_store(str(root / "all.db"), postgres_url, force=True)
+    pg = Workspace(Settings(db=postgres_url, embedder="hash"), embedder=HashingEmbedder())
+    reference = Workspace(
+        Settings(db=root / "local.db", embedder="hash"), embedder=HashingEmbedder()
+    )
+    try:
+        yield pg, reference
+    finally:
+        pg.close()
+        reference.close()
+
+
+@pytest.fixture(autouse=True)
+def _pruning_on_small_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stop-word pruning from 5 rows on, on both backends (as test_postgres_ranking.py)."""
+    monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 5)
+    monkeypatch.setattr(keyword, "STOPWORD_MIN_ROWS", 5)
+
+
+def _compare(stores: tuple, mode: str, filters: SearchFilters) -> set[str | None]:
+    """Every query at two depths on both backends; the PostgreSQL keyword strategies seen."""
+    pg, reference = stores
+    principal, alone = principal_of(pg, None), principal_of(reference, None)
+    seen: set[str | None] = set()
+    compared = 0
+    for query in QUERIES:
+        for depth in (None, 2):
+            request = SearchRequest(query=query, mode=mode, limit=8, candidates=depth,
+                                    filters=filters)  # fmt: skip
+            want = sqlite_hits(reference, alone, request)
+            assert pg_hits(pg, principal, request) == want, (query, depth)
+            seen.add(pg_response(pg, principal, request).stats.lexical_strategy)
+            compared += len(want)
+    assert compared > 0
+    return seen
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid"])
+@pytest.mark.parametrize("reads", ["scope_chunks", "scope_tokens"])
+@pytest.mark.parametrize("filters", FILTERS[2:], ids=["path", "tag", "metadata"])
+def test_scope_postings_read_either_way(
+    stores: tuple,
+    mode: str,
+    reads: str,
+    filters: SearchFilters,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A scope's postings by chunk (each scope chunk's postings of the query's tokens) or by
+    token (each token's postings joined to the scope): the same rows, the same scores."""
+    chosen: list[bool] = []
+
+    def forced(scoped: bool, scope_rows: int, postings: int) -> str:
+        chosen.append(scoped)
+        return reads if scoped else "searched"
+
+    monkeypatch.setattr(ranking, "choose_token_reads", forced)
+    _compare(stores, mode, filters)
+    assert True in chosen  # the forced reads served scoped searches
+
+
+def test_token_reads_follow_the_cheaper_side() -> None:
+    assert ranking.choose_token_reads(False, 0, 10**6) == "searched"
+    assert ranking.choose_token_reads(True, 10, 10**6) == "scope_chunks"
+    assert ranking.choose_token_reads(True, 10**5, 10**4) == "scope_tokens"
+
+
+@pytest.mark.parametrize("mode", ["lexical", "hybrid", "rrf"])
+def test_the_bounded_plan_is_exact_when_its_lists_hold_every_posting(
+    stores: tuple, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unscoped searches forced onto the large-search plans (bounded keyword lists, HNSW
+    vectors) with lists longer than any token's postings: SQLite's results exactly, and the
+    bounded strategy reported."""
+    monkeypatch.setattr(ranking, "VECTOR_EXACT_MAX_ROWS", 0)
+    monkeypatch.setattr(ranking, "BOUNDED_MIN_POSTINGS", 0)
+    monkeypatch.setattr(ranking, "BOUNDED_LIST_SIZE", 10**6)
+    seen = _compare(stores, mode, SearchFilters())
+    assert "postings_bounded" in seen
+
+
+def test_the_bounded_plan_takes_the_best_postings_first(
+    stores: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one posting per token and store, a one-word search's keyword candidates are the
+    token's best posting of each store by impact (the order the lists are read in)."""
+    pg, _ = stores
+    monkeypatch.setattr(ranking, "VECTOR_EXACT_MAX_ROWS", 0)
+    monkeypatch.setattr(ranking, "BOUNDED_MIN_POSTINGS", 0)
+    monkeypatch.setattr(ranking, "BOUNDED_LIST_SIZE", 1)
+    principal = principal_of(pg, None)
+    request = SearchRequest(query="page", mode="lexical", limit=20, candidates=2)
+    response = pg_response(pg, principal, request)
+    assert response.stats.lexical_strategy == "postings_bounded"
+    best = pg.conn.execute(
+        "SELECT DISTINCT ON (knowledge_base_id) c.public_id FROM chunk_term AS p"
+        " JOIN chunk AS c ON c.id = p.chunk_id"
+        " WHERE p.token = 'page' ORDER BY knowledge_base_id, p.impact DESC"
+    ).fetchall()
+    readable = {r.chunk_id for r in response.results}
+    assert readable and readable <= {public_id for (public_id,) in best}
+
+
+def test_plans_are_chosen_by_size() -> None:
+    big = ranking.VECTOR_EXACT_MAX_ROWS + 1
+    many = ranking.BOUNDED_MIN_POSTINGS + 1
+    assert ranking.choose_lexical_plan(False, big, [many], 10) == "bounded"
+    assert ranking.choose_lexical_plan(True, big, [many], 10) == "postings"  # scoped: exact
+    assert ranking.choose_lexical_plan(False, big - 1, [many], 10) == "postings"
+    assert ranking.choose_lexical_plan(False, big, [5, 5], 10) == "postings"
+    assert ranking.choose_vector_plan(False, big, True) == "hnsw"
+    assert ranking.choose_vector_plan(True, big, True) == "exact"
+    assert ranking.choose_vector_plan(False, big, False) == "exact"
