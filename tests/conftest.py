@@ -105,12 +105,14 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def workspace(db_path: Path) -> Iterator[Workspace]:
-    """A long-lived workspace (as the server's): search uses its in-memory caches. The SQL-only
-    one-shot path is compared with it in tests/test_search_one_shot.py."""
-    ws = Workspace(
-        Settings(db=db_path, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
-    )
+def workspace(backend: str, db_path: Path, request: pytest.FixtureRequest) -> Iterator[Workspace]:
+    """A long-lived workspace (as the server's) on a fresh database of the test's backend: on
+    SQLite (the file `db_path`) search uses its in-memory caches (the SQL-only one-shot path is
+    compared with it in tests/test_search_one_shot.py); on PostgreSQL an emptied database."""
+    db: Path | str = db_path
+    if backend == "postgres":
+        db = str(request.getfixturevalue("fresh_postgres_url"))
+    ws = Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder(), long_lived=True)
     try:
         yield ws
     finally:
