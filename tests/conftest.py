@@ -1,7 +1,10 @@
-"""Shared fixtures: a real file per test, the hashing embedder, and JSON snapshots in snapshots/."""
+"""Shared fixtures: a real database per test (an SQLite file, and PostgreSQL for the tests that
+run on both backends: tests/store_backends.py), the hashing embedder, and JSON snapshots in
+snapshots/ (one per test whatever the backend: both must match it)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -10,11 +13,13 @@ from mcp import Client
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 from syrupy.location import PyTestLocation
+from syrupy.types import SnapshotIndex
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.ids import TEST_KEY_ENV
 from kbmcp.workspace import Workspace
+from tests import store_backends
 from tests.cli_support import Run, cli_runner
 from tests.id_support import TEST_ID_KEY
 from tests.mcp_support import HttpServer, build_corpus, connect
@@ -26,6 +31,7 @@ from tests.postgres_fixtures import (  # noqa: F401 (fixtures)
 from tests.store_backends import (  # noqa: F401 (fixtures)
     backend_db,
     backend_workspace,
+    database_on,
     module_backend,
 )
 
@@ -33,12 +39,35 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", store_backends.MARKER_HELP)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    store_backends.parametrize_backend(metafunc)
+
+
+# A backend's id in a test's parameters: `[sqlite]`, `[hybrid-postgres]`, `[postgres-x]`.
+_BACKEND_ID = re.compile(r"(?<=[\[-])(?:sqlite|postgres)(?:-|(?=\]))")
+
+
+def without_backend(name: str) -> str:
+    """A snapshot name with the backend's id taken out of the test's parameters:
+    `test_x[hybrid-postgres]` -> `test_x[hybrid]`, `test_x[sqlite]` -> `test_x`."""
+    return _BACKEND_ID.sub("", name).replace("-]", "]").replace("[]", "")
+
+
 class TopLevelJSONSnapshot(JSONSnapshotExtension):
-    """Snapshots as JSON files under the repository's top-level snapshots/<test module>/."""
+    """Snapshots as JSON files under the repository's top-level snapshots/<test module>/, one
+    per test whatever its backend (the backend's id is not part of the name)."""
 
     @classmethod
     def dirname(cls, *, test_location: PyTestLocation) -> str:
         return str(SNAPSHOT_DIR / Path(test_location.filepath).stem)
+
+    @classmethod
+    def get_snapshot_name(cls, *, test_location: PyTestLocation, index: SnapshotIndex = 0) -> str:
+        return without_backend(super().get_snapshot_name(test_location=test_location, index=index))
 
 
 @pytest.fixture
@@ -76,12 +105,14 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def workspace(db_path: Path) -> Iterator[Workspace]:
-    """A long-lived workspace (as the server's): search uses its in-memory caches. The SQL-only
-    one-shot path is compared with it in tests/test_search_one_shot.py."""
-    ws = Workspace(
-        Settings(db=db_path, embedder="hash"), embedder=HashingEmbedder(), long_lived=True
-    )
+def workspace(backend: str, db_path: Path, request: pytest.FixtureRequest) -> Iterator[Workspace]:
+    """A long-lived workspace (as the server's) on a fresh database of the test's backend: on
+    SQLite (the file `db_path`) search uses its in-memory caches (the SQL-only one-shot path is
+    compared with it in tests/test_search_one_shot.py); on PostgreSQL an emptied database."""
+    db: Path | str = db_path
+    if backend == "postgres":
+        db = str(request.getfixturevalue("fresh_postgres_url"))
+    ws = Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder(), long_lived=True)
     try:
         yield ws
     finally:
@@ -97,8 +128,9 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(scope="module")
-def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The fixed MCP test corpus (tests/mcp_support.py), built once per test module."""
+def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixed MCP test corpus (tests/mcp_support.py) in an SQLite file, built once per test
+    module; its source files lie beside it (`corpus_file.parent`)."""
     root = tmp_path_factory.mktemp("corpus")
     db = root / "kb.db"
     build_corpus(root, db)
@@ -106,8 +138,15 @@ def corpus_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def http_server(corpus_db: Path) -> Iterator[HttpServer]:
-    """`kbmcp serve --http` on the module's corpus, one per test module."""
+def corpus_db(backend: str, corpus_file: Path, request: pytest.FixtureRequest) -> Path | str:
+    """The MCP test corpus on the test's backend: the file, or a copy of it in PostgreSQL
+    (same ids, so the same answers and snapshots)."""
+    return database_on(backend, corpus_file, request)
+
+
+@pytest.fixture(scope="module")
+def http_server(corpus_db: Path | str) -> Iterator[HttpServer]:
+    """`kbmcp serve --http` on the module's corpus, one per test module and backend."""
     server = HttpServer(corpus_db)
     try:
         yield server
@@ -116,7 +155,7 @@ def http_server(corpus_db: Path) -> Iterator[HttpServer]:
 
 
 @pytest.fixture
-async def client(corpus_db: Path) -> AsyncIterator[Client]:
+async def client(corpus_db: Path | str) -> AsyncIterator[Client]:
     """An SDK client talking to the server in-process."""
     async with connect("inprocess", corpus_db) as connected:
         yield connected

@@ -48,24 +48,47 @@ def database_url(server_url: str, name: str) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-@pytest.fixture(scope="module")
-def postgres_url(postgres_server_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A fresh, empty database for the test module (dropped after it)."""
+def create_database(server_url: str, key: str) -> str:
+    """A new, empty database on the test server for `key` (a module, a corpus), replacing one
+    left by an interrupted run; its URL. Unique per run and per xdist worker: two runs may
+    share a server (KBMCP_TEST_POSTGRES_URL)."""
     import psycopg
 
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    digest = hashlib.sha256(f"{request.module.__name__}".encode()).hexdigest()[:12]
-    # Unique per run too: two runs may share a server (KBMCP_TEST_POSTGRES_URL).
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     run = hashlib.sha256(RUN_ID.encode()).hexdigest()[:8]
     name = f"kbmcp_test_{run}_{worker}_{digest}"
-    with psycopg.connect(postgres_server_url, autocommit=True) as admin:
+    with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{name}"')
+    return database_url(server_url, name)
+
+
+def drop_database(server_url: str, url: str) -> None:
+    import psycopg
+
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def postgres_url(postgres_server_url: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh, empty database for the test module (dropped after it)."""
+    url = create_database(postgres_server_url, request.module.__name__)
     try:
-        yield database_url(postgres_server_url, name)
+        yield url
     finally:
-        with psycopg.connect(postgres_server_url, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        drop_database(postgres_server_url, url)
+
+
+def module_database(request: pytest.FixtureRequest, label: str) -> str:
+    """Another database for the module (a second corpus beside `postgres_url`), dropped when
+    the fixture that asked for it (`request`) is torn down."""
+    server_url = str(request.getfixturevalue("postgres_server_url"))
+    url = create_database(server_url, f"{request.module.__name__}:{label}")
+    request.addfinalizer(lambda: drop_database(server_url, url))
+    return url
 
 
 @pytest.fixture

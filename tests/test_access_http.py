@@ -37,6 +37,7 @@ from tests.access_support import (
     names_of,
 )
 from tests.mcp_support import HttpServer, payload
+from tests.store_backends import database_on
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +55,7 @@ ORDER BY kb.name, d.public_id, c.ordinal
 
 @dataclass(frozen=True)
 class Corpus:
-    db: Path
+    db: Path | str
     url: str
     kb_ids: dict[str, str]  # name -> kb_ id
     documents: dict[str, list[str]]  # kb name -> document ids
@@ -67,7 +68,10 @@ class Corpus:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
+def corpus(
+    backend: str, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Corpus]:
+    """Built in a file (ids read there), served from the test's backend (a copy: same ids)."""
     root = tmp_path_factory.mktemp("tenants")
     db = root / "kb.db"
     build_two_tenants(root, db)
@@ -93,10 +97,11 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Corpus]:
             documents[kb_name].append(doc_id)
         chunks.setdefault(kb_name, []).append(chunk_id)
     conn.close()
-    server = HttpServer(db)
+    served = database_on(backend, db, request)
+    server = HttpServer(served)
     try:
         yield Corpus(
-            db,
+            served,
             server.url,
             kb_ids,
             documents,
@@ -178,6 +183,7 @@ def assert_reaches_exactly(seen: dict[str, set[str]], expected: set[str]) -> Non
     assert not wrong, f"expected every entry point to reach exactly {sorted(expected)}: {wrong}"
 
 
+@pytest.mark.sqlite_only("waits for listing, scan (pgmem)")
 async def test_each_tenant_reaches_only_its_own_knowledge_bases(corpus: Corpus) -> None:
     async with connect_with_token(corpus.url, corpus.secrets["acme"]) as acme:
         assert_reaches_exactly(await reached(acme, corpus), {"acme-ops", "acme-notes"})
@@ -185,6 +191,7 @@ async def test_each_tenant_reaches_only_its_own_knowledge_bases(corpus: Corpus) 
         assert_reaches_exactly(await reached(beta, corpus), {"beta-docs"})
 
 
+@pytest.mark.sqlite_only("waits for listing, scan (pgmem)")
 async def test_a_share_is_visible_on_the_next_call_and_gone_after_unshare(corpus: Corpus) -> None:
     async with connect_with_token(corpus.url, corpus.secrets["beta"]) as beta:
         assert_reaches_exactly(await reached(beta, corpus), {"beta-docs"})
@@ -205,6 +212,7 @@ async def test_a_share_is_visible_on_the_next_call_and_gone_after_unshare(corpus
         assert {kb["name"] for kb in kbs["knowledge_bases"]} == {"acme-ops", "acme-notes"}
 
 
+@pytest.mark.sqlite_only("waits for listing, scan (pgmem)")
 async def test_a_token_limited_to_one_knowledge_base_sees_only_it(corpus: Corpus) -> None:
     async with connect_with_token(corpus.url, corpus.secrets["acme-ops-only"]) as client:
         assert_reaches_exactly(await reached(client, corpus), {"acme-ops"})
@@ -325,6 +333,7 @@ async def test_an_expired_token_gets_401(corpus: Corpus) -> None:
     assert "www-authenticate" in response.headers
 
 
+@pytest.mark.sqlite_only("waits for listing, scan (pgmem)")
 async def test_a_revoked_token_gets_401_from_its_next_request(corpus: Corpus) -> None:
     secret = corpus.secrets["to-revoke"]
     statuses: list[int] = []

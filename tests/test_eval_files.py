@@ -84,6 +84,7 @@ def test_bad_corpus_paths_are_one_line_errors(tmp_path: Path) -> None:
         load_beir(dataset)
 
 
+@pytest.mark.sqlite_only("waits for evaluate (pgadmin)")
 def test_eval_ranks_files_and_follows_their_edits(workspace: Workspace, tmp_path: Path) -> None:
     dataset = write_dataset(tmp_path)
     principal = workspace.local_principal()

@@ -277,7 +277,7 @@ def test_cli_text_must_be_utf8(kbmcp, corpus_db: Path, arguments, fragments) -> 
 def test_cli_non_utf8_query_bytes_from_a_real_terminal(corpus_db: Path) -> None:
     """The bytes as a shell passes them (the minilm tokenizer used to fail with TypeError)."""
     run = subprocess.run(
-        [sys.executable.encode(), b"-m", b"kbmcp", b"--db", bytes(corpus_db), b"search",
+        [sys.executable.encode(), b"-m", b"kbmcp", b"--db", str(corpus_db).encode(), b"search",
          b"caf\xe9"],
         env=subprocess_env(corpus_db, KBMCP_EMBEDDER="minilm"), cwd=REPO_ROOT,
         capture_output=True, timeout=60,

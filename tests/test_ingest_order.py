@@ -15,6 +15,7 @@ from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
 from tests.file_tree import write_tree
+from tests.store_backends import rows
 
 TREE = {
     "index.md": "# Home\n\nThe top page about herons.\n",
@@ -26,15 +27,16 @@ TREE = {
 
 def documents(workspace: Workspace, kb: str) -> dict[str, tuple[str, str, int]]:
     """path -> (document id, current revision id, revision count), published only."""
-    rows = workspace.conn.execute(
+    found = rows(
+        workspace,
         "SELECT d.path, d.public_id, r.public_id, "
         "       (SELECT count(*) FROM revision WHERE document_id = d.id) "
         "FROM document AS d JOIN knowledge_base AS k ON k.id = d.knowledge_base_id "
         "JOIN revision AS r ON r.id = d.current_revision_id "
-        "WHERE k.name = :kb AND d.status = 'published' ORDER BY d.path",
-        {"kb": kb},
-    ).fetchall()
-    return {path: (doc, rev, count) for path, doc, rev, count in rows}
+        "WHERE k.name = ? AND d.status = 'published' ORDER BY d.path",
+        kb,
+    )
+    return {path: (doc, rev, count) for path, doc, rev, count in found}
 
 
 def test_a_subfolder_then_its_parent_loses_nothing(tmp_path: Path, workspace: Workspace) -> None:

@@ -108,6 +108,7 @@ def churning_stdio(corpus_db: Path) -> Iterator[StdioProcess]:
         server.stop()
 
 
+@pytest.mark.sqlite_only("file: counts the descriptors open on the database file")
 def test_stdio_server_descriptors_stay_flat_across_worker_expiry(
     churning_stdio: StdioProcess, corpus_db: Path
 ) -> None:
@@ -134,6 +135,7 @@ def churning_http(corpus_db: Path) -> Iterator[HttpProcess]:
 
 
 @pytest.mark.anyio
+@pytest.mark.sqlite_only("file: counts the descriptors open on the database file")
 async def test_http_server_descriptors_stay_flat_across_worker_expiry(
     churning_http: HttpProcess, corpus_db: Path
 ) -> None:

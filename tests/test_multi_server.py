@@ -179,3 +179,42 @@ async def test_a_token_revoked_is_refused_by_both_servers_on_their_next_request(
                 with pytest.raises(MCPError):
                     await client.call_tool("search_knowledge", {"query": "narwhal"})
                 assert statuses[name][-1] == 401
+
+
+async def memories_found(client: Client, query: str) -> list[tuple[str, str]]:
+    """(memory id, excerpt) of the memories a keyword search finds."""
+    body = await call(client, "search_knowledge", {"query": query, "mode": "lexical"})
+    return [(hit["document_id"], hit["excerpt"]) for hit in body["results"]]
+
+
+async def memory_counts(client: Client) -> dict[str, int]:
+    stores = (await call(client, "list_memory_stores", {}))["memory_stores"]
+    return {store["name"]: store["memory_count"] for store in stores}
+
+
+@pytest.mark.sqlite_only("waits for memories (pgmem)")
+async def test_a_memory_remembered_on_one_server_is_found_and_forgotten_on_the_other(
+    servers: Servers,
+) -> None:
+    async with both(servers, "acme-memory") as (a, b):
+        assert await memories_found(a, "platypus") == await memories_found(b, "platypus") == []
+        counts = await memory_counts(b)
+        made = await call(a, "remember", {"content": "The platypus lays eggs."})
+        assert made["outcome"] == "created", made
+        memory = made["memory_id"]
+        assert await memories_found(b, "platypus") == [(memory, "The platypus lays eggs.")]
+        assert sum((await memory_counts(b)).values()) == sum(counts.values()) + 1
+        # The same fact remembered through the other server is the same memory.
+        again = await call(b, "remember", {"content": "The platypus lays eggs."})
+        assert (again["memory_id"], again["outcome"]) == (memory, "existing")
+        # A revision through B replaces the text A serves.
+        revised = await call(
+            b, "remember", {"content": "The platypus lays two eggs.", "memory_id": memory}
+        )
+        assert revised["outcome"] == "revised", revised
+        assert await memories_found(a, "platypus") == [(memory, "The platypus lays two eggs.")]
+        await call(b, "forget", {"memory_id": memory})
+        assert await memories_found(a, "platypus") == []
+        assert sum((await memory_counts(a)).values()) == sum(counts.values())
+        gone = await call(a, "search_knowledge", {"document_id": memory})
+        assert gone["error"]["code"] == "resource_unavailable", gone

@@ -36,6 +36,7 @@ def _vectors(ws: Workspace) -> VectorMatrix:
     return ws.accelerator.vectors(ws.conn)
 
 
+@pytest.mark.sqlite_only("sqlite engine: the in-memory search accelerators")
 def test_vector_copy_follows_writes_from_another_connection_in_place(
     workspace: Workspace, db_path: Path, tmp_path: Path
 ) -> None:
@@ -60,6 +61,7 @@ def test_vector_copy_follows_writes_from_another_connection_in_place(
     assert len(loaded.live_rows()) == 6 and len(loaded.ids) == 7
 
 
+@pytest.mark.sqlite_only("sqlite engine: the in-memory search accelerators")
 def test_cached_vectors_equal_the_stored_ones(workspace: Workspace, tmp_path: Path) -> None:
     ingest(workspace, write_small_corpus(tmp_path))
     cached = _vectors(workspace)
@@ -71,6 +73,7 @@ def test_cached_vectors_equal_the_stored_ones(workspace: Workspace, tmp_path: Pa
         assert np.allclose(row, stored / np.linalg.norm(stored), atol=1e-6)
 
 
+@pytest.mark.sqlite_only("sqlite engine: the in-memory search accelerators")
 def test_matrix_pool_holds_the_exact_best_rows_and_their_near_ties(
     workspace: Workspace, tmp_path: Path
 ) -> None:
@@ -95,6 +98,7 @@ def test_matrix_pool_holds_the_exact_best_rows_and_their_near_ties(
             assert len(pool) == np.count_nonzero(truth >= cut - candidates.ROUNDING_SLACK)
 
 
+@pytest.mark.sqlite_only("sqlite engine: sqlite-vec's vec0 index")
 def test_one_shot_vec0_knn_equals_the_exact_scan(
     workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -109,6 +113,7 @@ def test_one_shot_vec0_knn_equals_the_exact_scan(
     assert exact.stats.scope_chunks == 6 and exact.results and knn.results == exact.results
 
 
+@pytest.mark.sqlite_only("sqlite engine: FTS5's tables and tokenizer")
 def test_stopwords_are_only_terms_in_more_than_half_the_chunks(
     workspace: Workspace, tmp_path: Path
 ) -> None:
@@ -127,6 +132,7 @@ def test_stopwords_are_only_terms_in_more_than_half_the_chunks(
     )
 
 
+@pytest.mark.sqlite_only("sqlite engine: FTS5's tables and tokenizer")
 def test_a_phrase_of_common_words_is_never_dropped(workspace: Workspace, tmp_path: Path) -> None:
     """Both words are in every chunk, the phrase in 4 of 10: its idf is positive, so dropping
     it (as its rarest word's frequency would suggest) would change the ranking."""
@@ -157,6 +163,7 @@ def test_stopword_pruning_does_not_change_the_lexical_ranking(
     assert top == [r.chunk_id for r in full.results][: len(top)]
 
 
+@pytest.mark.sqlite_only("sqlite engine: FTS5's tables and tokenizer")
 def test_excerpt_centres_on_the_densest_match_and_marks_cuts(workspace: Workspace) -> None:
     text = ("filler " * 80) + "the rotation of keys happens here " + ("tail " * 80)
     tokenize = document_tokenizer(workspace.conn)

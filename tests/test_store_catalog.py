@@ -121,7 +121,7 @@ def test_a_document_written_reads_back_alike(ws: Workspace) -> None:
     assert [row[0] for row in tags] == ["only"]
 
 
-def test_a_document_being_written_is_locked_on_postgres(postgres_url: str) -> None:
+def test_a_document_being_written_is_locked_on_postgres(fresh_postgres_url: str) -> None:
     """Two servers writing one path take turns: the row `current_document` read inside a write
     transaction stays locked until that transaction ends."""
     import psycopg
@@ -129,7 +129,7 @@ def test_a_document_being_written_is_locked_on_postgres(postgres_url: str) -> No
     from kbmcp.config import Settings
     from kbmcp.embed.hashing import HashingEmbedder
 
-    settings = Settings(db=postgres_url, embedder="hash")
+    settings = Settings(db=fresh_postgres_url, embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder(), create=True) as ws:
         ws.ensure_model()
         write_document(ws, "locked.md", "text", [])

@@ -254,13 +254,13 @@ def test_one_connection_per_live_thread(backend_workspace: Workspace) -> None:
     assert backend_workspace.connection_count == 2  # the main thread's and the workers'
 
 
-def test_a_connection_the_server_dropped_is_replaced(postgres_url: str) -> None:
+def test_a_connection_the_server_dropped_is_replaced(fresh_postgres_url: str) -> None:
     import psycopg
 
-    with Workspace(Settings(db=postgres_url, embedder="hash"), create=True) as ws:
+    with Workspace(Settings(db=fresh_postgres_url, embedder="hash"), create=True) as ws:
         first = ws.conn
         pid = first.info.backend_pid
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
+        with psycopg.connect(fresh_postgres_url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         with pytest.raises(psycopg.OperationalError):
             count_tenants(ws)  # the call that finds it dropped fails...
@@ -272,24 +272,24 @@ def test_a_connection_the_server_dropped_is_replaced(postgres_url: str) -> None:
 
 
 @pytest.fixture
-def reader_url(postgres_url: str) -> Iterator[str]:
+def reader_url(fresh_postgres_url: str) -> Iterator[str]:
     """The module's database (a knowledge base) through a role that may only read it."""
     from urllib.parse import urlsplit, urlunsplit
 
     import psycopg
 
-    Workspace(Settings(db=postgres_url, embedder="hash"), create=True).close()
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
+    Workspace(Settings(db=fresh_postgres_url, embedder="hash"), create=True).close()
+    with psycopg.connect(fresh_postgres_url, autocommit=True) as admin:
         admin.execute("DROP ROLE IF EXISTS kbmcp_reader")
         admin.execute("CREATE ROLE kbmcp_reader LOGIN")
         admin.execute("GRANT USAGE ON SCHEMA public TO kbmcp_reader")
         admin.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO kbmcp_reader")
-    parts = urlsplit(postgres_url)
+    parts = urlsplit(fresh_postgres_url)
     host = parts.netloc.rpartition("@")[2]
     try:
         yield urlunsplit(parts._replace(netloc=f"kbmcp_reader@{host}"))
     finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
+        with psycopg.connect(fresh_postgres_url, autocommit=True) as admin:
             admin.execute("DROP OWNED BY kbmcp_reader")
             admin.execute("DROP ROLE kbmcp_reader")
 

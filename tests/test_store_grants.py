@@ -203,10 +203,10 @@ def test_a_revocation_through_one_process_holds_in_another(backend_db: Path | st
             verifier.close()
 
 
-def test_the_token_check_survives_a_dropped_connection(postgres_url: str) -> None:
+def test_the_token_check_survives_a_dropped_connection(fresh_postgres_url: str) -> None:
     import psycopg
 
-    settings = Settings(db=postgres_url, embedder="hash")
+    settings = Settings(db=fresh_postgres_url, embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder(), create=True) as ws:
         admin = ws.local_principal()
         create_tenant(ws, admin, "dropped")
@@ -214,7 +214,7 @@ def test_the_token_check_survives_a_dropped_connection(postgres_url: str) -> Non
         verifier = StoreTokenVerifier(ws.store)
         try:
             pid = verifier._conn.info.backend_pid
-            with psycopg.connect(postgres_url, autocommit=True) as server:
+            with psycopg.connect(fresh_postgres_url, autocommit=True) as server:
                 server.execute("SELECT pg_terminate_backend(%s)", (pid,))
             assert asyncio.run(verifier.verify_token(made.secret)) is not None
             assert verifier._conn.info.backend_pid != pid
