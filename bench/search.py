@@ -23,8 +23,9 @@ Builds a synthetic corpus in a temp file (realistic shape, not real prose):
 For every mode, scope and `--limits` k it prints p50/p95 latency of `search()` (query embeddings
 are precomputed: embedding time is excluded) and recall@k against exact brute force: the same
 request with every approximation switched off (exact vector scan over the whole scope, no
-stop-word pruning), over the same kinds (documents and memories) as the measured request. With
-memories in the file a column gives the share of returned results that are memories.
+stop-word pruning), over the same kinds (documents and memories) as the measured request
+(`--no-recall`: timings only, for before/after comparisons). With memories in the file a column
+gives the share of returned results that are memories.
 """
 
 from __future__ import annotations
@@ -364,9 +365,10 @@ def run_cell(
     filters: SearchFilters,
     limit: int = 10,
     clock: Callable[[], float] = time.perf_counter,
+    with_recall: bool = True,
 ) -> tuple[list[float], float, float]:
-    """Latencies (ms), mean recall@k (k = `limit`), and the share of returned results that are
-    memories."""
+    """Latencies (ms), mean recall@k (k = `limit`; NaN without `with_recall`), and the share of
+    returned results that are memories."""
     principal = ws.local_principal()
     timings, recalls = [], []
     returned = memories = 0
@@ -377,6 +379,8 @@ def run_cell(
         timings.append((clock() - started) * 1000)
         returned += len(got.results)
         memories += sum(r.kind == "memory" for r in got.results)
+        if not with_recall:
+            continue
         with exact_everything():
             want = search(reference, principal, request)
         truth = {r.chunk_id for r in want.results}
@@ -423,6 +427,9 @@ def main() -> None:
         default="wall",
         help="wall: time a caller waits; "
         "cpu: the process's CPU time (comparisons on a busy machine).",
+    )
+    parser.add_argument(
+        "--no-recall", action="store_true", help="Time only (no brute-force comparison)."
     )
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--modes", default=",".join(MODES))
@@ -517,7 +524,14 @@ def main() -> None:
             for label, sample, filters in cells:
                 for limit in limits:
                     timings, recall, share = run_cell(
-                        ws, reference, queries[sample], mode, filters, limit, CLOCKS[args.clock]
+                        ws,
+                        reference,
+                        queries[sample],
+                        mode,
+                        filters,
+                        limit,
+                        CLOCKS[args.clock],
+                        not args.no_recall,
                     )
                     print(
                         f"{mode:<9}{label:<12}{limit:>4}{percentile(timings, 50):>9.1f}"

@@ -8,8 +8,9 @@ view that have a vector):
 - `ids`: chunk ids, ascending (chunk ids only grow, so new chunks are appended);
 - `matrix`: float32 vectors, L2-normalised (cosine = dot product);
 - `documents` / `stores`: the document and the knowledge base (or memory store) of each row, and
-  `alive`: whether the row is still indexed. `stores` lets a scope that is a set of whole stores
-  (a token's readable set, documents without memories) be found without SQL (`ids_of_stores`).
+  `alive`: whether the row is still indexed. They let a scope's chunks be found without SQL:
+  whole stores (a token's readable set, documents without memories: `ids_of_stores`), or the
+  documents that a request's filters select (`ids_of_scope`).
 
 Arrays have spare capacity, so appending a document's chunks copies only the new rows, and a
 document that leaves the index only clears its rows' `alive` flags (rows are compacted when a
