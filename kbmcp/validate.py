@@ -50,11 +50,24 @@ def number(value: Any, argument: str, low: float, high: float) -> float:
 MAX_NAME = 200  # characters in a knowledge base's or memory store's name
 
 
+def storable(text: str) -> bool:
+    """Whether a database can hold `text` as given: PostgreSQL text refuses NUL, and neither
+    backend stores an unpaired surrogate (JSON can carry one, UTF-8 cannot). Text that fails
+    is refused alike on both backends, never half-accepted by one."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def collection_name(value: Any, what: str) -> str:
     """The name of a knowledge base or memory store (`what`): 1-MAX_NAME printable characters,
     outer whitespace stripped."""
     clean = value.strip() if isinstance(value, str) else ""
-    if not clean or len(clean) > MAX_NAME or any(ch < " " for ch in clean):
+    if not clean or len(clean) > MAX_NAME or any(ch < " " for ch in clean) or not storable(clean):
         raise InvalidRequest(
             f"{what} name {shown(value)} is not valid: 1-{MAX_NAME} printable characters",
             details={"argument": "name", "value": value},

@@ -11,10 +11,19 @@ from pathlib import Path
 import apsw
 import pytest
 
+from kbmcp.cli import common
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.errors import InvalidRequest
+from kbmcp.service.backup import backup
+from kbmcp.service.ingest import DocumentInput, add_documents
+from kbmcp.workspace import Workspace
 from tests.cli_support import assert_one_line_error
 from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT, subprocess_env
 from tests.test_crash_safety import document_text
+
+HERON = DocumentInput("heron.md", "# Heron\n\nThe heron waits in shallow water.\n")
 
 
 @pytest.fixture
@@ -113,4 +122,26 @@ def test_backup_refuses_bad_destinations(
 def test_backup_of_a_missing_file_creates_nothing(kbmcp, tmp_path: Path) -> None:
     run = kbmcp("--db", tmp_path / "missing.db", "backup", tmp_path / "copy.db")
     assert_one_line_error(run, "no knowledge-base file")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_backup_of_a_postgresql_database_points_at_pg_dump_and_copy(
+    kbmcp, fresh_postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The online backup copies a file; a server's database is backed up with its own tools,
+    or copied into a file. Refused in one line, before anything is written."""
+    settings = Settings(db=fresh_postgres_url, embedder="hash")
+    with Workspace(settings, embedder=HashingEmbedder(), create=True) as workspace:
+        add_documents(workspace, workspace.local_principal(), "notes", [HERON])
+        shown = workspace.store.shown
+        with pytest.raises(InvalidRequest) as caught:
+            backup(workspace, tmp_path / "copy.db")
+    assert "pg_dump" in caught.value.message and f"kbmcp copy {shown} FILE.db" in (
+        caught.value.message
+    )
+    assert caught.value.details["argument"] == "--db"
+    # (the CLI's own gate, issue 18: this command past it)
+    monkeypatch.setattr(common, "POSTGRES_COMMANDS", common.POSTGRES_COMMANDS | {"backup"})
+    run = kbmcp("--db", fresh_postgres_url, "backup", tmp_path / "copy.db")
+    assert_one_line_error(run, "is a PostgreSQL database", "pg_dump", "kbmcp copy")
     assert list(tmp_path.iterdir()) == []

@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from kbmcp.cli import common
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.eval.beir import load_beir
 from kbmcp.service.evaluate import EvalOptions, evaluate
 from kbmcp.workspace import Workspace
@@ -124,6 +128,45 @@ def test_cli_eval_on_files_prints_the_table(kbmcp: Callable[..., Run], tmp_path:
     report = done.json()
     assert (report["documents"], report["queries"]) == (5, 3)  # type: ignore[index]
     assert report["modes"]["lexical"]["mrr@10"] == 1.0  # type: ignore[index]
+
+
+def comparable(report: dict[str, Any]) -> dict[str, Any]:
+    """An eval report without what differs between two databases of the same corpus: the
+    knowledge base's id (keyed per database) and the latencies."""
+    modes = {
+        mode: {key: value for key, value in metrics.items() if not key.startswith("latency")}
+        for mode, metrics in report["modes"].items()
+    }
+    return {**report, "knowledge_base_id": None, "modes": modes}
+
+
+def test_eval_gives_the_same_report_on_both_backends(
+    kbmcp: Callable[..., Run],
+    tmp_path: Path,
+    fresh_postgres_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`kbmcp --db postgresql://... eval` ingests the files there, searches there in every mode
+    and finds the same documents, then reuses the knowledge base as on a file."""
+    dataset = write_dataset(tmp_path)
+    # (the CLI's own gate, issue 18: this command past it)
+    monkeypatch.setattr(common, "POSTGRES_COMMANDS", common.POSTGRES_COMMANDS | {"eval"})
+    reports, runs = [], []
+    for db in (tmp_path / "eval.db", fresh_postgres_url):
+        first = kbmcp("--db", db, "eval", dataset, "--json")
+        again = kbmcp("--db", db, "eval", dataset, "--json")
+        assert first.code == again.code == 0, (first.err, again.err)
+        reports.append((comparable(first.json()), comparable(again.json())))  # type: ignore[arg-type]
+        settings = Settings(db=db, embedder="hash")
+        with Workspace(settings, embedder=HashingEmbedder()) as workspace:
+            report = evaluate(workspace, workspace.local_principal(), dataset)
+            runs.append({mode: result.run for mode, result in report.modes.items()})
+    assert reports[0] == reports[1]
+    (first, again) = reports[1]
+    assert first["reused_knowledge_base"] is False and again["reused_knowledge_base"] is True
+    assert set(first["modes"]) == {"lexical", "semantic", "hybrid", "rrf"}
+    assert first["modes"]["lexical"]["mrr@10"] == 1.0
+    assert runs[0] == runs[1]
 
 
 def test_the_docs_questions_set_judges_existing_files_it_does_not_quote() -> None:

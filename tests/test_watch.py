@@ -20,8 +20,9 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.search.models import SearchRequest
 from kbmcp.service.ingest import IngestOptions, IngestReport
 from kbmcp.service.search import search
-from kbmcp.service.watch import watch_paths
+from kbmcp.service.watch import error_line, watch_paths
 from kbmcp.workspace import Workspace
+from tests.store_backends import BACKENDS
 
 FOLLOW_SECONDS = 5.0
 
@@ -64,13 +65,19 @@ class Watcher:
         raise AssertionError(f"not within {FOLLOW_SECONDS} s; reports: {self.reports}")
 
 
-@pytest.fixture
-def watched(tmp_path: Path) -> Iterator[tuple[Watcher, Path]]:
+@pytest.fixture(params=BACKENDS)
+def watched(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Watcher, Path]]:
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "birds.md").write_text("# Birds\n\nThe heron waits.\n")
-    # the database lives inside the watched folder: its writes must not trigger syncs
-    settings = Settings(db=folder / "kb.db", embedder="hash")
+    # SQLite: the database lives inside the watched folder: its writes must not trigger syncs.
+    # PostgreSQL: the same changes reach the database through the same ingest.
+    db = (
+        folder / "kb.db"
+        if request.param == "sqlite"
+        else request.getfixturevalue("fresh_postgres_url")
+    )
+    settings = Settings(db=db, embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder()) as workspace:
         watcher = Watcher(workspace, folder)
         watcher.thread.start()
@@ -131,6 +138,48 @@ def test_an_atomic_save_is_one_update(watched: tuple[Watcher, Path]) -> None:
     ]
     time.sleep(1.0)  # no sync loop from the database's own writes
     assert len(watcher.reports) - syncs <= 2
+
+
+def test_a_lost_database_connection_is_one_error_and_watching_goes_on(
+    fresh_postgres_url: str, tmp_path: Path
+) -> None:
+    """PostgreSQL restarts, fails over or drops idle connections: the sync that finds its
+    connection gone is reported in one line (not a dead watcher thread), and the next change is
+    synced on a new connection."""
+    import psycopg
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "birds.md").write_text("# Birds\n\nThe heron waits.\n")
+    settings = Settings(db=fresh_postgres_url, embedder="hash")
+    with Workspace(settings, embedder=HashingEmbedder()) as workspace:
+        watcher = Watcher(workspace, folder)
+        watcher.thread.start()
+        try:
+            watcher.wait_for(lambda: len(watcher.reports) >= 1)
+            mine = workspace.conn.info.backend_pid  # this thread's, for the searches below
+            with psycopg.connect(fresh_postgres_url, autocommit=True) as admin:
+                dropped = admin.execute(TERMINATE_OTHERS, {"keep": mine}).fetchall()
+            assert dropped  # the watcher's connection
+            (folder / "birds.md").write_text("# Birds\n\nThe egret waits.\n")
+            watcher.wait_for(lambda: len(watcher.errors) == 1)
+            (error,) = watcher.errors
+            assert isinstance(error, psycopg.OperationalError)
+            assert "\n" not in error_line(error) and "terminat" in error_line(error)
+            (folder / "birds.md").write_text("# Birds\n\nThe bittern booms.\n")
+            watcher.wait_for(lambda: watcher.paths_for("bittern") == ["birds.md"])
+            assert watcher.thread.is_alive()
+        finally:
+            watcher.stop.set()
+            watcher.thread.join(timeout=10)
+    assert len(watcher.errors) == 1
+
+
+# Every other session of the test's database, as a server restart would end them.
+TERMINATE_OTHERS = """
+SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> %(keep)s
+"""
 
 
 def test_watch_needs_folders(tmp_path: Path, workspace: Workspace) -> None:

@@ -21,6 +21,7 @@ def backup(ctx: click.Context, destination: Path, force: bool, as_json: bool) ->
 
     Uses SQLite's online backup API: safe while `kbmcp serve` and `kbmcp add` use the file.
     The copy is a single file (no -wal), checked with PRAGMA integrity_check.
+    A PostgreSQL database: use pg_dump, or `kbmcp copy URL FILE.db`.
 
     \b
     Example:

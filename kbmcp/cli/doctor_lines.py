@@ -32,11 +32,15 @@ SHOWN = frozenset(
         "sqlite",
         "apsw",
         "sqlite_vec",
+        "postgresql",
+        "pgvector",
+        "psycopg",
         "mcp",
         "db_path",
         "schema_version",
         "schema_latest",
         "journal_mode",
+        "hnsw_index",
         "recorded_model",
         "configured_embedder",
         "counts",
@@ -49,12 +53,8 @@ SHOWN = frozenset(
 def doctor_lines(report: Mapping[str, Any]) -> list[str]:
     lines = [
         f"kbmcp {report['kbmcp']} on Python {report['python']} ({report['platform']})",
-        f"libraries: SQLite {report['sqlite']}, apsw {report['apsw']}, "
-        f"sqlite-vec {report['sqlite_vec']}, mcp {report['mcp']}",
-        f"database: {report['db_path']}",
-        f"schema: version {report['schema_version']} (latest {report['schema_latest']}), "
-        f"journal mode {report['journal_mode']}",
-        *_model_lines(report["model"], report.get("recorded_model")),
+        *_database_lines(report),
+        *_model_lines(report["model"], report.get("recorded_model"), _holder(report)),
         f"embedder setting: {report['configured_embedder']} (KBMCP_EMBEDDER)",
         "contents: " + _contents(report["counts"]),
     ]
@@ -64,13 +64,39 @@ def doctor_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _model_lines(model: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> list[str]:
+def _database_lines(report: Mapping[str, Any]) -> list[str]:
+    """The software, the database and its schema: an SQLite file's, or a PostgreSQL server's
+    (the report has `postgresql` where a file's has `sqlite`)."""
+    schema = f"schema: version {report['schema_version']} (latest {report['schema_latest']})"
+    if "postgresql" in report:
+        index = "present" if report["hnsw_index"] else "absent (searches scan exactly)"
+        return [
+            f"libraries: PostgreSQL {report['postgresql']}, pgvector {report['pgvector']}, "
+            f"psycopg {report['psycopg']}, mcp {report['mcp']}",
+            f"database: {report['db_path']}",
+            f"{schema}, HNSW vector index {index}",
+        ]
+    return [
+        f"libraries: SQLite {report['sqlite']}, apsw {report['apsw']}, "
+        f"sqlite-vec {report['sqlite_vec']}, mcp {report['mcp']}",
+        f"database: {report['db_path']}",
+        f"{schema}, journal mode {report['journal_mode']}",
+    ]
+
+
+def _holder(report: Mapping[str, Any]) -> str:
+    return "the database" if "postgresql" in report else "the file"
+
+
+def _model_lines(
+    model: Mapping[str, Any], recorded: Mapping[str, Any] | None, holder: str
+) -> list[str]:
     fingerprint = model.get("fingerprint")
     if model["ok"]:
         where = (
-            "the file has no vectors yet"
+            f"{holder} has no vectors yet"
             if recorded is None
-            else "the file's vectors were made with it"
+            else f"{holder}'s vectors were made with it"
         )
         return [
             f"model: ok: {_fingerprint(fingerprint)}, loaded in {model['load_seconds']:.2f} s; "
@@ -79,7 +105,7 @@ def _model_lines(model: Mapping[str, Any], recorded: Mapping[str, Any] | None) -
     lines = [f"model: NOT OK: {model.get('error', 'unusable')}"]
     if fingerprint is not None:
         lines.append(
-            f"  configured: {_fingerprint(fingerprint)}; recorded in the file: "
+            f"  configured: {_fingerprint(fingerprint)}; recorded in {holder}: "
             + ("none" if recorded is None else _fingerprint(recorded))
         )
     return lines

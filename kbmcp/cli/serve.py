@@ -170,7 +170,7 @@ def watching(workspace: Workspace, folders: list[Path], kb_name: str) -> Iterato
         yield
         return
     from kbmcp.service.ingest import IngestOptions
-    from kbmcp.service.watch import changed, watch_paths, watched_folders
+    from kbmcp.service.watch import changed, error_line, watch_paths, watched_folders
 
     stop = threading.Event()
     # watchfiles logs every change it sees at INFO; the sync's own line says what matters.
@@ -181,7 +181,7 @@ def watching(workspace: Workspace, folders: list[Path], kb_name: str) -> Iterato
             watch_logger.info("%s", report.summary_line())
 
     def log_error(error: Exception) -> None:
-        watch_logger.warning("%s", getattr(error, "message", None) or error)
+        watch_logger.warning("%s", error_line(error))
 
     principal = workspace.local_principal()
     options = IngestOptions(knowledge_base=kb_name)

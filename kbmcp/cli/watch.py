@@ -33,7 +33,11 @@ def watch(ctx: click.Context, folders: tuple[Path, ...], options: IngestOptions)
     Example:
       kbmcp watch ./docs --kb handbook
     """
-    from kbmcp.service.watch import changed, watch_paths  # watchfiles: only when run
+    from kbmcp.service.watch import (  # watchfiles: only when run
+        changed,
+        error_line,
+        watch_paths,
+    )
 
     first = True
 
@@ -50,8 +54,7 @@ def watch(ctx: click.Context, folders: tuple[Path, ...], options: IngestOptions)
         sys.stdout.flush()
 
     def failed(error: Exception) -> None:
-        message = getattr(error, "message", None) or str(error)
-        click.echo(f"{time.strftime('%H:%M:%S')} error: {message}", err=True)
+        click.echo(f"{time.strftime('%H:%M:%S')} error: {error_line(error)}", err=True)
 
     # Ctrl-C is how a watch ends: a sync it interrupts rolls back whole batches.
     with open_workspace(ctx, create=True) as workspace, contextlib.suppress(KeyboardInterrupt):

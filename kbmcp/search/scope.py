@@ -30,7 +30,7 @@ from kbmcp.search.models import (
     MAX_PATH_PREFIXES,
     SearchFilters,
 )
-from kbmcp.validate import shown
+from kbmcp.validate import shown, storable
 
 if TYPE_CHECKING:
     from kbmcp.store.backend import Connection, Store
@@ -246,7 +246,7 @@ def _resolve_ids(
 def _paths(values: Any) -> list[str]:
     prefixes = []
     for value in check_list(values, argument="document_paths", limit=MAX_PATH_PREFIXES):
-        if not isinstance(value, str) or not value.strip():
+        if not isinstance(value, str) or not value.strip() or not storable(value):
             raise InvalidRequest(
                 f"document_paths: {shown(value)} is not a non-empty path prefix",
                 details={"argument": "document_paths", "value": value},
@@ -270,7 +270,7 @@ def _mapping(values: Any, argument: str) -> Mapping[str, Any]:
 
 
 def _key(key: Any, argument: str) -> str:
-    if not isinstance(key, str) or not key.strip():
+    if not isinstance(key, str) or not key.strip() or not storable(key):
         raise InvalidRequest(
             f"{argument}: keys must be non-empty strings (got {shown(key)})",
             details={"argument": argument, "key": key},
@@ -281,7 +281,7 @@ def _key(key: Any, argument: str) -> str:
 def _tags(values: Any) -> dict[str, str]:
     tags = {}
     for key, value in _mapping(values, "tags").items():
-        if not isinstance(value, str):
+        if not isinstance(value, str) or not storable(value):
             raise InvalidRequest(
                 f"tags: the value of {shown(key)} must be a string (got {shown(value)})",
                 details={"argument": "tags", "key": key},
@@ -294,7 +294,11 @@ def _metadata(values: Any) -> dict[str, Any]:
     metadata = {}
     for key, value in _mapping(values, "metadata").items():
         scalar = value is None or isinstance(value, str | bool | int | float)
-        if not scalar or (isinstance(value, float) and not math.isfinite(value)):
+        if (
+            not scalar
+            or (isinstance(value, float) and not math.isfinite(value))
+            or (isinstance(value, str) and not storable(value))
+        ):
             raise InvalidRequest(
                 f"metadata: the value of {shown(key)} must be a string, number, boolean or "
                 f"null (got {shown(value)})",

@@ -46,9 +46,18 @@ def destination_path(source: Path, destination: Path, *, overwrite: bool) -> Pat
 def backup(workspace: Workspace, destination: Path, *, overwrite: bool = False) -> BackupReport:
     """Copy the workspace's file to `destination` (see kbmcp/store/sqlite/backup.py). The copy is
     written beside the destination under a temporary name and renamed into place, so DEST is
-    either the previous file or the complete, checked copy, never a partial one."""
+    either the previous file or the complete, checked copy, never a partial one. A PostgreSQL
+    database is refused (InvalidRequest naming `pg_dump` and `kbmcp copy`)."""
     started = time.perf_counter()
-    source = Path(workspace.settings.db_path)
+    if workspace.store.kind != "sqlite":
+        # SQLite's online backup API copies a file; a server's database has its own tools.
+        raise InvalidRequest(
+            f"kbmcp backup copies a knowledge-base file, and {workspace.store.shown} is a "
+            "PostgreSQL database: back it up with `pg_dump`, or copy it into a file with "
+            f"`kbmcp copy {workspace.store.shown} FILE.db`",
+            details={"argument": "--db", "db": workspace.store.shown},
+        )
+    source = workspace.settings.db_path
     target = destination_path(source, destination, overwrite=overwrite)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     partial.unlink(missing_ok=True)

@@ -131,18 +131,9 @@ def _ingest_files(
     return IngestOutcome(kb_name, documents, reused=changed == 0, report=report)
 
 
-# The published documents of a knowledge base and the files they were added from.
-SELECT_DOCUMENT_SOURCES = """
-SELECT d.public_id, d.source
-FROM document AS d
-JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-WHERE kb.public_id = :knowledge_base_id AND d.status = 'published' AND d.source IS NOT NULL
-"""
-
-
 def file_corpus_ids(workspace: Workspace, files: CorpusFiles, kb_id: str) -> dict[str, str]:
     """Document public id -> corpus id (the file's path under ``files.root``)."""
-    rows = workspace.conn.execute(SELECT_DOCUMENT_SOURCES, {"knowledge_base_id": kb_id})
+    rows = workspace.store.evaluation.document_sources(workspace.conn, kb_id)
     ids = {document_id: files.corpus_id(source) for document_id, source in rows}
     return {document_id: corpus_id for document_id, corpus_id in ids.items() if corpus_id}
 

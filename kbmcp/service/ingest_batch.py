@@ -85,12 +85,15 @@ class IngestBatch:
         public_id_of: Callable[[str], str] | None = None,
         keep_going: bool = False,
         interrupt: Callable[[], bool] | None = None,
+        strict: bool = False,
     ) -> None:
         self.workspace = workspace
         self.store = workspace.store
         self.conn = workspace.conn
         self.kb = kb
-        self.writer = DocumentWriter(workspace.store, self.conn, kb, public_id_of)
+        # strict: a document another process wrote since `known` was read is not overwritten
+        # (ingest_write.DocumentChanged ends the batch; memories read it again).
+        self.writer = DocumentWriter(workspace.store, self.conn, kb, public_id_of, strict=strict)
         self.counts = counts  # added, updated, unchanged, chunks, embedded: after each commit
         self.on_ready = on_ready
         # keep_going: a document that fails to embed or to write (a bug, a hostile file) is

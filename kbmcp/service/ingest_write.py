@@ -97,6 +97,12 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class DocumentChanged(Exception):
+    """A document written by a `strict` writer is not as its caller read it
+    (`PendingDocument.known`): another process wrote it in between. Nothing of it is written
+    (the write transaction rolls back); the caller reads it again and decides anew."""
+
+
 # What `write` and `StagedWrite.switch` report: 'added', 'updated' or 'unchanged', and the number
 # of chunks put into the indexes.
 Outcome = tuple[str, int]
@@ -112,10 +118,15 @@ class DocumentWriter:
         conn: Connection,
         kb: KnowledgeBaseRef,
         public_id_of: Callable[[str], str] | None = None,
+        *,
+        strict: bool = False,
     ) -> None:
         self.store = store
         self.conn = conn
         self.kb = kb
+        # strict: what to write was decided from `document.known` (memories merge their tags
+        # with the stored ones): a document found otherwise is DocumentChanged, not overwritten.
+        self.strict = strict
         # The public id a new document gets from its path: doc_... from the knowledge base and
         # the path by default (kbmcp/ids.py); memories pass their own rule.
         self.public_id_of = public_id_of or (
@@ -133,11 +144,18 @@ class DocumentWriter:
         transaction ends)."""
         return self.store.catalog.current_document(self.conn, self.kb.id, document.path)
 
+    def check_known(self, document: PendingDocument, current: CurrentDocument | None) -> None:
+        """A strict writer's check of the document found in its write transaction: it must be
+        the one `document.known` describes (None: none), else DocumentChanged."""
+        if self.strict and not _as_known(current, document.known):
+            raise DocumentChanged(document.path)
+
     def write(self, document: PendingDocument, vectors: dict[str, bytes]) -> Outcome:
         """Write one document inside the caller's transaction."""
         conn = self.conn
         now = now_iso()
         current = self.current(document)
+        self.check_known(document, current)
         while current is None:
             inserted = self.insert_document(document, now)
             if inserted is not None:
@@ -147,8 +165,10 @@ class DocumentWriter:
                 self.update_document(document, document_id, revision_id, now)
                 return "added", len(document.spans)
             # Another writer added this path meanwhile (two servers on one PostgreSQL database):
-            # it is an existing document now.
+            # it is an existing document now (the UNIQUE (knowledge_base_id, path) constraint
+            # decided which insert won; a strict writer stops here).
             current = self.current(document)
+            self.check_known(document, current)
         if (current.status, current.content_hash, current.attributes_hash, current.source) == (
             "published",
             document.content_hash,
@@ -335,12 +355,14 @@ class StagedWrite:
         writer, document = self.writer, self.document
         now = now_iso()
         current = writer.current(document)
+        writer.check_known(document, current)
         while current is None:
             inserted = writer.insert_document(document, now, staged=True)
             if inserted is not None:
                 self.document_id, document_public_id = inserted
                 break
             current = writer.current(document)  # another writer added this path meanwhile
+            writer.check_known(document, current)
         if current is not None:
             self.document_id, document_public_id = current.id, current.public_id
             if (current.status, current.content_hash, current.attributes_hash, current.source) == (
@@ -410,6 +432,23 @@ class StagedWrite:
         self.store.ingest.remove_staged(self.conn, self.revision_id)
         self.old_revision_id = current_revision_id
         return ("added" if current_revision_id is None else "updated"), len(document.spans)
+
+
+def _as_known(current: CurrentDocument | None, known: KnownDocument | None) -> bool:
+    """Whether the document found in the write transaction is the one its writer read."""
+    if current is None or known is None:
+        return current is None and known is None
+    return (
+        current.status,
+        current.source,
+        current.attributes_hash,
+        current.current_revision_id,
+    ) == (
+        known.status,
+        known.source,
+        known.attributes_hash,
+        known.revision_id,
+    )
 
 
 def same_chunks(stored: list[ChunkSpan], fresh: list[ChunkSpan]) -> bool:

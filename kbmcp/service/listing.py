@@ -13,44 +13,12 @@ from kbmcp.described import Described
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.search.models import SearchFilters
 from kbmcp.search.scope import resolve_scope
-from kbmcp.store.sqlite.search.scope import documents_sql, scope_params
+from kbmcp.store.listing import DocumentCursor
 from kbmcp.validate import integer, shown
 from kbmcp.workspace import Workspace
 
 DEFAULT_PAGE = 50
 MAX_PAGE = 200
-
-SELECT_KNOWLEDGE_BASES = """
-SELECT kb.public_id, kb.name, kb.description, kb.tags, kb.created_at, kb.updated_at,
-       (SELECT count(*) FROM document AS d
-        WHERE d.knowledge_base_id = kb.id AND d.status = 'published') AS documents,
-       (SELECT count(*) FROM indexed_chunk AS i WHERE i.knowledge_base_id = kb.id) AS chunks
-FROM knowledge_base AS kb
-WHERE kb.id IN (SELECT value FROM json_each(:readable_kb_ids))
-ORDER BY kb.name, kb.public_id
-"""
-
-# The documents come from the search engine's scope SQL (kbmcp/store/sqlite/search/scope.py),
-# so listing, search and scan validate and apply knowledge bases, path prefixes and tags the
-# same way.
-# Keyset pagination on (updated_at DESC, public_id): stable while documents are added.
-SELECT_DOCUMENTS = """
-WITH scope_document AS MATERIALIZED ({documents})
-SELECT d.public_id, kb.public_id, d.path, d.title, d.status, r.public_id, r.number,
-       r.char_count, d.updated_at, d.metadata,
-       (SELECT json_group_array(json_array(t.key, t.value))
-        FROM (SELECT key, value FROM document_tag
-              WHERE document_id = d.id ORDER BY key, value) AS t)
-FROM scope_document AS s
-JOIN document AS d ON d.id = s.id
-JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-LEFT JOIN revision AS r ON r.id = d.current_revision_id
-WHERE :cursor_updated IS NULL
-   OR d.updated_at < :cursor_updated
-   OR (d.updated_at = :cursor_updated AND d.public_id > :cursor_id)
-ORDER BY d.updated_at DESC, d.public_id
-LIMIT :limit
-"""
 
 
 @dataclass(frozen=True)
@@ -90,19 +58,20 @@ class DocumentPage:
 
 def list_knowledge_bases(workspace: Workspace, principal: Principal) -> list[KnowledgeBaseInfo]:
     principal.require(READ)
-    rows = workspace.conn.execute(
-        SELECT_KNOWLEDGE_BASES,
-        {
-            "readable_kb_ids": json.dumps(
-                readable_kb_ids(workspace.store, workspace.conn, principal)
-            )
-        },
-    )
+    store, conn = workspace.store, workspace.conn
+    rows = store.listing.knowledge_bases(conn, readable_kb_ids(store, conn, principal))
     return [
         KnowledgeBaseInfo(
-            kb_id, name, description, json.loads(tags), docs, chunks, created, updated
+            knowledge_base_id=row.public_id,
+            name=row.name,
+            description=row.description,
+            tags=json.loads(row.tags),
+            document_count=row.documents,
+            chunk_count=row.chunks,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
         )
-        for kb_id, name, description, tags, created, updated, docs, chunks in rows
+        for row in rows
     ]
 
 
@@ -128,8 +97,8 @@ def list_documents(
         raise InvalidRequest(
             "cursor is not a cursor returned by list_documents", details={"argument": "cursor"}
         )
-    cursor_updated, cursor_id = _decode_cursor(cursor) if cursor else (None, None)
-    conn = workspace.conn
+    after = _decode_cursor(cursor) if cursor else None
+    store, conn = workspace.store, workspace.conn
     # An empty knowledge_base_ids list is an error there, never "every knowledge base".
     filters = SearchFilters(
         knowledge_base_ids=None if knowledge_base_ids is None else list(knowledge_base_ids),
@@ -137,34 +106,27 @@ def list_documents(
         tags=tags if tags else None,  # validated with the scope (a Mapping, or invalid_request)
     )
     # Documents only: memories are listed by kbmcp.service.memories.
-    can_read = Readable(readable_kb_ids(workspace.store, conn, principal), None)
-    scope = resolve_scope(workspace.store, conn, can_read, filters)
-    rows = conn.execute(
-        SELECT_DOCUMENTS.format(documents=documents_sql(scope, include_archived=include_archived)),
-        {
-            **scope_params(scope),
-            "cursor_updated": cursor_updated,
-            "cursor_id": cursor_id,
-            "limit": limit + 1,
-        },
-    ).fetchall()
+    can_read = Readable(readable_kb_ids(store, conn, principal), None)
+    scope = resolve_scope(store, conn, can_read, filters)
+    rows = store.listing.documents(
+        conn, scope, include_archived=include_archived, after=after, limit=limit + 1
+    )
     documents = [
         DocumentInfo(
-            document_id=doc_id,
-            knowledge_base_id=kb_id,
-            path=path,
-            title=title,
-            status=status,
-            current_revision_id=rev_id,
-            revision_number=number,
-            size_chars=size or 0,
-            updated_at=updated,
-            tags=[tuple(pair) for pair in json.loads(tag_json or "[]")],
-            metadata=json.loads(metadata),
+            document_id=row.public_id,
+            knowledge_base_id=row.knowledge_base_id,
+            path=row.path,
+            title=row.title,
+            status=row.status,
+            current_revision_id=row.revision_id,
+            revision_number=row.revision_number,
+            size_chars=row.char_count or 0,
+            updated_at=row.updated_at,
+            tags=row.tags,
+            metadata=json.loads(row.metadata),
         )
-        for doc_id, kb_id, path, title, status, rev_id, number, size, updated, metadata, tag_json
-        in rows[:limit]
-    ]  # fmt: skip
+        for row in rows[:limit]
+    ]
     next_cursor = None
     if len(rows) > limit:
         last = documents[-1]
@@ -177,17 +139,21 @@ def _encode_cursor(updated_at: str, document_id: str) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str) -> tuple[str, str]:
+def _decode_cursor(cursor: str) -> DocumentCursor:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         updated_at, document_id = json.loads(base64.urlsafe_b64decode(padded))
         if not isinstance(updated_at, str) or not isinstance(document_id, str):
             raise ValueError
-    except (ValueError, TypeError):
+        # Never in a cursor made here, and no database text holds them: NUL, lone surrogates.
+        if "\x00" in updated_at + document_id:
+            raise ValueError
+        (updated_at + document_id).encode()
+    except (ValueError, TypeError):  # (UnicodeError is a ValueError)
         raise InvalidRequest(
             "cursor is not a cursor returned by list_documents", details={"argument": "cursor"}
         ) from None
-    return updated_at, document_id
+    return DocumentCursor(updated_at, document_id)
 
 
 def resolve_knowledge_bases(

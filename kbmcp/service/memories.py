@@ -24,23 +24,22 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
-
-import apsw
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from kbmcp.access import MEMORY_READ, MEMORY_WRITE, Principal
 from kbmcp.described import Described
 from kbmcp.embed.inputs import chunk_embedding_input
-from kbmcp.errors import InvalidRequest, ResourceUnavailable
+from kbmcp.errors import InvalidRequest, ResourceUnavailable, StoreError
 from kbmcp.ids import check_id
 from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document
 from kbmcp.store.catalog import DEFAULT_MEMORY_STORE, MEMORIES, KnowledgeBaseRef, TenantRef
-from kbmcp.store.sqlite.catalog import ensure_knowledge_base
-from kbmcp.store.sqlite.connection import write_transaction
-from kbmcp.store.sqlite.id_key import id_key_of
+from kbmcp.store.memories import MemoryState, OwnMemory
 from kbmcp.store.vectors import to_blob
-from kbmcp.validate import collection_name, integer, shown
+from kbmcp.validate import collection_name, integer, shown, storable
 from kbmcp.workspace import Workspace, holding_lock
+
+if TYPE_CHECKING:
+    from kbmcp.store.backend import Connection, Store
 
 DEFAULT_STORE = DEFAULT_MEMORY_STORE
 MAX_MEMORY_CHARS = 20_000  # a memory is a fact, not a document: add long text with `kbmcp add`
@@ -52,63 +51,9 @@ CHUNKING = ChunkingOptions()
 # Memories are chunked as plain text: a memory that starts with '---' is not front matter.
 MEMORY_FORMAT = "text"
 
-SELECT_STORES = """
-SELECT s.id, s.public_id, s.name, s.tags, s.created_at,
-       (SELECT count(*) FROM document AS m
-        WHERE m.knowledge_base_id = s.id AND m.status = 'published')
-FROM knowledge_base AS s
-WHERE s.tenant_id = :tenant_id AND s.kind = 'memories'
-ORDER BY s.name
-"""
-
-# A memory of the store with this content as its current text, forgotten or not. The columns
-# are a `MemoryState`, as are SELECT_MEMORY_STATE's.
-SELECT_SAME_CONTENT = """
-SELECT m.public_id, m.status, m.source, m.attributes_hash, r.id, r.content_hash,
-       (SELECT json_group_array(json_array(t.key, t.value))
-        FROM document_tag AS t WHERE t.document_id = m.id)
-FROM revision AS r
-JOIN document AS m ON m.current_revision_id = r.id
-WHERE r.content_hash = :content_hash AND m.knowledge_base_id = :store_id
-"""
-# A memory of the tenant's stores by public id (to revise it), with its store.
-SELECT_MEMORY_STATE = """
-SELECT m.public_id, m.status, m.source, m.attributes_hash, r.id, r.content_hash,
-       (SELECT json_group_array(json_array(t.key, t.value))
-        FROM document_tag AS t WHERE t.document_id = m.id),
-       s.id, s.public_id, s.name
-FROM document AS m
-JOIN knowledge_base AS s ON s.id = m.knowledge_base_id
-LEFT JOIN revision AS r ON r.id = m.current_revision_id
-WHERE m.public_id = :memory_id AND s.tenant_id = :tenant_id AND s.kind = 'memories'
-"""
-SELECT_ID_TAKEN = "SELECT 1 FROM document WHERE public_id = :public_id"
-
-# A memory of one of the tenant's stores, by public id.
-SELECT_OWN_MEMORY = """
-SELECT m.id, m.public_id, m.status, s.public_id, m.updated_at, r.public_id
-FROM document AS m
-JOIN knowledge_base AS s ON s.id = m.knowledge_base_id
-LEFT JOIN revision AS r ON r.id = m.current_revision_id
-WHERE m.public_id = :memory_id AND s.tenant_id = :tenant_id AND s.kind = 'memories'
-"""
-
-SELECT_MEMORIES = """
-SELECT m.public_id, s.public_id, s.name, m.status, r.content, m.source, m.created_at,
-       m.updated_at, r.public_id, r.number,
-       (SELECT json_group_array(json_array(t.key, t.value))
-        FROM (SELECT key, value FROM document_tag
-              WHERE document_id = m.id ORDER BY key, value) AS t)
-FROM document AS m
-JOIN knowledge_base AS s ON s.id = m.knowledge_base_id
-JOIN revision AS r ON r.id = m.current_revision_id
-WHERE s.tenant_id = :tenant_id AND s.kind = 'memories'
-  AND (:store_id IS NULL OR s.id = :store_id)
-  AND (:include_forgotten OR m.status = 'published')
-ORDER BY m.updated_at DESC, m.public_id
-LIMIT :limit
-"""
-
+# How often `remember` reads a memory again when another process wrote it between the read and
+# the write (each time it found it changed); then it gives up with a store error.
+WRITE_ATTEMPTS = 5
 
 Outcome = Literal["created", "existing", "restored", "revised", "stored"]
 
@@ -185,20 +130,24 @@ def create_memory_store(
     principal.require(MEMORY_WRITE)
     clean = collection_name(name, "memory store")
     store_tags = check_tags(tags, "tags") if tags else {}
-    conn = workspace.conn
-    with write_transaction(conn):
-        if _find_store_by_name(conn, principal, clean) is not None:
+    store, conn = workspace.store, workspace.conn
+    with store.write_transaction(conn):
+        # Several servers on one PostgreSQL database: the name stays free until this commits.
+        store.memories.lock_stores(conn, principal.tenant_id)
+        if _find_store_by_name(store, conn, principal, clean) is not None:
             raise InvalidRequest(
                 f"a memory store named {clean!r} already exists",
                 details={"argument": "name", "value": clean},
             )
-        ensure_knowledge_base(conn, _tenant(principal), clean, kind=MEMORIES, tags=store_tags)
-    return next(store for store in _stores(conn, principal) if store.name == clean)
+        store.catalog.ensure_knowledge_base(
+            conn, _tenant(principal), clean, kind=MEMORIES, tags=store_tags
+        )
+    return next(info for info in _stores(store, conn, principal) if info.name == clean)
 
 
 def list_memory_stores(workspace: Workspace, principal: Principal) -> list[MemoryStoreInfo]:
     principal.require(MEMORY_READ)
-    return _stores(workspace.conn, principal)
+    return _stores(workspace.store, workspace.conn, principal)
 
 
 # ------------------------------------------------------------------ remember / forget
@@ -228,9 +177,7 @@ def remember(
     was stored before (module docstring)."""
     # The write path of documents: imported here, so reading commands (`kbmcp memory --help`,
     # listing) do not load the ingest pipeline's parsers.
-    from kbmcp.ingest.parsing import ParsedDocument
-    from kbmcp.service.ingest import pending_document
-    from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, sha256
+    from kbmcp.service.ingest_write import DocumentChanged, sha256
 
     principal.require(MEMORY_WRITE)
     blind = MEMORY_READ not in principal.scopes
@@ -250,52 +197,99 @@ def remember(
         )
     spans = chunk_document(text, MEMORY_FORMAT, CHUNKING)
     workspace.ensure_model()
-    content_hash = sha256(text)
+    # Without memory:read the text is embedded whether or not it is stored already, so the
+    # answer's timing does not tell (a new memory uses these vectors; nothing is embedded twice).
+    vectors = _embed(workspace, "", spans) if blind else None
+    memory = _MemoryToWrite(text, sha256(text), spans, given_tags, given_source, vectors)
+    # What is stored is read first and the write decides from it; another process (a second
+    # server on one PostgreSQL database, a CLI beside a server) may write the same memory in
+    # between. The write then finds it changed and writes nothing (IngestBatch `strict`), and
+    # the memory is read again: the same content remembered twice at once is one memory, the
+    # second answer 'existing' with both callers' tags. On PostgreSQL the UNIQUE
+    # (knowledge_base_id, path) constraint decides which insert of a new memory wins.
+    for _ in range(WRITE_ATTEMPTS):
+        try:
+            return _remember(workspace, principal, memory, store_id, revised, blind)
+        except DocumentChanged:
+            continue
+    raise StoreError(
+        f"the memory was changed by other writers {WRITE_ATTEMPTS} times while it was being "
+        "written; nothing was written by this call: run it again",
+        details={"argument": "content"},
+    )
+
+
+@dataclass(frozen=True)
+class _MemoryToWrite:
+    text: str
+    content_hash: str
+    spans: list[ChunkSpan]
+    tags: dict[str, str]  # as given
+    source: str | None  # as given
+    vectors: list[bytes] | None  # computed beforehand (a caller without memory:read)
+
+
+def _remember(
+    workspace: Workspace,
+    principal: Principal,
+    memory: _MemoryToWrite,
+    store_id: str | None,
+    revised: str | None,
+    blind: bool,
+) -> RememberResult:
+    """One attempt of `remember`: read what is stored, write what changes (DocumentChanged
+    when another writer changed it in between)."""
+    from kbmcp.ingest.parsing import ParsedDocument
+    from kbmcp.service.ingest import pending_document
+    from kbmcp.service.ingest_batch import IngestBatch, KnownDocument
+
+    backend = workspace.store
     with workspace.lock:
         conn = workspace.conn
         if revised is None:
-            store = _store_for_write(conn, principal, store_id)
+            store = _store_for_write(backend, conn, principal, store_id)
             target = None
         else:
-            store, target = _memory_to_revise(conn, principal, revised)
-        row = conn.execute(
-            SELECT_SAME_CONTENT, {"content_hash": content_hash, "store_id": store.id}
-        ).fetchone()
-        same = None if row is None else MemoryState(*row)
+            store, target = _memory_to_revise(backend, conn, principal, revised)
+        same = backend.memories.same_content(conn, store.id, memory.content_hash)
         if target is not None and same is not None and same.public_id != target.public_id:
             raise _already_held(same.public_id, target.public_id, blind=blind)
         known = target or same
-        path = known.public_id if known else _new_memory_id(conn, store, content_hash)
-    merged = sorted(given_tags.items())
+        path = known.public_id if known else _new_memory_id(backend, conn, store, memory)
+    merged = sorted(memory.tags.items())
+    source = memory.source
     previous = None
     if known is not None:
         previous = KnownDocument(
             "", known.status, known.source, known.attributes_hash, known.revision_id,
             known.content_hash,
         )  # fmt: skip
-        merged = sorted({*map(tuple, json.loads(known.tags)), *given_tags.items()})
-        given_source = given_source if given_source is not None else known.source
+        merged = sorted({*known.tags, *memory.tags.items()})
+        source = source if source is not None else known.source
     parsed = ParsedDocument(kind=MEMORY_FORMAT, title="", tags=merged)
-    # Without memory:read the text is embedded whether or not it is stored already, so the
-    # answer's timing does not tell (a new memory uses these vectors; nothing is embedded twice).
-    vectors = _embed(workspace, parsed.title, spans) if blind else None
     pending = pending_document(
-        path, given_source, text, parsed, merged, {}, previous, CHUNKING, vectors, spans
-    )
+        path, source, memory.text, parsed, merged, {}, previous, CHUNKING, memory.vectors,
+        memory.spans,
+    )  # fmt: skip
     if pending is not None:
         # A memory's path is its id (made by _new_memory_id).
-        batch = IngestBatch(workspace, store, Counter(), public_id_of=lambda path: path)
+        batch = IngestBatch(
+            workspace, store, Counter(), public_id_of=lambda path: path, strict=True
+        )
         batch.queue(pending)
         batch.flush()
     with workspace.lock:
-        row = workspace.conn.execute(
-            SELECT_OWN_MEMORY, {"memory_id": path, "tenant_id": principal.tenant_id}
-        ).fetchone()
+        written = backend.memories.own_memory(workspace.conn, principal.tenant_id, path)
+    assert written is not None
     if blind:
         return RememberResult(
-            path, store.public_id, store.name, row[5], "stored", sorted(given_tags.items())
-        )
-    return RememberResult(path, store.public_id, store.name, row[5], _outcome(known, same), merged)
+            path, store.public_id, store.name, written.revision_id or "", "stored",
+            sorted(memory.tags.items()),
+        )  # fmt: skip
+    return RememberResult(
+        path, store.public_id, store.name, written.revision_id or "", _outcome(known, same),
+        merged,
+    )  # fmt: skip
 
 
 def _embed(workspace: Workspace, title: str, spans: Sequence[ChunkSpan]) -> list[bytes]:
@@ -319,19 +313,6 @@ def _already_held(held_by: str, target: str, *, blind: bool) -> InvalidRequest:
     )
 
 
-@dataclass(frozen=True)
-class MemoryState:
-    """What `remember` needs to know of an existing memory (SELECT_SAME_CONTENT's columns)."""
-
-    public_id: str
-    status: str
-    source: str | None
-    attributes_hash: str
-    revision_id: int | None
-    content_hash: str | None
-    tags: str  # JSON [[key, value], ...]
-
-
 def _outcome(known: MemoryState | None, same: MemoryState | None) -> Outcome:
     if known is None:
         return "created"
@@ -341,11 +322,13 @@ def _outcome(known: MemoryState | None, same: MemoryState | None) -> Outcome:
 
 
 def _memory_to_revise(
-    conn: apsw.Connection, principal: Principal, memory_id: str
+    store: Store, conn: Connection, principal: Principal, memory_id: str
 ) -> tuple[KnowledgeBaseRef, MemoryState]:
-    row = _own_memory(conn, principal, memory_id, SELECT_MEMORY_STATE)
-    store_row, store_public, store_name = row[7:]
-    return KnowledgeBaseRef(store_row, store_public, store_name, MEMORIES), MemoryState(*row[:7])
+    found = store.memories.memory_state(conn, principal.tenant_id, memory_id)
+    if found is None:
+        raise _not_own(memory_id)
+    ref = KnowledgeBaseRef(found.store_id, found.store_public_id, found.store_name, MEMORIES)
+    return ref, found.state
 
 
 @holding_lock
@@ -359,16 +342,17 @@ def forget(workspace: Workspace, principal: Principal, memory_id: Any) -> Forget
             details={"argument": "memory_id"},
         )
     public_id = check_id("memory", memory_id, argument="memory_id")
-    conn = workspace.conn
-    row = _own_memory(conn, principal, public_id)
-    row_id, _, status, store_id, updated_at, _ = row
-    if status != "published":
-        return ForgetResult(public_id, store_id, "already_forgotten", updated_at)
+    store, conn = workspace.store, workspace.conn
+    memory = _own_memory(store, conn, principal, public_id)
+    if memory.status != "published":
+        return ForgetResult(
+            public_id, memory.store_public_id, "already_forgotten", memory.updated_at
+        )
     from kbmcp.service.ingest import archive_row  # the ingest pipeline: only when writing
 
-    archive_row(workspace, row_id)
-    forgotten_at = _own_memory(conn, principal, public_id)[4]
-    return ForgetResult(public_id, store_id, "forgotten", forgotten_at)
+    archive_row(workspace, memory.id)
+    forgotten_at = _own_memory(store, conn, principal, public_id).updated_at
+    return ForgetResult(public_id, memory.store_public_id, "forgotten", forgotten_at)
 
 
 def list_memories(
@@ -383,38 +367,33 @@ def list_memories(
     ones too (status 'forgotten')."""
     principal.require(MEMORY_READ)
     limit = integer(limit, "limit", 1, MAX_LIST)
-    conn = workspace.conn
+    store, conn = workspace.store, workspace.conn
     store_id = None
     if memory_store is not None:
-        store_id = _existing_store(conn, principal, memory_store).id
-    rows = conn.execute(
-        SELECT_MEMORIES,
-        {
-            "tenant_id": principal.tenant_id,
-            "store_id": store_id,
-            "include_forgotten": bool(include_forgotten),
-            "limit": limit,
-        },
-    ).fetchall()
-    return [_memory_info(row) for row in rows]
-
-
-def _memory_info(row: tuple) -> MemoryInfo:
-    (memory_id, store_id, store_name, status, content, source, created, updated, revision_id,
-     number, tag_json) = row  # fmt: skip
-    return MemoryInfo(
-        memory_id=memory_id,
-        memory_store_id=store_id,
-        memory_store=store_name,
-        status="published" if status == "published" else "forgotten",
-        content=content,
-        source=source,
-        tags=[(key, value) for key, value in json.loads(tag_json)],
-        created_at=created,
-        updated_at=updated,
-        revision_id=revision_id,
-        revision_number=number,
+        store_id = _existing_store(store, conn, principal, memory_store).id
+    rows = store.memories.memories(
+        conn,
+        principal.tenant_id,
+        store_id=store_id,
+        include_forgotten=bool(include_forgotten),
+        limit=limit,
     )
+    return [
+        MemoryInfo(
+            memory_id=row.memory_id,
+            memory_store_id=row.store_public_id,
+            memory_store=row.store_name,
+            status="published" if row.status == "published" else "forgotten",
+            content=row.content,
+            source=row.source,
+            tags=row.tags,
+            created_at=row.created_at,
+            updated_at=row.updated_at,
+            revision_id=row.revision_id,
+            revision_number=row.revision_number,
+        )
+        for row in rows
+    ]
 
 
 def resolve_memory_stores(
@@ -423,8 +402,10 @@ def resolve_memory_stores(
     """Public ids of the tenant's memory stores given by name or id (CLI convenience); an
     unknown one is `resource_unavailable`."""
     principal.require(MEMORY_READ)
-    conn = workspace.conn
-    found = [_existing_store(conn, principal, ref, "--store").public_id for ref in names_or_ids]
+    store, conn = workspace.store, workspace.conn
+    found = [
+        _existing_store(store, conn, principal, ref, "--store").public_id for ref in names_or_ids
+    ]
     return list(dict.fromkeys(found))
 
 
@@ -444,7 +425,12 @@ def check_tags(values: Any, argument: str) -> dict[str, str]:
         )
     tags = {}
     for key, value in values.items():
-        if not isinstance(key, str) or not key.strip() or not isinstance(value, str):
+        if (
+            not isinstance(key, str)
+            or not key.strip()
+            or not isinstance(value, str)
+            or not (storable(key) and storable(value))
+        ):
             raise InvalidRequest(
                 f"{argument}: keys must be non-empty strings and values strings "
                 f"(got {shown(key)}: {shown(value)})",
@@ -460,6 +446,11 @@ def _content(content: Any) -> str:
             "content must be non-empty text (the fact to remember)",
             details={"argument": "content"},
         )
+    if not storable(content):
+        raise InvalidRequest(
+            "content holds a NUL character or an unpaired surrogate, which no stored text can",
+            details={"argument": "content"},
+        )
     text = content.strip()
     if len(text) > MAX_MEMORY_CHARS:
         raise InvalidRequest(
@@ -473,7 +464,7 @@ def _content(content: Any) -> str:
 def _source(source: Any) -> str | None:
     if source is None:
         return None
-    if not isinstance(source, str) or len(source) > MAX_SOURCE_CHARS:
+    if not isinstance(source, str) or len(source) > MAX_SOURCE_CHARS or not storable(source):
         raise InvalidRequest(
             f"source must be text of at most {MAX_SOURCE_CHARS} characters (got {shown(source)})",
             details={"argument": "source"},
@@ -485,40 +476,43 @@ def _tenant(principal: Principal) -> TenantRef:
     return TenantRef(principal.tenant_id, principal.tenant_public_id)
 
 
-def _stores(conn: apsw.Connection, principal: Principal) -> list[MemoryStoreInfo]:
+def _stores(store: Store, conn: Connection, principal: Principal) -> list[MemoryStoreInfo]:
     return [
-        MemoryStoreInfo(public_id, name, json.loads(tags), count, created)
-        for _id, public_id, name, tags, created, count in conn.execute(
-            SELECT_STORES, {"tenant_id": principal.tenant_id}
+        MemoryStoreInfo(
+            row.public_id, row.name, json.loads(row.tags), row.memory_count, row.created_at
         )
+        for row in store.memories.stores(conn, principal.tenant_id)
     ]
 
 
-def _store_refs(conn: apsw.Connection, principal: Principal) -> list[KnowledgeBaseRef]:
+def _store_refs(store: Store, conn: Connection, principal: Principal) -> list[KnowledgeBaseRef]:
     return [
-        KnowledgeBaseRef(row_id, public_id, name, MEMORIES)
-        for row_id, public_id, name, *_ in conn.execute(
-            SELECT_STORES, {"tenant_id": principal.tenant_id}
-        )
+        KnowledgeBaseRef(row.id, row.public_id, row.name, MEMORIES)
+        for row in store.memories.stores(conn, principal.tenant_id)
     ]
 
 
 def _find_store_by_name(
-    conn: apsw.Connection, principal: Principal, name: str
+    store: Store, conn: Connection, principal: Principal, name: str
 ) -> KnowledgeBaseRef | None:
-    return next((store for store in _store_refs(conn, principal) if store.name == name), None)
+    refs = _store_refs(store, conn, principal)
+    return next((ref for ref in refs if ref.name == name), None)
 
 
 def _existing_store(
-    conn: apsw.Connection, principal: Principal, ref: str, argument: str = "memory_store_id"
+    store: Store,
+    conn: Connection,
+    principal: Principal,
+    ref: str,
+    argument: str = "memory_store_id",
 ) -> KnowledgeBaseRef:
     """The tenant's memory store with this id (mst_...) or name; else `ResourceUnavailable`."""
     if not isinstance(ref, str) or not ref.strip():
         raise InvalidRequest(f"{argument} must be a store id", details={"argument": argument})
     key = ref.strip()
-    for store in _store_refs(conn, principal):
-        if key in (store.public_id, store.name):
-            return store
+    for found in _store_refs(store, conn, principal):
+        if key in (found.public_id, found.name):
+            return found
     raise ResourceUnavailable(
         f"{argument}: no memory store of this tenant is named or has the id {key!r}",
         details={"argument": argument, "value": key},
@@ -526,44 +520,51 @@ def _existing_store(
 
 
 def _store_for_write(
-    conn: apsw.Connection, principal: Principal, store_id: str | None
+    store: Store, conn: Connection, principal: Principal, store_id: str | None
 ) -> KnowledgeBaseRef:
     """The store a memory goes to: the tenant's store with this id (mst_..., checked), or the
-    default store (created if new)."""
+    default store (created if new; by one server of several: ensure_knowledge_base)."""
     if store_id is not None:
-        found = [store for store in _store_refs(conn, principal) if store.public_id == store_id]
+        refs = _store_refs(store, conn, principal)
+        found = [ref for ref in refs if ref.public_id == store_id]
         if not found:
             raise ResourceUnavailable(
                 f"memory_store_id: no memory store {store_id} of this tenant",
                 details={"argument": "memory_store_id", "value": store_id},
             )
         return found[0]
-    with write_transaction(conn):
-        return ensure_knowledge_base(conn, _tenant(principal), DEFAULT_STORE, kind=MEMORIES)
+    with store.write_transaction(conn):
+        return store.catalog.ensure_knowledge_base(
+            conn, _tenant(principal), DEFAULT_STORE, kind=MEMORIES
+        )
 
 
-def _new_memory_id(conn: apsw.Connection, store: KnowledgeBaseRef, content_hash: str) -> str:
-    """A deterministic id from the store and the content, keyed with the file's id key (so it
-    reveals nothing of the content). The next candidate is taken only when a memory that was
+def _new_memory_id(
+    store: Store, conn: Connection, memories_store: KnowledgeBaseRef, memory: _MemoryToWrite
+) -> str:
+    """A deterministic id from the store and the content, keyed with the database's id key (so
+    it reveals nothing of the content). The next candidate is taken only when a memory that was
     first written with this content has been revised since."""
-    ids = id_key_of(conn)
+    ids = store.id_key.id_key_of(conn)
     attempt = 0
     while True:
-        public_id = ids.make("memory", store.public_id, content_hash, attempt)
-        if conn.execute(SELECT_ID_TAKEN, {"public_id": public_id}).fetchone() is None:
+        public_id = ids.make("memory", memories_store.public_id, memory.content_hash, attempt)
+        if not store.catalog.document_id_taken(conn, public_id):
             return public_id
         attempt += 1
 
 
-def _own_memory(
-    conn: apsw.Connection, principal: Principal, public_id: str, query: str = SELECT_OWN_MEMORY
-) -> tuple:
-    """The row `query` selects for the tenant's memory `public_id`; else `ResourceUnavailable`
-    (another tenant's memory is indistinguishable from a missing one)."""
-    row = conn.execute(query, {"memory_id": public_id, "tenant_id": principal.tenant_id}).fetchone()
-    if row is None:
-        raise ResourceUnavailable(
-            f"memory {public_id} does not exist or is not this tenant's",
-            details={"argument": "memory_id", "memory_id": public_id},
-        )
-    return row
+def _own_memory(store: Store, conn: Connection, principal: Principal, public_id: str) -> OwnMemory:
+    """The tenant's memory `public_id`; else `ResourceUnavailable` (another tenant's memory is
+    indistinguishable from a missing one)."""
+    found = store.memories.own_memory(conn, principal.tenant_id, public_id)
+    if found is None:
+        raise _not_own(public_id)
+    return found
+
+
+def _not_own(public_id: str) -> ResourceUnavailable:
+    return ResourceUnavailable(
+        f"memory {public_id} does not exist or is not this tenant's",
+        details={"argument": "memory_id", "memory_id": public_id},
+    )

@@ -9,7 +9,6 @@ in search: include_documents / include_memories, memory_store_ids, tags over bot
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -21,37 +20,11 @@ from kbmcp.neutralise import neutralise
 from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
 from kbmcp.store.catalog import RESULT_KIND
-from kbmcp.store.sqlite.search.scope import documents_sql, scope_params
+from kbmcp.store.scan import DEFAULT_SORT, SORTS, RecentRow
 from kbmcp.validate import integer, shown
 from kbmcp.workspace import Workspace
 
 EXCERPT_CHARS = 240
-
-# The scope's documents come from the search engine's scope SQL
-# (kbmcp/store/sqlite/search/scope.py), so scan and search validate and apply every filter the
-# same way. {time}: the timestamp the scan
-# is ordered and windowed by (SORTS), a column name, never caller text.
-SELECT_RECENT = """
-WITH scope_document AS MATERIALIZED ({documents})
-SELECT kb.kind, d.public_id, kb.public_id, r.public_id, r.number, d.path, d.title, d.updated_at,
-       d.created_at, r.char_count,
-       (SELECT json_group_array(json_array(t.key, t.value))
-        FROM (SELECT key, value FROM document_tag
-              WHERE document_id = d.id ORDER BY key, value) AS t),
-       (SELECT substr(c.text, 1, :excerpt_chars + 1) FROM chunk AS c
-        WHERE c.revision_id = d.current_revision_id ORDER BY c.ordinal LIMIT 1)
-FROM scope_document AS s
-JOIN document AS d ON d.id = s.id
-JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-JOIN revision AS r ON r.id = d.current_revision_id
-WHERE (:since IS NULL OR {time} >= :since)
-  AND (:until IS NULL OR {time} < :until)
-ORDER BY {time} DESC, d.public_id
-LIMIT :limit
-"""
-# sort -> the timestamp it orders by, newest first; since/until window the same timestamp.
-SORTS = {"updated_desc": "d.updated_at", "created_desc": "d.created_at"}
-DEFAULT_SORT = "updated_desc"
 
 
 @dataclass(frozen=True)
@@ -110,17 +83,17 @@ def scan_recent(
     sort = _sort(sort)
     limit = integer(limit, "limit", 1)
     effective_limit = min(limit, MAX_LIMIT)
-    scope = resolve_scope(workspace.store, workspace.conn, can_read, filters)
-    rows = workspace.conn.execute(
-        SELECT_RECENT.format(documents=documents_sql(scope), time=SORTS[sort]),
-        {
-            **scope_params(scope),
-            "excerpt_chars": EXCERPT_CHARS,
-            "since": since_ts,
-            "until": until_ts,
-            "limit": effective_limit + 1,
-        },
-    ).fetchall()
+    store, conn = workspace.store, workspace.conn
+    scope = resolve_scope(store, conn, can_read, filters)
+    rows = store.scan.recent(
+        conn,
+        scope,
+        sort=sort,
+        since=since_ts,
+        until=until_ts,
+        limit=effective_limit + 1,
+        excerpt_chars=EXCERPT_CHARS,
+    )
     return ScanResponse(
         results=[_item(row) for row in rows[:effective_limit]],
         sort=sort,  # type: ignore[arg-type]
@@ -158,23 +131,21 @@ def _timestamp(value: str | None, argument: str) -> str | None:
         ) from None
 
 
-def _item(row: tuple) -> ScanItem:
-    (store_kind, doc_id, kb_id, rev_id, number, path, title, updated, created, size, tag_json,
-     first_text) = row  # fmt: skip
-    text = (first_text or "").strip()
+def _item(row: RecentRow) -> ScanItem:
+    text = (row.first_text or "").strip()
     excerpt = text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS].rstrip() + "…"
     excerpt = neutralise(excerpt)
     return ScanItem(
-        kind=RESULT_KIND[store_kind],
-        knowledge_base_id=kb_id,
-        document_id=doc_id,
-        revision_id=rev_id,
-        revision_number=number,
-        path=path,
-        title=title,
-        updated_at=updated,
-        created_at=created,
-        size_chars=size,
-        tags=[(key, value) for key, value in json.loads(tag_json or "[]")],
+        kind=RESULT_KIND[row.store_kind],
+        knowledge_base_id=row.knowledge_base_id,
+        document_id=row.document_id,
+        revision_id=row.revision_id,
+        revision_number=row.revision_number,
+        path=row.path,
+        title=row.title,
+        updated_at=row.updated_at,
+        created_at=row.created_at,
+        size_chars=row.char_count,
+        tags=row.tags,
         excerpt=excerpt,
     )

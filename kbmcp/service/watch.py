@@ -17,7 +17,8 @@ the running sync commits what is ready and defers the rest; the edit is synced f
 deferred files.
 
 The database file and its -wal/-shm companions are never watched, even inside a watched folder
-(each write would trigger another sync). A failing sync (a folder briefly gone, a file locked)
+(each write would trigger another sync); a PostgreSQL database has no file here, so nothing is
+left out. A failing sync (a folder briefly gone, a file locked, the database server restarting)
 is reported and the watcher goes on.
 """
 
@@ -28,7 +29,6 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-import apsw
 import watchfiles
 
 from kbmcp.access import WRITE, Principal
@@ -69,9 +69,8 @@ def watch_paths(
     principal.require(WRITE)
     folders = watched_folders(paths)
     options = dataclasses.replace(options, prune=True)
-    database = str(workspace.settings.db_path.expanduser().resolve())
     stop = stop or threading.Event()
-    feed = ChangeFeed(folders, database)
+    feed = ChangeFeed(folders, own_files(workspace))
     feed.start()
     try:
         if not feed.wait_listening(stop):
@@ -83,7 +82,7 @@ def watch_paths(
                 report = add_paths(
                     workspace, principal, folders, options, scope=scope, interrupt=feed.jump
                 )
-            except (KbError, apsw.Error, OSError) as error:
+            except (KbError, *workspace.store.driver_errors, OSError) as error:
                 if on_error is not None:
                     on_error(error)
             else:
@@ -102,12 +101,21 @@ def watch_paths(
         feed.stop()
 
 
+def own_files(workspace: Workspace) -> list[str]:
+    """The paths a sync writes to, never watched: the knowledge-base file (watchfiles ignores
+    every path that starts with it: its -wal and -shm companions too); none for a PostgreSQL
+    database."""
+    if workspace.store.kind != "sqlite":
+        return []
+    return [str(workspace.settings.db_path.expanduser().resolve())]
+
+
 class ChangeFeed:
     """watchfiles in a thread of its own: changes pile up here while a sync runs."""
 
-    def __init__(self, folders: list[Path], database: str) -> None:
+    def __init__(self, folders: list[Path], ignored: Sequence[str]) -> None:
         self.folders = folders
-        self.filter = watchfiles.DefaultFilter(ignore_paths=[database])
+        self.filter = watchfiles.DefaultFilter(ignore_paths=list(ignored))
         self.halt = threading.Event()
         self.listening = threading.Event()
         self.arrived = threading.Condition()
@@ -189,6 +197,13 @@ def changed_scope(changes: Iterable[tuple[object, str]], folders: Sequence[Path]
             return None
         paths.add(path.parent if path.name in IGNORE_FILES else path)
     return Scope(frozenset(paths))
+
+
+def error_line(error: BaseException) -> str:
+    """A failed sync in one line: kbmcp's message, else the first line of the driver's or the
+    system's (a lost PostgreSQL connection is reported over several lines)."""
+    message = getattr(error, "message", None) or str(error)
+    return (message.strip().splitlines() or [type(error).__name__])[0]
 
 
 def changed(report: IngestReport) -> bool:

@@ -34,12 +34,18 @@ from kbmcp.errors import InvalidRequest
 
 if TYPE_CHECKING:
     from kbmcp.config import Settings
+    from kbmcp.store.admin import Admin
     from kbmcp.store.catalog import Catalog
+    from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
     from kbmcp.store.ingest import Ingest
+    from kbmcp.store.listing import Listing
+    from kbmcp.store.memories import Memories
     from kbmcp.store.reads import Reads
+    from kbmcp.store.reembed import Reembed
+    from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
@@ -62,13 +68,19 @@ class Store(Protocol):
     # Every error the driver raises (a catch-all for loops that must keep running, e.g. watch).
     driver_errors: tuple[type[BaseException], ...]
 
+    admin: Admin
     catalog: Catalog
+    evaluation: Evaluation
     grants: Grants
     id_key: IdKeys
     index: Index
     ingest: Ingest
+    listing: Listing
+    memories: Memories
     vectors: Vectors
     reads: Reads
+    reembed: Reembed
+    scan: Scan
     search: Search
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> Connection:

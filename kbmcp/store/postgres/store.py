@@ -20,26 +20,38 @@ from psycopg.pq import TransactionStatus
 
 from kbmcp.errors import DiskFull, KbError, ReadOnly, StoreError
 from kbmcp.store.postgres import (
+    admin,
     catalog,
     connection,
+    evaluation,
     grants,
     id_key,
     index,
     ingest,
+    listing,
+    memories,
     migrations,
     reads,
+    reembed,
+    scan,
     search,
     vectors,
 )
 from kbmcp.store.postgres.url import shown_url
 
 if TYPE_CHECKING:
+    from kbmcp.store.admin import Admin
     from kbmcp.store.catalog import Catalog
+    from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
     from kbmcp.store.ingest import Ingest
+    from kbmcp.store.listing import Listing
+    from kbmcp.store.memories import Memories
     from kbmcp.store.reads import Reads
+    from kbmcp.store.reembed import Reembed
+    from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
@@ -80,13 +92,19 @@ class PostgresStore:
     driver_errors: tuple[type[BaseException], ...] = (psycopg.Error,)
 
     # The concerns (kbmcp/store/backend.py): this backend's module for each.
+    admin: Admin = admin
     catalog: Catalog = catalog
+    evaluation: Evaluation = evaluation
     grants: Grants = grants
     id_key: IdKeys = id_key
     index: Index = index
     ingest: Ingest = ingest
+    listing: Listing = listing
+    memories: Memories = memories
     vectors: Vectors = vectors
     reads: Reads = reads
+    reembed: Reembed = reembed
+    scan: Scan = scan
     search: Search = search
 
     def __init__(self, url: str) -> None:

@@ -12,26 +12,38 @@ import apsw
 
 from kbmcp.errors import KbError
 from kbmcp.store.sqlite import (
+    admin,
     catalog,
     connection,
     disk_full,
+    evaluation,
     grants,
     id_key,
     index,
     ingest,
+    listing,
+    memories,
     reads,
+    reembed,
+    scan,
     search,
     vectors,
     wal,
 )
 
 if TYPE_CHECKING:
+    from kbmcp.store.admin import Admin
     from kbmcp.store.catalog import Catalog
+    from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
     from kbmcp.store.id_key import IdKeys
     from kbmcp.store.index import Index
     from kbmcp.store.ingest import Ingest
+    from kbmcp.store.listing import Listing
+    from kbmcp.store.memories import Memories
     from kbmcp.store.reads import Reads
+    from kbmcp.store.reembed import Reembed
+    from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
     from kbmcp.store.vectors import Vectors
 
@@ -59,13 +71,19 @@ class SqliteStore:
     driver_errors: tuple[type[BaseException], ...] = (apsw.Error,)
 
     # The concerns (kbmcp/store/backend.py): this backend's module for each.
+    admin: Admin = admin
     catalog: Catalog = catalog
+    evaluation: Evaluation = evaluation
     grants: Grants = grants
     id_key: IdKeys = id_key
     index: Index = index
     ingest: Ingest = ingest
+    listing: Listing = listing
+    memories: Memories = memories
     vectors: Vectors = vectors
     reads: Reads = reads
+    reembed: Reembed = reembed
+    scan: Scan = scan
     search: Search = search
 
     def __init__(self, path: Path, *, immutable: bool = False) -> None:

@@ -2,8 +2,9 @@
 
 The rules (which filters, which kinds, the errors) are kbmcp/search/scope.py's; here they become
 SQL over `document` (published only) joined to the chunks of each document's current revision:
-exactly the rows that are in chunk_fts and chunk_vec. Listing and scan (kbmcp/service/listing.py,
-scan.py) select their documents with `documents_sql` too, so every tool scopes alike.
+exactly the rows that are in chunk_fts and chunk_vec. Listing and scan
+(kbmcp/store/sqlite/listing.py, scan.py) select their documents with `documents_sql` too, so
+every tool scopes alike.
 
 Id resolution is one batched query for all knowledge-base and document ids (json_each), not one
 per id.
