@@ -11,7 +11,6 @@ from pathlib import Path
 import apsw
 import pytest
 
-from kbmcp.cli import common
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import InvalidRequest
@@ -140,8 +139,6 @@ def test_backup_of_a_postgresql_database_points_at_pg_dump_and_copy(
         caught.value.message
     )
     assert caught.value.details["argument"] == "--db"
-    # (the CLI's own gate, issue 18: this command past it)
-    monkeypatch.setattr(common, "POSTGRES_COMMANDS", common.POSTGRES_COMMANDS | {"backup"})
     run = kbmcp("--db", fresh_postgres_url, "backup", tmp_path / "copy.db")
     assert_one_line_error(run, "is a PostgreSQL database", "pg_dump", "kbmcp copy")
     assert list(tmp_path.iterdir()) == []

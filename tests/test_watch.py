@@ -197,7 +197,6 @@ def wait_until(condition: Callable[[], bool], seconds: float = FOLLOW_SECONDS) -
         time.sleep(0.05)
 
 
-@pytest.mark.sqlite_only("waits for watch (pgadmin)")
 def test_serve_watch_indexes_in_the_background(workspace: Workspace, tmp_path: Path) -> None:
     from kbmcp.cli.serve import watching
 
