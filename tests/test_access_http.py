@@ -183,7 +183,6 @@ def assert_reaches_exactly(seen: dict[str, set[str]], expected: set[str]) -> Non
     assert not wrong, f"expected every entry point to reach exactly {sorted(expected)}: {wrong}"
 
 
-@pytest.mark.sqlite_only("waits for listing, scan (pgmem)")
 async def test_each_tenant_reaches_only_its_own_knowledge_bases(corpus: Corpus) -> None:
     async with connect_with_token(corpus.url, corpus.secrets["acme"]) as acme:
         assert_reaches_exactly(await reached(acme, corpus), {"acme-ops", "acme-notes"})
@@ -191,7 +190,6 @@ async def test_each_tenant_reaches_only_its_own_knowledge_bases(corpus: Corpus) 
         assert_reaches_exactly(await reached(beta, corpus), {"beta-docs"})
 
 
-@pytest.mark.sqlite_only("waits for listing, scan (pgmem)")
 async def test_a_share_is_visible_on_the_next_call_and_gone_after_unshare(corpus: Corpus) -> None:
     async with connect_with_token(corpus.url, corpus.secrets["beta"]) as beta:
         assert_reaches_exactly(await reached(beta, corpus), {"beta-docs"})
@@ -212,7 +210,6 @@ async def test_a_share_is_visible_on_the_next_call_and_gone_after_unshare(corpus
         assert {kb["name"] for kb in kbs["knowledge_bases"]} == {"acme-ops", "acme-notes"}
 
 
-@pytest.mark.sqlite_only("waits for listing, scan (pgmem)")
 async def test_a_token_limited_to_one_knowledge_base_sees_only_it(corpus: Corpus) -> None:
     async with connect_with_token(corpus.url, corpus.secrets["acme-ops-only"]) as client:
         assert_reaches_exactly(await reached(client, corpus), {"acme-ops"})
@@ -333,7 +330,6 @@ async def test_an_expired_token_gets_401(corpus: Corpus) -> None:
     assert "www-authenticate" in response.headers
 
 
-@pytest.mark.sqlite_only("waits for listing, scan (pgmem)")
 async def test_a_revoked_token_gets_401_from_its_next_request(corpus: Corpus) -> None:
     secret = corpus.secrets["to-revoke"]
     statuses: list[int] = []

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from kbmcp.cli import common
 from kbmcp.cli.doctor_lines import doctor_lines
 from kbmcp.config import Settings
 from kbmcp.embed.base import DelegatingEmbedder
@@ -117,8 +116,6 @@ def test_kbmcp_doctor_on_a_postgresql_url(
     kbmcp: Callable[..., Run],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # (the CLI's own gate, issue 18: this command past it)
-    monkeypatch.setattr(common, "POSTGRES_COMMANDS", common.POSTGRES_COMMANDS | {"doctor"})
     run = kbmcp("--db", postgres_url, "doctor", "--json")
     assert run.code == 0, run.err
     report = run.json()

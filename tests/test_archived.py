@@ -24,8 +24,10 @@ async def call(client: Client, **arguments: Any) -> dict[str, Any]:
     return payload(await client.call_tool("search_knowledge", arguments))
 
 
-async def test_an_archived_document_is_readable_by_id_with_its_status(tmp_path: Path) -> None:
-    db = tmp_path / "kb.db"
+async def test_an_archived_document_is_readable_by_id_with_its_status(
+    backend_db: Path | str, tmp_path: Path
+) -> None:
+    db = backend_db
     folder = write(tmp_path / "docs", {"guide.md": GUIDE, "other.md": "# Other\n\nKept.\n"})
     with hash_workspace(db) as ws:
         principal = ws.local_principal()

@@ -11,7 +11,6 @@ from pathlib import Path
 import apsw
 import pytest
 
-from kbmcp.cli import common
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import InvalidRequest
@@ -38,6 +37,7 @@ def source(kbmcp, tmp_path: Path) -> Path:
     return db
 
 
+@pytest.mark.sqlite_only("file: backup of a file")
 def test_backup_is_a_single_checked_file_with_the_same_answers(
     kbmcp, source: Path, tmp_path: Path
 ) -> None:
@@ -59,6 +59,7 @@ def test_backup_is_a_single_checked_file_with_the_same_answers(
     )
 
 
+@pytest.mark.sqlite_only("file: backup of a file")
 def test_backup_while_an_ingest_writes_is_a_consistent_snapshot(
     kbmcp, source: Path, tmp_path: Path
 ) -> None:
@@ -85,6 +86,7 @@ def test_backup_while_an_ingest_writes_is_a_consistent_snapshot(
     assert sizes == sorted(sizes) and sizes[-1] <= 170
 
 
+@pytest.mark.sqlite_only("file: backup of a file")
 def test_backup_of_a_read_only_file(kbmcp, source: Path, tmp_path: Path) -> None:
     source.chmod(stat.S_IRUSR)
     try:
@@ -94,6 +96,7 @@ def test_backup_of_a_read_only_file(kbmcp, source: Path, tmp_path: Path) -> None
     assert len(indexed_state(tmp_path / "copy.db")) == 20
 
 
+@pytest.mark.sqlite_only("file: backup of a file")
 def test_backup_into_a_folder_and_over_an_existing_file(
     kbmcp, source: Path, tmp_path: Path
 ) -> None:
@@ -113,12 +116,14 @@ def test_backup_into_a_folder_and_over_an_existing_file(
     ("destination", "fragment"),
     [("kb.db", "is the knowledge base itself"), ("no/such/folder/kb.db", "does not exist")],
 )
+@pytest.mark.sqlite_only("file: backup of a file")
 def test_backup_refuses_bad_destinations(
     kbmcp, source: Path, tmp_path: Path, destination: str, fragment: str
 ) -> None:
     assert_one_line_error(kbmcp("--db", source, "backup", tmp_path / destination), fragment)
 
 
+@pytest.mark.sqlite_only("file: backup of a file")
 def test_backup_of_a_missing_file_creates_nothing(kbmcp, tmp_path: Path) -> None:
     run = kbmcp("--db", tmp_path / "missing.db", "backup", tmp_path / "copy.db")
     assert_one_line_error(run, "no knowledge-base file")
@@ -140,8 +145,6 @@ def test_backup_of_a_postgresql_database_points_at_pg_dump_and_copy(
         caught.value.message
     )
     assert caught.value.details["argument"] == "--db"
-    # (the CLI's own gate, issue 18: this command past it)
-    monkeypatch.setattr(common, "POSTGRES_COMMANDS", common.POSTGRES_COMMANDS | {"backup"})
     run = kbmcp("--db", fresh_postgres_url, "backup", tmp_path / "copy.db")
     assert_one_line_error(run, "is a PostgreSQL database", "pg_dump", "kbmcp copy")
     assert list(tmp_path.iterdir()) == []

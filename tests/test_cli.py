@@ -16,6 +16,7 @@ from kbmcp.cli import cli
 from kbmcp.embed.base import ModelFingerprint
 from kbmcp.embed.hashing import HashingEmbedder
 from tests.cli_support import assert_one_line_error
+from tests.store_backends import is_postgres
 
 PINNED_NOW = "2026-01-01T00:00:00Z"
 
@@ -37,7 +38,10 @@ def corpus(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
+def db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Path | str:
+    """The database the commands run on: a new file, or an emptied PostgreSQL database."""
+    if backend == "postgres":
+        return str(request.getfixturevalue("fresh_postgres_url"))
     return tmp_path / "cli.db"
 
 
@@ -160,7 +164,10 @@ def test_json_outputs(kbmcp, corpus: Path, db: Path) -> None:
     doctor = kbmcp("--db", db, "doctor", "--json").json()
     assert doctor["counts"]["documents"] == 3
     assert doctor["schema_version"] == doctor["schema_latest"]
-    assert doctor["journal_mode"] == "wal"
+    if is_postgres(db):
+        assert doctor["hnsw_index"] in (True, False)  # a server's facts, not a file's
+    else:
+        assert doctor["journal_mode"] == "wal"
     assert doctor["model"]["ok"] is True
     assert doctor["recorded_model"]["name"] == "hashing"
     reembedded = kbmcp("--db", db, "reembed", "--json").json()
@@ -193,8 +200,9 @@ def test_doctor_in_text_names_a_model_mismatch(
     doctor = kbmcp("--db", db, "doctor")
     assert doctor.code == 1
     assert "model: NOT OK: the configured model differs from the recorded one" in doctor.out
+    holder = "the database" if is_postgres(db) else "the file"
     assert (
-        "  configured: other-model (dimension 384, version 2); recorded in the file: "
+        f"  configured: other-model (dimension 384, version 2); recorded in {holder}: "
         "hashing (dimension 384, version 1)"
     ) in doctor.out.splitlines()
 
@@ -243,6 +251,7 @@ def test_errors_are_one_line_with_a_nonzero_exit(
     assert_one_line_error(kbmcp("--db", tmp_path, "ls"), "is a directory")
 
 
+@pytest.mark.sqlite_only("file: damaged, foreign and missing files")
 def test_unusable_database_files_are_one_line_errors(
     kbmcp,
     corpus: Path,

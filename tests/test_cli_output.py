@@ -20,7 +20,9 @@ Kbmcp = Callable[..., Run]
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Path:
+def db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Path | str:
+    if backend == "postgres":
+        return str(request.getfixturevalue("fresh_postgres_url"))
     return tmp_path / "kb.db"
 
 

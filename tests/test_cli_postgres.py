@@ -1,11 +1,14 @@
-"""Every CLI command on a PostgreSQL URL: the commands of `kbmcp.cli.common.POSTGRES_COMMANDS`
-run on it (through the real entry point, on a real server), every other one refuses it with
-one line naming the command (never a file named `postgresql:`). `kbmcp serve` over HTTP on a URL
-is tested with real clients in tests/test_multi_server.py."""
+"""Every CLI command takes a PostgreSQL URL for --db / KBMCP_DB (issue 18): each is run through
+the real entry point on a real server and does its job there. `kbmcp serve --http` on a URL is
+tested with real clients in tests/test_multi_server.py, `kbmcp watch` as a process here."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,15 +16,12 @@ import click
 import pytest
 
 from kbmcp.cli import cli
-from kbmcp.cli.common import POSTGRES_COMMANDS
 from tests.beir_fixture import write_fixture
-from tests.cli_support import Run
-from tests.mcp_support import write
+from tests.cli_support import Run, assert_one_line_error
+from tests.mcp_support import REPO_ROOT, subprocess_env, write
 
 # Every command, in an order where each finds what it needs from the ones before it
-# ({doc}, {token}, {memory}: ids printed earlier; {dir}: the test's folder). `serve` and
-# `watch` run until stopped: they are tested as processes (tests/test_multi_server.py,
-# tests/test_watch.py), here only their gate.
+# ({doc}, {token}, {memory}: ids printed earlier; {dir}: the test's folder).
 INVOCATIONS: dict[str, list[str]] = {
     "tenant create": ["tenant", "create", "acme"],
     "tenant list": ["tenant", "list"],
@@ -30,7 +30,7 @@ INVOCATIONS: dict[str, list[str]] = {
     "add": ["add", "{dir}/docs", "--kb", "notes"],
     "search": ["search", "wombat", "--json"],
     "read": ["read", "{doc}"],
-    "ls": ["ls"],
+    "ls": ["ls", "--all"],
     "kb share": ["kb", "share", "notes", "--tenant", "acme"],
     "kb unshare": ["kb", "unshare", "notes", "--tenant", "acme"],
     "token create": ["token", "create", "--tenant", "acme", "--scope", "knowledge:read", "--json"],
@@ -45,12 +45,12 @@ INVOCATIONS: dict[str, list[str]] = {
     "doctor": ["doctor"],
     "eval": ["eval", "{dir}/beir", "--mode", "lexical"],
     "backup": ["backup", "{dir}/backup.db"],
-    "watch": ["watch", "{dir}/docs", "--kb", "notes"],
     "serve": ["serve", "--http", "--host", "example.com"],
+    "watch": ["watch", "{dir}/docs", "--kb", "notes"],
 }
 # Commands that take no --db (their arguments say where the data is).
 NO_DATABASE = {"copy"}
-# Run until stopped: on a URL, past the gate, serve stops at a check before it listens.
+# Run until stopped: tried as a process (watch), or up to the check before serving (serve).
 LONG_RUNNING = {"serve", "watch"}
 
 
@@ -63,62 +63,86 @@ def leaf_commands(group: click.Group, prefix: str = "") -> Iterator[str]:
             yield path
 
 
-def test_every_command_has_a_decision_and_an_invocation() -> None:
-    """A new command must say whether it runs on PostgreSQL (and be tried here)."""
+def test_every_command_is_tried_on_a_url() -> None:
+    """A new command must be added here (and so run on PostgreSQL)."""
     assert set(leaf_commands(cli)) - NO_DATABASE == set(INVOCATIONS)
-    assert set(INVOCATIONS) >= POSTGRES_COMMANDS
 
 
-@pytest.fixture
-def ids() -> dict[str, str]:
-    # Placeholders for ids a refused command would have printed: a refusal comes first.
-    return {"doc": "doc_0000000000000000", "token": "tok_0000000000000000",
-            "memory": "mem_0000000000000000"}  # fmt: skip
-
-
-def test_each_command_runs_on_a_url_or_refuses_it_naming_itself(
-    kbmcp: Callable[..., Run], fresh_postgres_url: str, tmp_path: Path, ids: dict[str, str]
+def test_each_command_runs_on_a_url(
+    kbmcp: Callable[..., Run], fresh_postgres_url: str, tmp_path: Path
 ) -> None:
     write(tmp_path / "docs", {"wombat.md": "# Wombats\n\nThe wombat digs burrows.\n"})
     write_fixture(tmp_path / "beir")
-    ids["dir"] = str(tmp_path)
+    ids = {"dir": str(tmp_path)}
+    outputs: dict[str, Run] = {}
     for command, template in INVOCATIONS.items():
-        args = [part.format(**ids) for part in template]
-        result = kbmcp("--db", fresh_postgres_url, *args)
-        if command not in POSTGRES_COMMANDS:
-            assert result.code == 1, (command, result)
-            assert result.err == (
-                f"error: --db: PostgreSQL databases are not served by `kbmcp {command}` in "
-                "this version yet; `kbmcp copy SRC DST` copies a knowledge base to and from "
-                "one\n"
-            ), command
+        if command == "watch":
             continue
-        if command in LONG_RUNNING:
-            # Past the gate: serve refuses a public address while no token is usable.
-            assert result.code == 2, (command, result)
-            assert "refusing to serve example.com without authentication" in result.err, result.err
+        args = [part.format(**ids) for part in template]
+        result = outputs[command] = kbmcp("--db", fresh_postgres_url, *args)
+        if command == "backup":
+            # A server's database is backed up with its own tools: one line saying which.
+            assert_one_line_error(result, "is a PostgreSQL database", "pg_dump", "kbmcp copy")
+            continue
+        if command == "serve":
+            # Past opening the database, serve refuses a public address while no token is usable.
+            assert result.code == 2, result
+            assert "refusing to serve example.com without authentication" in result.err
             continue
         assert result.code == 0, (command, result.err)
         if command == "search":
             ids["doc"] = json.loads(result.out)["results"][0]["document_id"]
-        elif command == "read":
-            assert "The wombat digs burrows." in result.out
         elif command == "token create":
             ids["token"] = json.loads(result.out)["token"]["token_id"]
         elif command == "remember":
             ids["memory"] = json.loads(result.out)["memory_id"]
+    assert "The wombat digs burrows." in outputs["read"].out
+    assert "wombat.md" in outputs["ls"].out
+    assert "acme" in outputs["tenant list"].out
+    assert "Deploys freeze on Fridays" in outputs["memory list"].out
+    assert "forgot" in outputs["forget"].out.lower()
+    assert "PostgreSQL" in outputs["doctor"].out
     assert not (tmp_path / "backup.db").exists()
+    assert not list(Path.cwd().glob("postgresql*"))  # a URL is never taken for a file name
 
 
-def test_kbmcp_db_from_the_environment_is_gated_alike(
-    kbmcp: Callable[..., Run], monkeypatch: pytest.MonkeyPatch
+def test_watch_runs_on_a_url_until_interrupted(fresh_postgres_url: str, tmp_path: Path) -> None:
+    folder = write(tmp_path / "docs", {"heron.md": "# Herons\n\nThe heron waits.\n"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kbmcp", "--db", fresh_postgres_url, "watch", str(folder),
+         "--kb", "notes"],
+        env=subprocess_env(fresh_postgres_url), cwd=REPO_ROOT, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        deadline = time.monotonic() + 60
+        seen = []
+        while time.monotonic() < deadline:
+            line = process.stderr.readline()
+            seen.append(line)
+            if "Ctrl-C to stop" in line or not line:
+                break
+        assert "watching" in "".join(seen), "".join(seen)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, err
+    assert "stopped watching" in err
+    import psycopg
+
+    with psycopg.connect(fresh_postgres_url) as conn:
+        paths = conn.execute("SELECT path FROM document").fetchall()
+    assert paths == [("heron.md",)]  # the first sync wrote there
+
+
+def test_kbmcp_db_from_the_environment_takes_a_url_too(
+    kbmcp: Callable[..., Run], fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KBMCP_DB", "postgresql://u@127.0.0.1:1/kb")
-    refused = sorted(set(INVOCATIONS) - POSTGRES_COMMANDS)
-    if not refused:
-        pytest.skip("every command runs on PostgreSQL")
-    result = kbmcp(*INVOCATIONS[refused[0]])
-    assert result.code == 1
-    assert result.err.startswith(
-        f"error: KBMCP_DB: PostgreSQL databases are not served by `kbmcp {refused[0]}`"
-    )
+    monkeypatch.setenv("KBMCP_DB", fresh_postgres_url)
+    assert kbmcp("tenant", "create", "acme").code == 0
+    listed = kbmcp("tenant", "list", "--json")
+    assert listed.code == 0 and "acme" in listed.out

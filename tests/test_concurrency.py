@@ -14,7 +14,6 @@ from kbmcp.search.models import SearchRequest
 from kbmcp.service.listing import list_documents, list_knowledge_bases
 from kbmcp.service.read import read_document
 from kbmcp.service.search import search
-from kbmcp.store.sqlite.connection import write_transaction
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 
@@ -22,7 +21,6 @@ QUERIES = ["rotate api keys", "backups restore", "on-call escalation", "database
 MODES = ["hybrid", "lexical", "semantic", "rrf"]
 
 
-@pytest.mark.sqlite_only("waits for listing (pgmem)")
 def test_concurrent_searches_reads_and_listings_match_sequential_results(
     workspace: Workspace, tmp_path: Path
 ) -> None:
@@ -54,7 +52,6 @@ def test_concurrent_searches_reads_and_listings_match_sequential_results(
         assert all(len(f.result()) == 1 for f in listings)
 
 
-@pytest.mark.sqlite_only("waits for listing (pgmem)")
 def test_reads_do_not_wait_for_a_writer_of_the_same_process(
     workspace: Workspace, tmp_path: Path
 ) -> None:
@@ -68,7 +65,8 @@ def test_reads_do_not_wait_for_a_writer_of_the_same_process(
     writing, release = threading.Event(), threading.Event()
 
     def writer() -> None:
-        with workspace.lock, write_transaction(workspace.conn) as conn:
+        conn = workspace.conn
+        with workspace.lock, workspace.store.write_transaction(conn):
             conn.execute("UPDATE document SET title = 'changed, not committed'")
             writing.set()
             release.wait(timeout=30)

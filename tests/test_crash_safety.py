@@ -19,9 +19,12 @@ import time
 from pathlib import Path
 
 import apsw
+import pytest
 
 from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT, subprocess_env
+
+pytestmark = pytest.mark.sqlite_only("file: crash safety (a killed writer)")
 
 ROUNDS = 12  # at least this many edit-and-ingest rounds ...
 MIN_KILLS = ROUNDS // 3  # ... and more, up to MAX_ROUNDS, until this many ingests were killed

@@ -28,6 +28,8 @@ from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT, hash_workspace, subprocess_env
 from tests.search_corpus import ingest, write_small_corpus
 
+pytestmark = pytest.mark.sqlite_only("file: a full disk and SQLite's full-database errors")
+
 WORDS = [
     "heron",
     "kestrel",

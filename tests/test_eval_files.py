@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from kbmcp.cli import common
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.eval.beir import load_beir
@@ -84,7 +83,6 @@ def test_bad_corpus_paths_are_one_line_errors(tmp_path: Path) -> None:
         load_beir(dataset)
 
 
-@pytest.mark.sqlite_only("waits for evaluate (pgadmin)")
 def test_eval_ranks_files_and_follows_their_edits(workspace: Workspace, tmp_path: Path) -> None:
     dataset = write_dataset(tmp_path)
     principal = workspace.local_principal()
@@ -149,8 +147,6 @@ def test_eval_gives_the_same_report_on_both_backends(
     """`kbmcp --db postgresql://... eval` ingests the files there, searches there in every mode
     and finds the same documents, then reuses the knowledge base as on a file."""
     dataset = write_dataset(tmp_path)
-    # (the CLI's own gate, issue 18: this command past it)
-    monkeypatch.setattr(common, "POSTGRES_COMMANDS", common.POSTGRES_COMMANDS | {"eval"})
     reports, runs = [], []
     for db in (tmp_path / "eval.db", fresh_postgres_url):
         first = kbmcp("--db", db, "eval", dataset, "--json")

@@ -72,7 +72,6 @@ def test_collapse_keeps_the_best_chunk_of_each_document_in_order() -> None:
     assert collapse_to_documents(paths) == ["d2", "d1", "d3"]
 
 
-@pytest.mark.sqlite_only("waits for evaluate (pgadmin)")
 def test_pipeline_ingests_runs_and_scores(workspace: Workspace, dataset_dir: Path) -> None:
     fake = FakeSearch()
     principal = workspace.local_principal()
@@ -113,7 +112,6 @@ def test_pipeline_ingests_runs_and_scores(workspace: Workspace, dataset_dir: Pat
     }
 
 
-@pytest.mark.sqlite_only("waits for evaluate (pgadmin)")
 def test_pipeline_reuses_a_knowledge_base_holding_the_corpus(
     workspace: Workspace, dataset_dir: Path
 ) -> None:

@@ -15,6 +15,8 @@ from kbmcp.service.backup import backup
 from tests.mcp_support import hash_workspace
 from tests.search_corpus import ingest, write_small_corpus
 
+pytestmark = pytest.mark.sqlite_only("file: file modes")
+
 
 def mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)

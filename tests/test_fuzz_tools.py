@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 
 from tests.mcp_support import HttpServer, build_corpus, connect, payload
+from tests.store_backends import database_on
 
 STABLE_CODES = {
     "invalid_request",
@@ -70,18 +71,45 @@ def file_fingerprint(db: Path) -> tuple[str, str]:
     return hashlib.sha256(db.read_bytes()).hexdigest(), dump.hexdigest()
 
 
+def database_fingerprint(url: str) -> str:
+    """sha256 of every row of every table of a PostgreSQL database."""
+    import psycopg
+
+    dump = hashlib.sha256()
+    with psycopg.connect(url) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = 'public' AND table_type = 'BASE TABLE' ORDER BY 1"
+        ).fetchall()
+        for (table,) in tables:
+            for row in conn.execute(f'SELECT * FROM "{table}" ORDER BY 1'):
+                dump.update(repr((table, row)).encode())
+    return dump.hexdigest()
+
+
+def fingerprint(db: Path | str) -> object:
+    return file_fingerprint(db) if isinstance(db, Path) else database_fingerprint(db)
+
+
 @pytest.fixture(scope="module")
-def fuzz_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def fuzz_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("fuzz")
     db = root / "kb.db"
     build_corpus(root, db)
-    before = file_fingerprint(db)
+    return db
+
+
+@pytest.fixture(scope="module")
+def fuzz_db(backend: str, fuzz_file: Path, request: pytest.FixtureRequest) -> Iterator[Path | str]:
+    """The corpus on the test's backend; whatever the fuzzer sends, not a byte of it changes."""
+    db = database_on(backend, fuzz_file, request)
+    before = fingerprint(db)
     yield db
-    assert file_fingerprint(db) == before, "read tools changed the file"
+    assert fingerprint(db) == before, "read tools changed the database"
 
 
 @pytest.fixture(scope="module", params=["stdio", "http"])
-def fuzzed(request: pytest.FixtureRequest, fuzz_db: Path) -> Iterator[Fuzzed]:
+def fuzzed(request: pytest.FixtureRequest, fuzz_db: Path | str) -> Iterator[Fuzzed]:
     server = HttpServer(fuzz_db) if request.param == "http" else None
     try:
         with anyio.from_thread.start_blocking_portal() as portal:
@@ -155,8 +183,10 @@ def call_and_check(fuzzed: Fuzzed, name: str, arguments: dict[str, Any]) -> None
     check(result)
 
 
-def test_random_tool_arguments_get_results_or_stable_errors(fuzzed: Fuzzed, fuzz_db: Path) -> None:
-    ids = real_ids(fuzz_db)
+def test_random_tool_arguments_get_results_or_stable_errors(
+    fuzzed: Fuzzed, fuzz_file: Path
+) -> None:
+    ids = real_ids(fuzz_file)  # the same in the PostgreSQL copy
 
     @settings(
         max_examples=EXAMPLES,

@@ -168,6 +168,7 @@ def memory_count(db: Path) -> int:
         conn.close()
 
 
+@pytest.mark.sqlite_only("file: the WAL")
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_sigterm_closes_the_file_and_folds_the_wal_in(transport: str, tmp_path: Path) -> None:
     """A supervisor's SIGTERM: the server stops cleanly, and the last connection's checkpoint
@@ -199,6 +200,7 @@ def test_sigterm_closes_the_file_and_folds_the_wal_in(transport: str, tmp_path: 
     assert memory_count(db) == before + len(facts)
 
 
+@pytest.mark.sqlite_only("file: the WAL")
 def test_the_wal_stays_small_under_continuous_reads_and_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

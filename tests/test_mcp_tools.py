@@ -21,11 +21,6 @@ from tests.ranked_output import stable
 
 pytestmark = pytest.mark.anyio
 
-# Tests that list documents (their ids come from list_documents) or scan wait for the listing
-# and scan concerns on PostgreSQL.
-WAITS_FOR_LISTING = pytest.mark.sqlite_only("waits for listing (pgmem)")
-WAITS_FOR_SCAN = pytest.mark.sqlite_only("waits for scan (pgmem)")
-
 HANDBOOK = test_id("knowledge_base", test_id("tenant", "local"), "handbook")
 RESEARCH = test_id("knowledge_base", test_id("tenant", "local"), "research")
 
@@ -74,7 +69,6 @@ async def test_tools_list_schemas_are_valid_and_stable(
 # ------------------------------------------------------------------ listings
 
 
-@WAITS_FOR_LISTING
 async def test_list_knowledge_bases(client: Client, snapshot_json: SnapshotAssertion) -> None:
     result = await call(client, "list_knowledge_bases")
     assert [kb["name"] for kb in result["knowledge_bases"]] == ["handbook", "research"]
@@ -83,7 +77,6 @@ async def test_list_knowledge_bases(client: Client, snapshot_json: SnapshotAsser
     assert result == snapshot_json
 
 
-@WAITS_FOR_LISTING
 async def test_list_documents(client: Client, snapshot_json: SnapshotAssertion) -> None:
     result = await call(client, "list_documents")
     paths = [doc["path"] for doc in result["documents"]]
@@ -92,7 +85,6 @@ async def test_list_documents(client: Client, snapshot_json: SnapshotAssertion) 
     assert result == snapshot_json
 
 
-@WAITS_FOR_LISTING
 async def test_list_documents_pages_and_filters(client: Client) -> None:
     first = await call(client, "list_documents", {"limit": 2})
     assert len(first["documents"]) == 2 and first["next_cursor"]
@@ -119,7 +111,6 @@ def without_source(result: dict[str, Any], corpus_file: Path) -> dict[str, Any]:
     return {**result, "source": result["source"].removeprefix(root)}
 
 
-@WAITS_FOR_LISTING
 async def test_read_window(
     client: Client, corpus_file: Path, snapshot_json: SnapshotAssertion
 ) -> None:
@@ -133,7 +124,6 @@ async def test_read_window(
     assert without_source(result, corpus_file) == snapshot_json
 
 
-@WAITS_FOR_LISTING
 async def test_reads_say_where_the_text_comes_from(client: Client, corpus_file: Path) -> None:
     runbook = (await ids(client))["ops/runbook.md"]
     for arguments in ({"document_id": runbook}, {"document_id": runbook, "outline": True}):
@@ -147,7 +137,6 @@ async def test_reads_say_where_the_text_comes_from(client: Client, corpus_file: 
         assert result["source"] == str(corpus_file.parent.resolve() / "handbook/ops/runbook.md")
 
 
-@WAITS_FOR_LISTING
 async def test_read_and_outline_list_the_revisions(client: Client) -> None:
     oncall = (await ids(client))["ops/oncall.md"]
     newer, older = test_id("revision", oncall, 2), test_id("revision", oncall, 1)
@@ -177,7 +166,6 @@ async def test_at_most_100_revisions_are_listed_newest_first(tmp_path: Path) -> 
     assert result["revisions"][0]["is_current"] and result["content"] == "version 100"
 
 
-@WAITS_FOR_LISTING
 async def test_a_read_checks_the_document_lies_in_knowledge_base_ids(client: Client) -> None:
     runbook = (await ids(client))["ops/runbook.md"]
     for outline in (False, True):
@@ -195,7 +183,6 @@ async def test_a_read_checks_the_document_lies_in_knowledge_base_ids(client: Cli
         assert outside["error"]["details"]["knowledge_base_ids"] == [RESEARCH]
 
 
-@WAITS_FOR_LISTING
 async def test_read_follows_next_offset_to_the_end(client: Client) -> None:
     runbook = (await ids(client))["ops/runbook.md"]
     text, offset = "", 0
@@ -210,7 +197,6 @@ async def test_read_follows_next_offset_to_the_end(client: Client) -> None:
     assert text == RUNBOOK
 
 
-@WAITS_FOR_LISTING
 async def test_read_older_revision(client: Client) -> None:
     oncall = (await ids(client))["ops/oncall.md"]
     current = await call(client, "search_knowledge", {"document_id": oncall})
@@ -221,7 +207,6 @@ async def test_read_older_revision(client: Client) -> None:
     assert "fifteen minutes" in older["content"]
 
 
-@WAITS_FOR_LISTING
 async def test_outline_then_read_one_section(
     client: Client, corpus_file: Path, snapshot_json: SnapshotAssertion
 ) -> None:
@@ -249,7 +234,6 @@ async def test_outline_then_read_one_section(
     assert "pg_restore" in section["content"] and "Key rotation" not in section["content"]
 
 
-@WAITS_FOR_LISTING
 async def test_outline_of_plain_text_is_empty(client: Client) -> None:
     notes = (await ids(client))["notes.txt"]
     tree = await call(client, "search_knowledge", {"document_id": notes, "outline": True})
@@ -259,7 +243,6 @@ async def test_outline_of_plain_text_is_empty(client: Client) -> None:
 # ------------------------------------------------------------------ chunk fetch
 
 
-@WAITS_FOR_LISTING
 async def test_fetch_chunks_with_missing(client: Client, snapshot_json: SnapshotAssertion) -> None:
     runbook = (await ids(client))["ops/runbook.md"]
     revision = test_id("revision", runbook, 1)
@@ -278,7 +261,6 @@ async def test_fetch_chunks_with_missing(client: Client, snapshot_json: Snapshot
     assert result == snapshot_json
 
 
-@WAITS_FOR_LISTING
 async def test_a_chunk_that_is_its_whole_revision_says_so(client: Client) -> None:
     notes = (await ids(client))["notes.txt"]
     chunk_id = test_id("chunk", test_id("revision", notes, 1), 0)
@@ -290,7 +272,6 @@ async def test_a_chunk_that_is_its_whole_revision_says_so(client: Client) -> Non
 # ------------------------------------------------------------------ scan
 
 
-@WAITS_FOR_SCAN
 async def test_scan_recent(client: Client, snapshot_json: SnapshotAssertion) -> None:
     result = await call(client, "search_knowledge", {"limit": 3})
     assert result["request_mode"] == "scan"
@@ -299,7 +280,6 @@ async def test_scan_recent(client: Client, snapshot_json: SnapshotAssertion) -> 
     assert result == snapshot_json
 
 
-@WAITS_FOR_SCAN
 async def test_scan_window_filters_and_clamp(client: Client) -> None:
     window = await call(
         client, "search_knowledge", {"since": "2026-01-02", "until": "2026-01-03T00:00:00Z"}
@@ -321,7 +301,6 @@ async def test_scan_window_filters_and_clamp(client: Client) -> None:
     assert clamped["limit"] == 100 and clamped["limit_clamped"] and len(clamped["results"]) == 5
 
 
-@WAITS_FOR_SCAN
 async def test_scan_sorts_by_update_or_creation(client: Client) -> None:
     """ops/oncall.md was added at T0 and changed at T2; the research documents were added at T1.
     since/until window the time the scan is sorted by."""

@@ -60,7 +60,6 @@ async def run_calls(client: Client) -> list[Any]:
     return outputs
 
 
-@pytest.mark.sqlite_only("waits for listing, scan (pgmem)")
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_same_results_over_every_transport(
     transport: str, corpus_db: Path | str, http_server: HttpServer

@@ -33,7 +33,6 @@ from tests.access_support import connect_with_token, make_token
 from tests.cli_support import Run
 from tests.mcp_support import T0, T1, T2, HttpServer, connect, payload, pinned_clock, write
 from tests.ranked_output import stable
-from tests.store_backends import BACKENDS
 
 pytestmark = pytest.mark.anyio
 
@@ -64,10 +63,10 @@ def file_db(tmp_path: Path) -> Path:
     return db_path
 
 
-@pytest.fixture(params=BACKENDS)
-def db(request: pytest.FixtureRequest, file_db: Path) -> Path | str:
+@pytest.fixture
+def db(backend: str, request: pytest.FixtureRequest, file_db: Path) -> Path | str:
     """The documents in a file, or in a PostgreSQL copy of it (ids unchanged)."""
-    if request.param == "sqlite":
+    if backend == "sqlite":
         return file_db
     url = str(request.getfixturevalue("fresh_postgres_url"))
     copy_store(str(file_db), url, force=True)

@@ -14,6 +14,8 @@ from kbmcp.store.sqlite.connection import BUSY_TIMEOUT_MS, open_connection, writ
 from kbmcp.store.sqlite.migrations import Migration, all_migrations, current_version, latest_version
 from kbmcp.store.sqlite.vectors import VEC_TABLE, record_model
 
+pytestmark = pytest.mark.sqlite_only("file: the SQLite schema migrations")
+
 FINGERPRINT = ModelFingerprint("hashing", 384, "1")
 
 

@@ -192,7 +192,6 @@ async def memory_counts(client: Client) -> dict[str, int]:
     return {store["name"]: store["memory_count"] for store in stores}
 
 
-@pytest.mark.sqlite_only("waits for memories (pgmem)")
 async def test_a_memory_remembered_on_one_server_is_found_and_forgotten_on_the_other(
     servers: Servers,
 ) -> None:

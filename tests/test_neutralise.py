@@ -70,7 +70,6 @@ def test_length_and_line_breaks_are_kept(text: str) -> None:
     ]
 
 
-@pytest.mark.sqlite_only("waits for scan (pgmem)")
 def test_search_read_fetch_and_scan_return_defused_text_with_its_source(
     workspace: Workspace, tmp_path: Path
 ) -> None:

@@ -177,12 +177,15 @@ def test_cli_reports_an_unreachable_server_on_one_line(kbmcp, tmp_path: Path) ->
 
 
 def test_a_url_is_never_taken_for_a_file_name(kbmcp, tmp_path: Path, monkeypatch) -> None:
-    """Until the service runs on PostgreSQL, --db / KBMCP_DB refuse a URL instead of making a
-    folder named `postgresql:` (Path() of a URL)."""
+    """--db / KBMCP_DB give a URL to PostgreSQL, never to Path() (which would make a folder
+    named `postgresql:`): an unreachable server is one line naming the URL."""
     monkeypatch.chdir(tmp_path)
-    result = kbmcp("--db", "postgresql://u@h/kb", "ls")
-    assert result.code == 1 and "--db: PostgreSQL databases are not served" in result.err
-    monkeypatch.setenv("KBMCP_DB", "postgresql://u@h/kb")
-    result = kbmcp("ls")
-    assert result.code == 1 and "KBMCP_DB: PostgreSQL databases" in result.err
+    result = kbmcp("--db", "postgresql://u@127.0.0.1:1/kb", "ls")
+    assert result.code == 1 and result.err.count("\n") == 1
+    assert result.err.startswith(
+        "error: cannot connect to PostgreSQL at postgresql://u@127.0.0.1:1/kb"
+    )
+    monkeypatch.setenv("KBMCP_DB", "postgresql://u@127.0.0.1:1/kb")
+    result = kbmcp("add", tmp_path)
+    assert result.code == 1 and "cannot connect to PostgreSQL at" in result.err
     assert list(tmp_path.iterdir()) == []

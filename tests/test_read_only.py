@@ -29,6 +29,8 @@ from tests.cli_support import assert_one_line_error
 from tests.mcp_support import REPO_ROOT, HttpServer, connect, payload, subprocess_env
 from tests.server_process import StdioProcess
 
+pytestmark = pytest.mark.sqlite_only("file: read-only files, mounts and frozen WAL files")
+
 READING_COMMANDS: list[tuple[str, ...]] = [
     ("ls",),
     ("ls", "--all"),

@@ -58,3 +58,23 @@ def test_add_arguments_parsing() -> None:
     command = ".venv/bin/kbmcp --db demo.db add docs README.md --kb x && kbmcp search 'q'"
     assert add_arguments(command) == ["docs", "README.md"]
     assert add_arguments("kbmcp ls && echo add") == []
+
+
+def test_the_postgres_path_is_three_lines_that_exist() -> None:
+    """Issue 18: the README shows the PostgreSQL path as install, copy, serve; the extra it
+    installs is in pyproject.toml and the commands are the CLI's."""
+    import tomllib
+
+    from kbmcp.cli import cli
+
+    bash_blocks = re.findall(r"^```bash\n(.*?)^```", README.read_text(), re.M | re.S)
+    blocks = [b for b in bash_blocks if "kbmcp[postgres]" in b]
+    assert len(blocks) == 1
+    install, copy, serve = (shlex.split(line) for line in blocks[0].strip().splitlines())
+    assert install == ["pip", "install", "kbmcp[postgres]"]
+    extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    assert "postgres" in extras["optional-dependencies"]
+    assert copy[:2] == ["kbmcp", "copy"] and copy[3].startswith("postgresql://")
+    assert serve[:2] == ["kbmcp", "--db"] and serve[2] == copy[3]
+    assert serve[3:] == ["serve", "--http"]
+    assert {"copy", "serve"} <= set(cli.commands)

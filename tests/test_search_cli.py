@@ -21,9 +21,13 @@ from tests.search_corpus import write_small_corpus
 
 
 @pytest.fixture
-def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def db(
+    backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> Path | str:
     monkeypatch.setenv("KBMCP_NOW", "2026-01-01T00:00:00Z")
-    db = tmp_path / "cli.db"
+    db: Path | str = tmp_path / "cli.db"
+    if backend == "postgres":
+        db = str(request.getfixturevalue("fresh_postgres_url"))
     folder = write_small_corpus(tmp_path)
     result = CliRunner().invoke(cli, ["--db", str(db), "add", str(folder), "--kb", "handbook"])
     assert result.exit_code == 0, result.output

@@ -22,7 +22,6 @@ from kbmcp.service.ingest import IngestOptions, IngestReport
 from kbmcp.service.search import search
 from kbmcp.service.watch import error_line, watch_paths
 from kbmcp.workspace import Workspace
-from tests.store_backends import BACKENDS
 
 FOLLOW_SECONDS = 5.0
 
@@ -65,18 +64,16 @@ class Watcher:
         raise AssertionError(f"not within {FOLLOW_SECONDS} s; reports: {self.reports}")
 
 
-@pytest.fixture(params=BACKENDS)
-def watched(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Watcher, Path]]:
+@pytest.fixture
+def watched(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> Iterator[tuple[Watcher, Path]]:
     folder = tmp_path / "notes"
     folder.mkdir()
     (folder / "birds.md").write_text("# Birds\n\nThe heron waits.\n")
     # SQLite: the database lives inside the watched folder: its writes must not trigger syncs.
     # PostgreSQL: the same changes reach the database through the same ingest.
-    db = (
-        folder / "kb.db"
-        if request.param == "sqlite"
-        else request.getfixturevalue("fresh_postgres_url")
-    )
+    db = folder / "kb.db" if backend == "sqlite" else request.getfixturevalue("fresh_postgres_url")
     settings = Settings(db=db, embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder()) as workspace:
         watcher = Watcher(workspace, folder)
@@ -197,7 +194,6 @@ def wait_until(condition: Callable[[], bool], seconds: float = FOLLOW_SECONDS) -
         time.sleep(0.05)
 
 
-@pytest.mark.sqlite_only("waits for watch (pgadmin)")
 def test_serve_watch_indexes_in_the_background(workspace: Workspace, tmp_path: Path) -> None:
     from kbmcp.cli.serve import watching
 

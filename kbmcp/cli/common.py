@@ -21,58 +21,23 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.workspace import Workspace
 
 T = TypeVar("T")
-# The commands that run on a PostgreSQL database (issue 18), by their path under `kbmcp`:
-# every service they call runs on the store contract (kbmcp/store/backend.py) on both backends.
-# The others refuse a URL with one clear line until theirs do (tests/test_cli_postgres.py).
-POSTGRES_COMMANDS = frozenset(
-    {
-        "add",
-        "kb create",
-        "kb list",
-        "kb share",
-        "kb unshare",
-        "read",
-        "search",
-        "serve",
-        "tenant create",
-        "tenant list",
-        "token create",
-        "token list",
-        "token revoke",
-    }
-)
 
 
 @contextlib.contextmanager
 def open_workspace(
     ctx: click.Context, *, create: bool = False, long_lived: bool = False
 ) -> Iterator[Workspace]:
-    """The workspace of the command's --db / KBMCP_DB file. Only commands that write documents
+    """The workspace of the command's --db / KBMCP_DB database: a file, or a PostgreSQL URL
+    (every command runs on both; tests/test_cli_postgres.py). Only commands that write documents
     pass create=True: a mistyped path for `ls` or `search` is an error, not a new empty file.
     Only commands that run many queries (`serve`, `eval`) pass long_lived=True (see Workspace)."""
     root = ctx.find_root().obj
     settings = load_settings().with_db(root.get("db")).with_immutable(root.get("immutable", False))
-    if settings.is_postgres and command_path(ctx) not in POSTGRES_COMMANDS:
-        source = "--db" if root.get("db") is not None else "KBMCP_DB"
-        raise InvalidRequest(
-            f"{source}: PostgreSQL databases are not served by `kbmcp {command_path(ctx)}` "
-            "in this version yet; `kbmcp copy SRC DST` copies a knowledge base to and from one",
-            details={"argument": source},
-        )
     workspace = Workspace(settings, create=create, long_lived=long_lived)
     try:
         yield workspace
     finally:
         workspace.close()
-
-
-def command_path(ctx: click.Context) -> str:
-    """The command's words under `kbmcp`, e.g. "token revoke"."""
-    names: list[str] = []
-    while ctx.parent is not None:
-        names.append(ctx.info_name or "")
-        ctx = ctx.parent
-    return " ".join(reversed(names))
 
 
 class Utf8Text(click.ParamType):
