@@ -271,6 +271,8 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
             print(f"copied into PostgreSQL in {report.seconds:.0f}s", flush=True)
     pg.close()
     print(f"corpus ready in {time.perf_counter() - started:.0f}s", flush=True)
+    if args.build_only:
+        return
     queries = {name: bench.make_queries(corpus, s, args.queries) for name, s in samples.items()}
     warmup = {
         name: bench.make_queries(corpus, s, args.warmup, seed=12) for name, s in samples.items()
