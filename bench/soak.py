@@ -657,12 +657,12 @@ def print_summary(
         ("ingest runs (edits, additions, deletions)", str(tally.ingests)),
         ("reembed", tally.reembed),
         (
-            "stdio server descriptors on the file (after warm-up → max → end; limit)",
-            f"{span('stdio', 'db_fds', 'd')}; {limits['stdio'][0]}",
+            "stdio server descriptors on the file (start; after warm-up → max → end; limit)",
+            f"{samples[0].stdio_db_fds}; {span('stdio', 'db_fds', 'd')}; {limits['stdio'][0]}",
         ),
         (
             "HTTP server descriptors on the file",
-            f"{span('http', 'db_fds', 'd')}; {limits['http'][0]}",
+            f"{samples[0].http_db_fds}; {span('http', 'db_fds', 'd')}; {limits['http'][0]}",
         ),
         (
             "stdio / HTTP server descriptors in all (min → max)",
