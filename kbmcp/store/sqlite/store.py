@@ -72,10 +72,10 @@ class SqliteStore:
 
     # The concerns (kbmcp/store/backend.py): this backend's module for each.
     admin: Admin = admin
-    catalog: Catalog = catalog
+    catalog: Catalog = catalog.CATALOG
     evaluation: Evaluation = evaluation
     grants: Grants = grants
-    id_key: IdKeys = id_key
+    id_key: IdKeys = id_key.ID_KEYS
     index: Index = index
     ingest: Ingest = ingest
     listing: Listing = listing
