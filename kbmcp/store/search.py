@@ -38,6 +38,22 @@ if TYPE_CHECKING:
 Tokenizer = Callable[[bytes], list[tuple[int, int, str]]]
 
 
+class ScopeSql(Protocol):
+    """A backend's scope SQL (kbmcp/store/sqlite/search/scope.py, kbmcp/store/postgres/scope.py):
+    the statement of a scope's documents, which listing and scan select from too, so search,
+    listing and scan validate and apply every filter the same way."""
+
+    def documents_sql(
+        self, scope: Scope, only: str | None = None, *, include_archived: bool = False
+    ) -> str:
+        """The scope's documents and memories (id, current_revision_id)."""
+        ...
+
+    def scope_params(self, scope: Scope) -> dict[str, Any]:
+        """The parameters of `documents_sql`."""
+        ...
+
+
 @dataclass(frozen=True)
 class ResolvedId:
     """One requested public id and what the principal may see of it. `row_id` None: unknown

@@ -99,12 +99,12 @@ class PostgresStore:
     id_key: IdKeys = id_key.ID_KEYS
     index: Index = index
     ingest: Ingest = ingest
-    listing: Listing = listing
-    memories: Memories = memories
+    listing: Listing = listing.LISTING
+    memories: Memories = memories.MEMORIES
     vectors: Vectors = vectors
     reads: Reads = reads
     reembed: Reembed = reembed
-    scan: Scan = scan
+    scan: Scan = scan.SCAN
     search: Search = search
 
     def __init__(self, url: str) -> None:
