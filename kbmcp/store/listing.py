@@ -93,7 +93,8 @@ class SqlListing:
         self, conn: Connection, readable_kb_ids: list[int]
     ) -> list[KnowledgeBaseRow]:
         rows = conn.execute(
-            self.SELECT_KNOWLEDGE_BASES, {"readable_kb_ids": self.dialect.id_list(readable_kb_ids)}
+            self.SELECT_KNOWLEDGE_BASES,
+            {"readable_kb_ids": self.dialect.list_param(readable_kb_ids)},
         )
         return [KnowledgeBaseRow(*row) for row in rows]
 

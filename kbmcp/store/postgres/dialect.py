@@ -7,10 +7,12 @@ from typing import Any
 
 import psycopg
 
+from kbmcp.store.dialect import Dialect
+
 PgConnection = psycopg.Connection[Any]
 
 
-class PostgresDialect:
+class PostgresDialect(Dialect):
     def insert(self, conn: PgConnection, sql: str, params: Mapping[str, object]) -> int | None:
         row = conn.execute(sql, params).fetchone()
         return None if row is None else int(row[0])
@@ -22,11 +24,11 @@ class PostgresDialect:
             with conn.cursor() as cur:
                 cur.executemany(sql, rows)
 
-    def id_list(self, ids: Sequence[int]) -> list[int]:
-        return list(ids)
+    def list_param(self, values: Sequence[int] | Sequence[str]) -> list[Any]:
+        return list(values)
 
-    def pairs(self, value: Any) -> list[tuple[str, str]]:
-        return [(key, tag) for key, tag in value]
+    def array(self, value: Any) -> list[Any]:
+        return list(value)
 
 
 POSTGRES = PostgresDialect()

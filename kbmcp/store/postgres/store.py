@@ -95,7 +95,7 @@ class PostgresStore:
     admin: Admin = admin
     catalog: Catalog = catalog.CATALOG
     evaluation: Evaluation = evaluation
-    grants: Grants = grants
+    grants: Grants = grants.GRANTS
     id_key: IdKeys = id_key.ID_KEYS
     index: Index = index
     ingest: Ingest = ingest

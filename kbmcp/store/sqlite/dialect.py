@@ -8,8 +8,10 @@ from typing import Any
 
 import apsw
 
+from kbmcp.store.dialect import Dialect
 
-class SqliteDialect:
+
+class SqliteDialect(Dialect):
     def insert(self, conn: apsw.Connection, sql: str, params: Mapping[str, object]) -> int:
         conn.execute(sql, params)
         return conn.last_insert_rowid()
@@ -19,11 +21,11 @@ class SqliteDialect:
     ) -> None:
         conn.executemany(sql, rows)
 
-    def id_list(self, ids: Sequence[int]) -> str:
-        return json.dumps(list(ids))
+    def list_param(self, values: Sequence[int] | Sequence[str]) -> str:
+        return json.dumps(list(values))
 
-    def pairs(self, value: Any) -> list[tuple[str, str]]:
-        return [(key, tag) for key, tag in json.loads(value or "[]")]
+    def array(self, value: Any) -> list[Any]:
+        return list(json.loads(value or "[]"))
 
 
 SQLITE = SqliteDialect()
