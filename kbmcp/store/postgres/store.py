@@ -102,7 +102,7 @@ class PostgresStore:
     listing: Listing = listing.LISTING
     memories: Memories = memories.MEMORIES
     vectors: Vectors = vectors
-    reads: Reads = reads
+    reads: Reads = reads.READS
     reembed: Reembed = reembed
     scan: Scan = scan.SCAN
     search: Search = search

@@ -81,7 +81,7 @@ class SqliteStore:
     listing: Listing = listing.LISTING
     memories: Memories = memories.MEMORIES
     vectors: Vectors = vectors
-    reads: Reads = reads
+    reads: Reads = reads.READS
     reembed: Reembed = reembed
     scan: Scan = scan.SCAN
     search: Search = search
