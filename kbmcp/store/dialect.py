@@ -27,6 +27,10 @@ class Dialect:
         """Run `sql` once per parameter set."""
         raise NotImplementedError
 
+    def execute_count(self, conn: Connection, sql: str, params: Mapping[str, object]) -> int:
+        """Run an UPDATE or DELETE and return how many rows it changed."""
+        raise NotImplementedError
+
     def list_param(self, values: Sequence[int] | Sequence[str]) -> object:
         """A list of ids or names as one parameter (SQLite: JSON text for `json_each`;
         PostgreSQL: an array)."""

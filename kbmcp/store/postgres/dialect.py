@@ -24,6 +24,9 @@ class PostgresDialect(Dialect):
             with conn.cursor() as cur:
                 cur.executemany(sql, rows)
 
+    def execute_count(self, conn: PgConnection, sql: str, params: Mapping[str, object]) -> int:
+        return conn.execute(sql, params).rowcount
+
     def list_param(self, values: Sequence[int] | Sequence[str]) -> list[Any]:
         return list(values)
 

@@ -98,7 +98,7 @@ class PostgresStore:
     grants: Grants = grants.GRANTS
     id_key: IdKeys = id_key.ID_KEYS
     index: Index = index
-    ingest: Ingest = ingest
+    ingest: Ingest = ingest.INGEST
     listing: Listing = listing.LISTING
     memories: Memories = memories.MEMORIES
     vectors: Vectors = vectors

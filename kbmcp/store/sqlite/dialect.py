@@ -21,6 +21,10 @@ class SqliteDialect(Dialect):
     ) -> None:
         conn.executemany(sql, rows)
 
+    def execute_count(self, conn: apsw.Connection, sql: str, params: Mapping[str, object]) -> int:
+        conn.execute(sql, params)
+        return conn.changes()
+
     def list_param(self, values: Sequence[int] | Sequence[str]) -> str:
         return json.dumps(list(values))
 
