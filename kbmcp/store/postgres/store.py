@@ -91,7 +91,7 @@ class PostgresStore:
     database_errors = DATABASE_ERRORS
     driver_errors: tuple[type[BaseException], ...] = (psycopg.Error,)
 
-    # The concerns (kbmcp/store/backend.py): this backend's module for each.
+    # The concerns (kbmcp/store/backend.py): this backend's implementation of each.
     admin: Admin = admin
     catalog: Catalog = catalog.CATALOG
     evaluation: Evaluation = evaluation
