@@ -43,7 +43,8 @@ class ScopeStatements:
     """A backend's statements of a scope's documents and how they are put together: `base_documents`
     and `base_memories` select one kind's readable rows ({published}: `published` unless archived
     rows are wanted), each filter a kind applies to adds its clause, and the kinds are joined by
-    UNION ALL; `nothing` selects no row."""
+    UNION ALL; `nothing` selects no row. `chunks_of_documents` selects the indexed chunks of the
+    documents statement it is formatted with ({documents})."""
 
     base_documents: str
     base_memories: str
@@ -51,6 +52,7 @@ class ScopeStatements:
     memory_filter_clauses: Mapping[str, str]
     published: str
     nothing: str
+    chunks_of_documents: str
 
     def documents_sql(
         self, scope: Scope, only: str | None = None, *, include_archived: bool = False
@@ -70,6 +72,20 @@ class ScopeStatements:
             applied = "".join(f"  AND {clauses[n]}\n" for n in names if n in clauses)
             parts.append(base.format(published=published) + applied)
         return "UNION ALL".join(parts) or self.nothing
+
+    def empty_filters(self, conn: Connection, scope: Scope, params: dict[str, Any]) -> list[str]:
+        """The filters (by name) that alone select no indexed chunk; `params`: the backend's
+        `scope_params`."""
+        return [
+            name
+            for name in scope.filters
+            if conn.execute(
+                "SELECT NOT EXISTS ("
+                + self.chunks_of_documents.format(documents=self.documents_sql(scope, only=name))
+                + ")",
+                params,
+            ).fetchone()[0]
+        ]
 
 
 class ScopeSql(Protocol):

@@ -151,8 +151,9 @@ WHERE document_id = ANY(%(document_ids)s::bigint[])
 
 
 STATEMENTS = ScopeStatements(
-    BASE_DOCUMENTS, BASE_MEMORIES, FILTER_CLAUSES, MEMORY_FILTER_CLAUSES, PUBLISHED, NOTHING
-)
+    BASE_DOCUMENTS, BASE_MEMORIES, FILTER_CLAUSES, MEMORY_FILTER_CLAUSES, PUBLISHED, NOTHING,
+    CHUNKS_OF_DOCUMENTS,
+)  # fmt: skip
 documents_sql = STATEMENTS.documents_sql
 
 
@@ -226,17 +227,7 @@ def scope_chunk_ids(conn: PgConnection, scope: Scope) -> np.ndarray | None:
 
 def empty_filters(conn: PgConnection, scope: Scope) -> list[str]:
     """The filters (by name) that alone select no indexed chunk."""
-    params = scope_params(scope)
-    return [
-        name
-        for name in scope.filters
-        if conn.execute(
-            "SELECT NOT EXISTS ("
-            + CHUNKS_OF_DOCUMENTS.format(documents=documents_sql(scope, only=name))
-            + ")",
-            params,
-        ).fetchone()[0]
-    ]
+    return STATEMENTS.empty_filters(conn, scope, scope_params(scope))
 
 
 def count_stores(conn: PgConnection) -> int:

@@ -172,8 +172,9 @@ LEFT JOIN knowledge_base AS store
 
 
 STATEMENTS = ScopeStatements(
-    BASE_DOCUMENTS, BASE_MEMORIES, FILTER_CLAUSES, MEMORY_FILTER_CLAUSES, PUBLISHED, NOTHING
-)
+    BASE_DOCUMENTS, BASE_MEMORIES, FILTER_CLAUSES, MEMORY_FILTER_CLAUSES, PUBLISHED, NOTHING,
+    CHUNKS_OF_DOCUMENTS,
+)  # fmt: skip
 documents_sql = STATEMENTS.documents_sql
 
 
@@ -239,17 +240,7 @@ def _id_array(text: str | None) -> np.ndarray:
 
 def empty_filters(conn: apsw.Connection, scope: Scope) -> list[str]:
     """The filters (by name) that alone select no indexed chunk."""
-    params = scope_params(scope)
-    return [
-        name
-        for name in scope.filters
-        if conn.execute(
-            "SELECT NOT EXISTS ("
-            + CHUNKS_OF_DOCUMENTS.format(documents=documents_sql(scope, only=name))
-            + ")",
-            params,
-        ).fetchone()[0]
-    ]
+    return STATEMENTS.empty_filters(conn, scope, scope_params(scope))
 
 
 def count_stores(conn: apsw.Connection) -> int:
