@@ -165,13 +165,12 @@ def test_two_inserts_of_one_new_memory_on_postgres(
     """Both servers find no memory and insert the same one in their write transactions: the
     UNIQUE (knowledge_base_id, path) constraint lets the first in; the second's insert does
     nothing, and it answers as for content stored already."""
-    from kbmcp.store.postgres import catalog
-
     settings = Settings(db=fresh_postgres_url, embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder(), create=True) as ws:
         admin = ws.local_principal()
         text = "Both servers remember this at the same moment."
         memories.remember(ws, admin, QUOKKA)
+        catalog = ws.store.catalog
         current_document = catalog.current_document
         fired: list[Any] = []
 

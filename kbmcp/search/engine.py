@@ -21,7 +21,7 @@ from kbmcp.clock import now_iso
 from kbmcp.neutralise import neutralise
 from kbmcp.search.excerpt import make_excerpts
 from kbmcp.search.floor import similarity_floor
-from kbmcp.search.models import Citation, SearchResponse, SearchResult, SearchStats, page_of
+from kbmcp.search.models import SearchResponse, SearchResult, SearchStats, chunk_citation
 from kbmcp.search.query_text import query_terms
 from kbmcp.search.ranking import Ranking
 from kbmcp.search.request import SearchArguments
@@ -116,16 +116,7 @@ def _results(ranking: Ranking, query_tokens: set[str], tokenize: Tokenizer) -> l
                 path=row.path,
                 heading_path=heading_path,
                 excerpt=neutralise(excerpt),
-                citation=Citation(
-                    row.path,
-                    row.revision_id,
-                    row.line_start,
-                    row.line_end,
-                    row.char_start,
-                    row.char_end,
-                    page_of(row.format, heading_path),
-                    row.revision_sha256,
-                ),
+                citation=chunk_citation(row, row.format, heading_path, row.revision_sha256),
                 lexical_rank=row.lexical_rank,
                 lexical_score=row.lexical_score,
                 semantic_rank=row.semantic_rank,

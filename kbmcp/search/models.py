@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Protocol
 
 from kbmcp.described import Described
 
@@ -56,6 +56,40 @@ class Citation:
             "SHA-256 of the revision's whole text: the exact source this passage is quoted from."
         ),
     ] = ""
+
+
+class ChunkPlace(Protocol):
+    """Where a chunk lies in its revision, as a ranked row and a fetched chunk both hold it."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def revision_id(self) -> str: ...
+    @property
+    def line_start(self) -> int: ...
+    @property
+    def line_end(self) -> int: ...
+    @property
+    def char_start(self) -> int: ...
+    @property
+    def char_end(self) -> int: ...
+
+
+def chunk_citation(
+    chunk: ChunkPlace, document_format: str, heading_path: Sequence[str], sha256: str
+) -> Citation:
+    """The citation of a chunk of a revision (its text's SHA-256: `sha256`) of a document of
+    `document_format` (a PDF's chunk names its page)."""
+    return Citation(
+        chunk.path,
+        chunk.revision_id,
+        chunk.line_start,
+        chunk.line_end,
+        chunk.char_start,
+        chunk.char_end,
+        page_of(document_format, heading_path),
+        sha256,
+    )
 
 
 # A PDF's sections are its pages: ingest stores each page after a line `\f[page N]` (or

@@ -26,7 +26,7 @@ from kbmcp.search.models import (
     MAX_LIMIT_CHARS,
     Citation,
     InlineContent,
-    page_of,
+    chunk_citation,
 )
 from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.store.reads import DocumentRevision
@@ -325,16 +325,7 @@ def fetch_chunks(
             path=row.path,
             heading_path=headings,
             text=neutralise(row.text),
-            citation=Citation(
-                row.path,
-                row.revision_id,
-                row.line_start,
-                row.line_end,
-                row.char_start,
-                row.char_end,
-                page_of(row.document_kind, headings),
-                row.sha256,
-            ),
+            citation=chunk_citation(row, row.document_kind, headings, row.sha256),
             revision_total_chars=row.revision_chars,
             covers_whole_revision=row.covers_whole,
         )

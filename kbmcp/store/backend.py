@@ -20,6 +20,10 @@ by `open_store`, and never imports a driver nor holds SQL:
   its functions, and the rules both backends share) and one module per backend,
   kbmcp/store/sqlite/<concern>.py and kbmcp/store/postgres/<concern>.py, that satisfy the
   Protocol with the same function names and signatures (tests/test_store_contract.py checks).
+  Where the logic around the SQL is the same on both, it is written once in the contract module
+  (`SqlCatalog`, `SqlMemories`, ...): a backend subclasses it with its statements as class
+  attributes and its `Dialect` (kbmcp/store/dialect.py: what the drivers do differently), and
+  overrides only what really differs; the Store's attribute is an instance.
 
 A service calls `workspace.store.<concern>.<function>(conn, ...)`.
 """

@@ -180,15 +180,29 @@ def _open(target: str, *, reading: bool) -> Iterator[_Side]:
 
 
 class _Side:
-    """One end of a copy: the same operations on either backend."""
+    """One end of a copy: the same operations on either backend. What is the same on both is
+    written here; each backend's side holds what differs."""
 
-    def close(self) -> None: ...
+    conn: Any  # the backend's connection
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def is_empty(self) -> bool:
+        return all(self.count(table) == 0 for table in DATA_TABLES)
+
+    def count(self, table: str) -> int:
+        return int(self.conn.execute(COUNT.format(table=table)).fetchone()[0])
+
+    def count_indexed(self) -> int:
+        return int(self.conn.execute(COUNT_INDEXED).fetchone()[0])
+
+    def clear_id_key(self) -> None:
+        self.conn.execute(CLEAR_ID_KEY)
+
     def snapshot(self) -> contextlib.AbstractContextManager[None]: ...
     def transaction(self) -> contextlib.AbstractContextManager[None]: ...
-    def is_empty(self) -> bool: ...
     def wipe(self) -> None: ...
-    def count(self, table: str) -> int: ...
-    def count_indexed(self) -> int: ...
     def index_counts(self) -> dict[str, int]: ...
     def rows(self, table: str, columns: Sequence[str]) -> Iterable[Sequence[Any]]: ...
     def insert(
@@ -201,7 +215,6 @@ class _Side:
     ) -> None: ...
     def model(self) -> ModelFingerprint | None: ...
     def record_model(self, model: ModelFingerprint) -> None: ...
-    def clear_id_key(self) -> None: ...
     def rebuild_indexes(self) -> int: ...
     def finish(self) -> None: ...
 
@@ -244,9 +257,6 @@ class _SqliteSide(_Side):
 
         self.conn = open_connection(path, create=create)
 
-    def close(self) -> None:
-        self.conn.close()
-
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
         self.conn.execute("BEGIN")
@@ -264,19 +274,10 @@ class _SqliteSide(_Side):
             self.conn.execute("PRAGMA defer_foreign_keys = ON")
             yield
 
-    def is_empty(self) -> bool:
-        return all(self.count(table) == 0 for table in DATA_TABLES)
-
     def wipe(self) -> None:
         for statement in self.WIPE:
             self.conn.execute(statement)
         self.conn.execute("DROP TABLE IF EXISTS chunk_vec")
-
-    def count(self, table: str) -> int:
-        return int(self.conn.execute(COUNT.format(table=table)).fetchone()[0])
-
-    def count_indexed(self) -> int:
-        return int(self.conn.execute(COUNT_INDEXED).fetchone()[0])
 
     def index_counts(self) -> dict[str, int]:
         from kbmcp.store.sqlite.search.vector.sql import has_vector_index
@@ -312,9 +313,6 @@ class _SqliteSide(_Side):
         from kbmcp.store.sqlite.vectors import record_model
 
         record_model(self.conn, model)
-
-    def clear_id_key(self) -> None:
-        self.conn.execute(CLEAR_ID_KEY)
 
     def rebuild_indexes(self) -> int:
         """FTS5 and vec0 rows of every indexed chunk, written by ingest's own function."""
@@ -358,9 +356,6 @@ class _PostgresSide(_Side):
 
         self.conn = connect(url)
 
-    def close(self) -> None:
-        self.conn.close()
-
     @contextlib.contextmanager
     def snapshot(self) -> Iterator[None]:
         with self.conn.transaction():
@@ -372,17 +367,8 @@ class _PostgresSide(_Side):
         with self.conn.transaction():
             yield
 
-    def is_empty(self) -> bool:
-        return all(self.count(table) == 0 for table in DATA_TABLES)
-
     def wipe(self) -> None:
         self.conn.execute(self.WIPE)
-
-    def count(self, table: str) -> int:
-        return int(self.conn.execute(COUNT.format(table=table)).fetchone()[0])
-
-    def count_indexed(self) -> int:
-        return int(self.conn.execute(COUNT_INDEXED).fetchone()[0])
 
     def index_counts(self) -> dict[str, int]:
         return {"chunk_keyword": self.count("chunk_keyword"), "chunk_vec": self.count("chunk_vec")}
@@ -427,9 +413,6 @@ class _PostgresSide(_Side):
 
         # the HNSW index is built once the vectors are in (rebuild_indexes): faster than growing it
         record_model(self.conn, model, with_index=False)
-
-    def clear_id_key(self) -> None:
-        self.conn.execute(CLEAR_ID_KEY)
 
     def rebuild_indexes(self) -> int:
         from kbmcp.store.postgres.index import add_rows, every_index_row

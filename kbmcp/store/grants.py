@@ -2,7 +2,8 @@
 shares of knowledge bases between tenants, bearer tokens, and the administrator's listings of
 tenants and knowledge bases.
 
-Implemented by kbmcp/store/sqlite/grants.py and kbmcp/store/postgres/grants.py. Nothing here is
+Implemented by kbmcp/store/sqlite/grants.py and kbmcp/store/postgres/grants.py, their statements
+under `SqlGrants`, the logic both share. Nothing here is
 cached by either: every request reads shares and tokens again, so a revocation made through
 one process (or server) is in force on the next request of every other.
 """
@@ -11,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from kbmcp.store.backend import Connection
+    from kbmcp.store.dialect import Dialect
 
 
 @dataclass(frozen=True)
@@ -136,3 +138,106 @@ class Grants(Protocol):
         """Every knowledge base with its owner and grantees, by owner name then name (byte
         order); with `tenant_id`, those that tenant can read (its own and shared to it)."""
         ...
+
+
+class SqlGrants:
+    """The grants concern (the `Grants` Protocol) over a backend's statements: a backend
+    subclasses it with its statements (the upper-case class attributes, named parameters; a
+    token's allow-list one list parameter, a knowledge base's grantees one list column) and its
+    dialect."""
+
+    dialect: ClassVar[Dialect]
+
+    SELECT_READABLE_KB_IDS: ClassVar[str]
+    SELECT_READABLE_MEMORY_STORE_IDS: ClassVar[str]
+    SELECT_TOKEN: ClassVar[str]
+    SELECT_SHARE_IN_FORCE: ClassVar[str]
+    UPSERT_SHARE: ClassVar[str]
+    REVOKE_SHARE: ClassVar[str]
+    INSERT_TOKEN: ClassVar[str]
+    SELECT_TOKENS: ClassVar[str]
+    REVOKE_TOKEN: ClassVar[str]
+    COUNT_USABLE_TOKENS: ClassVar[str]
+    SELECT_TENANTS: ClassVar[str]
+    SELECT_KNOWLEDGE_BASES: ClassVar[str]
+
+    # ---------------------------------------------------------------- reading rights
+
+    def readable_knowledge_base_ids(
+        self, conn: Connection, tenant_id: int, allowlist: Collection[str] | None
+    ) -> list[int]:
+        rows = conn.execute(
+            self.SELECT_READABLE_KB_IDS,
+            {
+                "tenant_id": tenant_id,
+                "allow_all": allowlist is None,
+                "allowed": self.dialect.list_param(sorted(allowlist or ())),
+            },
+        )
+        return [row[0] for row in rows]
+
+    def memory_store_ids(self, conn: Connection, tenant_id: int) -> list[int]:
+        rows = conn.execute(self.SELECT_READABLE_MEMORY_STORE_IDS, {"tenant_id": tenant_id})
+        return [row[0] for row in rows]
+
+    def stored_token(self, conn: Connection, public_id: str) -> StoredToken | None:
+        row = conn.execute(self.SELECT_TOKEN, {"public_id": public_id}).fetchone()
+        return None if row is None else StoredToken(*row)
+
+    # ---------------------------------------------------------------- shares
+
+    def share_in_force(self, conn: Connection, knowledge_base_id: int, tenant_id: int) -> bool:
+        row = conn.execute(
+            self.SELECT_SHARE_IN_FORCE, {"kb_id": knowledge_base_id, "tenant_id": tenant_id}
+        ).fetchone()
+        return bool(row and row[0])
+
+    def share(self, conn: Connection, knowledge_base_id: int, tenant_id: int, now: str) -> None:
+        conn.execute(
+            self.UPSERT_SHARE, {"kb_id": knowledge_base_id, "tenant_id": tenant_id, "now": now}
+        )
+
+    def revoke_share(
+        self, conn: Connection, knowledge_base_id: int, tenant_id: int, now: str
+    ) -> None:
+        conn.execute(
+            self.REVOKE_SHARE, {"kb_id": knowledge_base_id, "tenant_id": tenant_id, "now": now}
+        )
+
+    # ---------------------------------------------------------------- tokens
+
+    def insert_token(self, conn: Connection, token: NewToken, now: str) -> None:
+        conn.execute(
+            self.INSERT_TOKEN,
+            {
+                "public_id": token.public_id,
+                "tenant_id": token.tenant_id,
+                "name": token.name,
+                "secret_hash": token.secret_hash,
+                "scopes": token.scopes,
+                "kb_ids": token.knowledge_base_ids,
+                "now": now,
+                "expires_at": token.expires_at,
+            },
+        )
+
+    def tokens(
+        self, conn: Connection, *, tenant_id: int | None = None, public_id: str | None = None
+    ) -> list[TokenRow]:
+        rows = conn.execute(self.SELECT_TOKENS, {"tenant_id": tenant_id, "public_id": public_id})
+        return [TokenRow(*row) for row in rows]
+
+    def revoke_token(self, conn: Connection, public_id: str, now: str) -> None:
+        conn.execute(self.REVOKE_TOKEN, {"public_id": public_id, "now": now})
+
+    def count_usable_tokens(self, conn: Connection, now: str) -> int:
+        return int(conn.execute(self.COUNT_USABLE_TOKENS, {"now": now}).fetchone()[0])
+
+    # ---------------------------------------------------------------- listings
+
+    def tenants(self, conn: Connection, now: str) -> list[TenantRow]:
+        return [TenantRow(*row) for row in conn.execute(self.SELECT_TENANTS, {"now": now})]
+
+    def knowledge_bases(self, conn: Connection, tenant_id: int | None) -> list[KnowledgeBaseRow]:
+        rows = conn.execute(self.SELECT_KNOWLEDGE_BASES, {"tenant_id": tenant_id})
+        return [KnowledgeBaseRow(*row[:6], self.dialect.array(row[6])) for row in rows]

@@ -9,18 +9,20 @@ runs, beside the documents themselves (kbmcp/store/catalog.py writes those).
 - documents moved under a folder added around the one they came from (the add-order rule,
   kbmcp/service/ingest_places.py), and the document reads of archiving.
 
-Implemented by kbmcp/store/sqlite/ingest.py and kbmcp/store/postgres/ingest.py.
+Implemented by kbmcp/store/sqlite/ingest.py and kbmcp/store/postgres/ingest.py: their statements
+under `SqlIngest`, the logic both share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from kbmcp.store.backend import Connection
     from kbmcp.store.catalog import NewDocument
+    from kbmcp.store.dialect import Dialect
 
 # A file whose mtime lies within this of the moment its signature was taken could change again
 # with the same size and mtime (coarse timestamps: FAT has 2 s, ext3 and HFS+ 1 s).
@@ -189,3 +191,174 @@ class Ingest(Protocol):
         """Delete up to `limit` stored vectors of a revision that is no longer current;
         returns how many were deleted."""
         ...
+
+
+class SqlIngest:
+    """The ingest concern (the `Ingest` Protocol) over a backend's statements: a backend
+    subclasses it with its statements (the upper-case class attributes, named parameters) and its
+    dialect."""
+
+    dialect: ClassVar[Dialect]
+
+    SELECT_SOURCE_FILES: ClassVar[str]
+    UPSERT_SOURCE_FILE: ClassVar[str]
+    REFRESH_SOURCE_FILE: ClassVar[str]
+    MOVE_SOURCE_FILE: ClassVar[str]
+    DELETE_SOURCE_FILE: ClassVar[str]
+    MOVE_DOCUMENT: ClassVar[str]
+    SELECT_ARCHIVABLE: ClassVar[str]
+    SELECT_CURRENT_REVISION: ClassVar[str]
+    INSERT_STAGED_DOCUMENT: ClassVar[str]
+    INSERT_STAGED: ClassVar[str]
+    TOUCH_STAGED: ClassVar[str]
+    DELETE_STAGED: ClassVar[str]
+    SELECT_STAGED_OF_DOCUMENT: ClassVar[str]
+    SELECT_STAGED_CHUNKS: ClassVar[str]
+    COUNT_CHUNKS_WITH_VECTORS: ClassVar[str]
+    SELECT_STALE_STAGED: ClassVar[str]
+    DELETE_CHUNKS_PART: ClassVar[str]
+    DELETE_REVISION: ClassVar[str]
+    DELETE_VECTORS_PART: ClassVar[str]
+
+    # ---------------------------------------------------------------- source files
+
+    def recorded_files(self, conn: Connection, knowledge_base_id: int) -> dict[str, RecordedFile]:
+        rows = conn.execute(self.SELECT_SOURCE_FILES, {"kb_id": knowledge_base_id})
+        return {
+            path: RecordedFile(
+                FileSignature(size, mtime_ns, inode, checked_ns), bytes_hash, read_key, folder
+            )
+            for path, size, mtime_ns, inode, bytes_hash, read_key, folder, checked_ns in rows
+        }
+
+    def record_file(
+        self, conn: Connection, document_id: int, recorded: RecordedFile | None
+    ) -> None:
+        if recorded is None:
+            conn.execute(self.DELETE_SOURCE_FILE, {"document_id": document_id})
+            return
+        conn.execute(
+            self.UPSERT_SOURCE_FILE, {"document_id": document_id, **_file_params(recorded)}
+        )
+
+    def refresh_files(
+        self, conn: Connection, knowledge_base_id: int, files: Iterable[FileRefresh]
+    ) -> None:
+        """See REFRESH_SOURCE_FILE."""
+        self.dialect.execute_many(
+            conn,
+            self.REFRESH_SOURCE_FILE,
+            [
+                {
+                    "kb_id": knowledge_base_id,
+                    "path": f.path,
+                    "content_hash": f.content_hash,
+                    **_file_params(f.file),
+                }
+                for f in files
+            ],
+        )
+
+    # ---------------------------------------------------------------- moves and archiving
+
+    def move_document(
+        self, conn: Connection, document_id: int, old_path: str, new_path: str
+    ) -> bool:
+        changed = self.dialect.execute_count(
+            conn,
+            self.MOVE_DOCUMENT,
+            {"path": new_path, "old_path": old_path, "document_id": document_id},
+        )
+        return changed == 1
+
+    def move_source_file(self, conn: Connection, document_id: int, folder: str | None) -> None:
+        conn.execute(self.MOVE_SOURCE_FILE, {"folder": folder, "document_id": document_id})
+
+    def archivable_document(
+        self, conn: Connection, public_id: str, readable_kb_ids: Sequence[int]
+    ) -> int | None:
+        row = conn.execute(
+            self.SELECT_ARCHIVABLE,
+            {"document_id": public_id, "readable_kb_ids": self.dialect.list_param(readable_kb_ids)},
+        ).fetchone()
+        return None if row is None else int(row[0])
+
+    def current_revision_for_update(self, conn: Connection, document_id: int) -> int | None:
+        row = conn.execute(self.SELECT_CURRENT_REVISION, {"document_id": document_id}).fetchone()
+        return None if row is None else row[0]
+
+    # ---------------------------------------------------------------- revisions in parts
+
+    def insert_staged_document(
+        self, conn: Connection, document: NewDocument, now: str
+    ) -> int | None:
+        return self.dialect.insert(conn, self.INSERT_STAGED_DOCUMENT, document.parameters(now))
+
+    def add_staged(
+        self, conn: Connection, revision_id: int, document_id: int, chunking: str, now: str
+    ) -> None:
+        conn.execute(
+            self.INSERT_STAGED,
+            {
+                "revision_id": revision_id,
+                "document_id": document_id,
+                "chunking": chunking,
+                "now": now,
+            },
+        )
+
+    def touch_staged(self, conn: Connection, revision_id: int, now: str) -> None:
+        conn.execute(self.TOUCH_STAGED, {"revision_id": revision_id, "now": now})
+
+    def remove_staged(self, conn: Connection, revision_id: int) -> None:
+        conn.execute(self.DELETE_STAGED, {"revision_id": revision_id})
+
+    def staged_revisions(self, conn: Connection, document_id: int) -> list[StagedRevision]:
+        rows = conn.execute(self.SELECT_STAGED_OF_DOCUMENT, {"document_id": document_id})
+        return [StagedRevision(*row) for row in rows]
+
+    def staged_chunks(self, conn: Connection, revision_id: int) -> list[StagedChunk]:
+        return [
+            StagedChunk(ordinal, start, end, heading, bool(has_vector))
+            for ordinal, start, end, heading, has_vector in conn.execute(
+                self.SELECT_STAGED_CHUNKS, {"revision_id": revision_id}
+            )
+        ]
+
+    def chunks_and_vectors(self, conn: Connection, revision_id: int) -> tuple[int, int]:
+        chunks, vectors = conn.execute(
+            self.COUNT_CHUNKS_WITH_VECTORS, {"revision_id": revision_id}
+        ).fetchone()
+        return int(chunks), int(vectors)
+
+    def stale_staged(self, conn: Connection, knowledge_base_id: int, before: str) -> list[int]:
+        rows = conn.execute(
+            self.SELECT_STALE_STAGED, {"kb_id": knowledge_base_id, "before": before}
+        )
+        return [row[0] for row in rows]
+
+    def delete_chunks_part(self, conn: Connection, revision_id: int, limit: int) -> int:
+        return self.dialect.execute_count(
+            conn, self.DELETE_CHUNKS_PART, {"revision_id": revision_id, "limit": limit}
+        )
+
+    def delete_revision(self, conn: Connection, revision_id: int) -> None:
+        conn.execute(self.DELETE_REVISION, {"revision_id": revision_id})
+
+    def drop_vectors_part(self, conn: Connection, revision_id: int, limit: int) -> int:
+        return self.dialect.execute_count(
+            conn, self.DELETE_VECTORS_PART, {"revision_id": revision_id, "limit": limit}
+        )
+
+
+def _file_params(recorded: RecordedFile) -> dict[str, object]:
+    signature = recorded.signature
+    return {
+        "size": signature.size,
+        "mtime_ns": signature.mtime_ns,
+        "inode": signature.inode,
+        "checked_ns": signature.checked_ns,
+        "bytes_hash": recorded.bytes_hash,
+        "read_key": recorded.read_key,
+        "folder": recorded.folder,
+    }

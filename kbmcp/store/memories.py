@@ -4,16 +4,18 @@ listings read (kbmcp/service/memories.py). A memory store is a knowledge_base ro
 write path (store.catalog, store.index, store.vectors through kbmcp/service/ingest_batch.py);
 this concern holds the reads that are a memory's own, each limited to one tenant's stores.
 
-Implemented by kbmcp/store/sqlite/memories.py and kbmcp/store/postgres/memories.py.
+Implemented by kbmcp/store/sqlite/memories.py and kbmcp/store/postgres/memories.py: their
+statements under `SqlMemories`, the logic both share.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from kbmcp.store.backend import Connection
+    from kbmcp.store.dialect import Dialect
 
 
 @dataclass(frozen=True)
@@ -113,3 +115,73 @@ class Memories(Protocol):
         """The tenant's memories (of one store when `store_id` is given), most recently updated
         first, then by public id (byte order); forgotten ones only with `include_forgotten`."""
         ...
+
+
+class SqlMemories:
+    """The memories concern (the `Memories` Protocol) over a backend's statements: a backend
+    subclasses it with its statements (the upper-case class attributes, named parameters; each
+    memory's tags a column of (key, value) pairs) and its dialect."""
+
+    dialect: ClassVar[Dialect]
+
+    SELECT_STORES: ClassVar[str]
+    # None: the backend's write transaction already excludes every other writer.
+    LOCK_TENANT: ClassVar[str | None]
+    SELECT_SAME_CONTENT: ClassVar[str]
+    SELECT_MEMORY_STATE: ClassVar[str]
+    SELECT_OWN_MEMORY: ClassVar[str]
+    SELECT_MEMORIES: ClassVar[str]
+
+    def stores(self, conn: Connection, tenant_id: int) -> list[StoreRow]:
+        return [
+            StoreRow(*row) for row in conn.execute(self.SELECT_STORES, {"tenant_id": tenant_id})
+        ]
+
+    def lock_stores(self, conn: Connection, tenant_id: int) -> None:
+        if self.LOCK_TENANT is not None:
+            conn.execute(self.LOCK_TENANT, {"tenant_id": tenant_id})
+
+    def same_content(
+        self, conn: Connection, store_id: int, content_hash: str
+    ) -> MemoryState | None:
+        row = conn.execute(
+            self.SELECT_SAME_CONTENT, {"content_hash": content_hash, "store_id": store_id}
+        ).fetchone()
+        return None if row is None else self._state(row)
+
+    def memory_state(
+        self, conn: Connection, tenant_id: int, memory_id: str
+    ) -> RevisableMemory | None:
+        row = conn.execute(
+            self.SELECT_MEMORY_STATE, {"memory_id": memory_id, "tenant_id": tenant_id}
+        ).fetchone()
+        return None if row is None else RevisableMemory(self._state(row[:7]), *row[7:])
+
+    def own_memory(self, conn: Connection, tenant_id: int, memory_id: str) -> OwnMemory | None:
+        row = conn.execute(
+            self.SELECT_OWN_MEMORY, {"memory_id": memory_id, "tenant_id": tenant_id}
+        ).fetchone()
+        return None if row is None else OwnMemory(*row)
+
+    def memories(
+        self,
+        conn: Connection,
+        tenant_id: int,
+        *,
+        store_id: int | None,
+        include_forgotten: bool,
+        limit: int,
+    ) -> list[MemoryRow]:
+        rows = conn.execute(
+            self.SELECT_MEMORIES,
+            {
+                "tenant_id": tenant_id,
+                "store_id": store_id,
+                "include_forgotten": bool(include_forgotten),
+                "limit": limit,
+            },
+        )
+        return [MemoryRow(*row[:10], self.dialect.pairs(row[10])) for row in rows]
+
+    def _state(self, row: Any) -> MemoryState:
+        return MemoryState(*row[:6], self.dialect.pairs(row[6]))

@@ -1,7 +1,8 @@
 """The scan concern of the store contract: the most recently updated (or created) published
 documents and memories of a scope, newest first, within a time window (scan mode).
 
-Implemented by kbmcp/store/sqlite/scan.py and kbmcp/store/postgres/scan.py; used by
+Implemented by kbmcp/store/sqlite/scan.py and kbmcp/store/postgres/scan.py (their statement
+under `SqlScan`, the logic both share); used by
 kbmcp/service/scan.py. The scope's documents come from the backend's scope SQL (the search
 engine's), so scan and search validate and apply every filter the same way.
 """
@@ -9,11 +10,13 @@ engine's), so scan and search validate and apply every filter the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from kbmcp.search.scope import Scope
     from kbmcp.store.backend import Connection
+    from kbmcp.store.dialect import Dialect
+    from kbmcp.store.search import ScopeSql
 
 # sort -> what it orders by, newest first; since/until window the same timestamp.
 SORTS = ("updated_desc", "created_desc")
@@ -52,3 +55,42 @@ class Scan(Protocol):
         `sort` (one of SORTS), then by public id (byte order); `since` (inclusive) and `until`
         (exclusive) window the same timestamp (ISO 8601 UTC text, compared as bytes)."""
         ...
+
+
+class SqlScan:
+    """Scan (the `Scan` Protocol) over a backend's statement: SELECT_RECENT, formatted with the
+    scope's documents ({documents}, the backend's scope SQL) and the timestamp of the sort
+    ({time}, a column of SORT_COLUMNS, never caller text); its tags a column of pairs."""
+
+    dialect: ClassVar[Dialect]
+    scope_sql: ClassVar[ScopeSql]
+
+    SELECT_RECENT: ClassVar[str]
+    # sort (one of SORTS) -> the column it orders by, newest first; since/until window it.
+    SORT_COLUMNS: ClassVar[dict[str, str]]
+
+    def recent(
+        self,
+        conn: Connection,
+        scope: Scope,
+        *,
+        sort: str,
+        since: str | None,
+        until: str | None,
+        limit: int,
+        excerpt_chars: int,
+    ) -> list[RecentRow]:
+        statement = self.SELECT_RECENT.format(
+            documents=self.scope_sql.documents_sql(scope), time=self.SORT_COLUMNS[sort]
+        )
+        rows = conn.execute(
+            statement,
+            {
+                **self.scope_sql.scope_params(scope),
+                "excerpt_chars": excerpt_chars,
+                "since": since,
+                "until": until,
+                "limit": limit,
+            },
+        )
+        return [RecentRow(*row[:10], self.dialect.pairs(row[10]), row[11]) for row in rows]

@@ -21,7 +21,7 @@ consistent).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +36,72 @@ if TYPE_CHECKING:
 
 # The index's tokenizer over UTF-8 text: (byte start, byte end, token) per token.
 Tokenizer = Callable[[bytes], list[tuple[int, int, str]]]
+
+
+@dataclass(frozen=True)
+class ScopeStatements:
+    """A backend's statements of a scope's documents and how they are put together: `base_documents`
+    and `base_memories` select one kind's readable rows ({published}: `published` unless archived
+    rows are wanted), each filter a kind applies to adds its clause, and the kinds are joined by
+    UNION ALL; `nothing` selects no row. `chunks_of_documents` selects the indexed chunks of the
+    documents statement it is formatted with ({documents})."""
+
+    base_documents: str
+    base_memories: str
+    filter_clauses: Mapping[str, str]
+    memory_filter_clauses: Mapping[str, str]
+    published: str
+    nothing: str
+    chunks_of_documents: str
+
+    def documents_sql(
+        self, scope: Scope, only: str | None = None, *, include_archived: bool = False
+    ) -> str:
+        """The scope's documents and memories (id, current_revision_id), parameters from the
+        backend's `scope_params`; `only`: with one filter alone, over the kinds it applies to."""
+        names = [only] if only is not None else list(scope.filters)
+        published = "" if include_archived else self.published
+        parts = []
+        for base, stores, clauses in (
+            (self.base_documents, scope.readable_kb_ids, self.filter_clauses),
+            (self.base_memories, scope.memory_store_ids, self.memory_filter_clauses),
+        ):
+            # A kind that is off, or has no readable store, adds nothing (and costs nothing).
+            if not stores or (only is not None and only not in clauses):
+                continue
+            applied = "".join(f"  AND {clauses[n]}\n" for n in names if n in clauses)
+            parts.append(base.format(published=published) + applied)
+        return "UNION ALL".join(parts) or self.nothing
+
+    def empty_filters(self, conn: Connection, scope: Scope, params: dict[str, Any]) -> list[str]:
+        """The filters (by name) that alone select no indexed chunk; `params`: the backend's
+        `scope_params`."""
+        return [
+            name
+            for name in scope.filters
+            if conn.execute(
+                "SELECT NOT EXISTS ("
+                + self.chunks_of_documents.format(documents=self.documents_sql(scope, only=name))
+                + ")",
+                params,
+            ).fetchone()[0]
+        ]
+
+
+class ScopeSql(Protocol):
+    """A backend's scope SQL (kbmcp/store/sqlite/search/scope.py, kbmcp/store/postgres/scope.py):
+    the statement of a scope's documents, which listing and scan select from too, so search,
+    listing and scan validate and apply every filter the same way."""
+
+    def documents_sql(
+        self, scope: Scope, only: str | None = None, *, include_archived: bool = False
+    ) -> str:
+        """The scope's documents and memories (id, current_revision_id)."""
+        ...
+
+    def scope_params(self, scope: Scope) -> dict[str, Any]:
+        """The parameters of `documents_sql`."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """The ingest concern (kbmcp/store/ingest.py) on PostgreSQL: recorded source files and revisions
-written in parts (migration 2), moves and the document reads of archiving.
+written in parts (migration 2), moves and the document reads of archiving; the statements of
+`SqlIngest`.
 
 The statements are SQLite's (kbmcp/store/sqlite/ingest.py) with these differences:
 - several servers (or a server and a CLI) may write at once, where SQLite has one writer: the
@@ -11,269 +12,120 @@ The statements are SQLite's (kbmcp/store/sqlite/ingest.py) with these difference
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
-
-import psycopg
-
-from kbmcp.store.catalog import NewDocument
-from kbmcp.store.ingest import (
-    FileRefresh,
-    FileSignature,
-    RecordedFile,
-    StagedChunk,
-    StagedRevision,
-)
-
-PgConnection = psycopg.Connection[Any]
-
-SELECT_SOURCE_FILES = """
-SELECT d.path, f.size, f.mtime_ns, f.inode, f.bytes_hash, f.read_key, f.folder, f.checked_ns
-FROM source_file AS f JOIN document AS d ON d.id = f.document_id
-WHERE d.knowledge_base_id = %(kb_id)s
-"""
-UPSERT_SOURCE_FILE = """
-INSERT INTO source_file (document_id, size, mtime_ns, inode, bytes_hash, read_key, folder,
-                         checked_ns)
-VALUES (%(document_id)s, %(size)s, %(mtime_ns)s, %(inode)s, %(bytes_hash)s, %(read_key)s,
-        %(folder)s, %(checked_ns)s)
-ON CONFLICT (document_id) DO UPDATE SET
-    size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode,
-    bytes_hash = excluded.bytes_hash, read_key = excluded.read_key, folder = excluded.folder,
-    checked_ns = excluded.checked_ns
-"""
-# Multi-writer: FOR UPDATE OF d locks the document, so a write of it by another server that is
-# in progress is waited for and the row is then checked again (READ COMMITTED re-evaluates the
-# WHERE on the latest version): a file is never recorded for content its document no longer
-# holds.
-REFRESH_SOURCE_FILE = """
-INSERT INTO source_file (document_id, size, mtime_ns, inode, bytes_hash, read_key, folder,
-                         checked_ns)
-SELECT d.id, %(size)s, %(mtime_ns)s, %(inode)s, %(bytes_hash)s, %(read_key)s, %(folder)s,
-       %(checked_ns)s
-FROM document AS d JOIN revision AS r ON r.id = d.current_revision_id
-WHERE d.knowledge_base_id = %(kb_id)s AND d.path = %(path)s AND d.status = 'published'
-  AND r.content_hash = %(content_hash)s
-FOR UPDATE OF d
-ON CONFLICT (document_id) DO UPDATE SET
-    size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode,
-    bytes_hash = excluded.bytes_hash, read_key = excluded.read_key, folder = excluded.folder,
-    checked_ns = excluded.checked_ns
-"""
-MOVE_SOURCE_FILE = """
-UPDATE source_file SET folder = %(folder)s WHERE document_id = %(document_id)s
-"""
-DELETE_SOURCE_FILE = "DELETE FROM source_file WHERE document_id = %(document_id)s"
-# Multi-writer: the UPDATE locks the row and, after waiting for another server's write of it,
-# checks `path = old_path` again on the latest version (READ COMMITTED): 0 rows when it was
-# moved meanwhile. A path another document took meanwhile fails the UNIQUE (knowledge base,
-# path) constraint.
-MOVE_DOCUMENT = """
-UPDATE document SET path = %(path)s WHERE id = %(document_id)s AND path = %(old_path)s
-"""
-SELECT_ARCHIVABLE = """
-SELECT d.id FROM document AS d
-WHERE d.public_id = %(document_id)s AND d.status = 'published'
-  AND d.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
-"""
-# Multi-writer: FOR UPDATE holds the document until the archiving transaction ends, so another
-# server cannot give it a new revision between this read and the chunks taken out of the index.
-SELECT_CURRENT_REVISION = """
-SELECT current_revision_id FROM document WHERE id = %(document_id)s FOR UPDATE
-"""
-
-# Multi-writer: two servers starting the same new document at once both find no row at its
-# path; the second insert waits for the first's transaction, then does nothing (None): the
-# caller reads the document again and continues as with an existing one.
-INSERT_STAGED_DOCUMENT = """
-INSERT INTO document (public_id, knowledge_base_id, path, title, kind, source, metadata,
-                      status, created_at, updated_at)
-VALUES (%(public_id)s, %(kb_id)s, %(path)s, %(title)s, %(kind)s, %(source)s, %(metadata)s,
-        'archived', %(now)s, %(now)s)
-ON CONFLICT DO NOTHING
-RETURNING id
-"""
-INSERT_STAGED = """
-INSERT INTO staged_revision (revision_id, document_id, chunking, updated_at)
-VALUES (%(revision_id)s, %(document_id)s, %(chunking)s, %(now)s)
-"""
-TOUCH_STAGED = """
-UPDATE staged_revision SET updated_at = %(now)s WHERE revision_id = %(revision_id)s
-"""
-DELETE_STAGED = "DELETE FROM staged_revision WHERE revision_id = %(revision_id)s"
-SELECT_STAGED_OF_DOCUMENT = """
-SELECT s.revision_id, r.public_id, r.content_hash, s.chunking
-FROM staged_revision AS s JOIN revision AS r ON r.id = s.revision_id
-WHERE s.document_id = %(document_id)s
-ORDER BY s.revision_id DESC
-"""
-SELECT_STAGED_CHUNKS = """
-SELECT c.ordinal, c.char_start, c.char_end, c.heading_path, v.chunk_id IS NOT NULL
-FROM chunk AS c LEFT JOIN chunk_vector AS v ON v.chunk_id = c.id
-WHERE c.revision_id = %(revision_id)s
-ORDER BY c.ordinal
-"""
-COUNT_CHUNKS_WITH_VECTORS = """
-SELECT count(*), count(v.chunk_id)
-FROM chunk AS c LEFT JOIN chunk_vector AS v ON v.chunk_id = c.id
-WHERE c.revision_id = %(revision_id)s
-"""
-SELECT_STALE_STAGED = """
-SELECT s.revision_id
-FROM staged_revision AS s JOIN document AS d ON d.id = s.document_id
-WHERE d.knowledge_base_id = %(kb_id)s AND s.updated_at < %(before)s
-"""
-# Chunks go with their stored vectors (ON DELETE CASCADE), a revision with its staged row.
-DELETE_CHUNKS_PART = """
-DELETE FROM chunk WHERE id IN (
-    SELECT id FROM chunk WHERE revision_id = %(revision_id)s ORDER BY ordinal DESC
-    LIMIT %(limit)s)
-"""
-DELETE_REVISION = "DELETE FROM revision WHERE id = %(revision_id)s"
-DELETE_VECTORS_PART = """
-DELETE FROM chunk_vector WHERE chunk_id IN (
-    SELECT v.chunk_id FROM chunk AS c JOIN chunk_vector AS v ON v.chunk_id = c.id
-    WHERE c.revision_id = %(revision_id)s LIMIT %(limit)s)
-"""
+from kbmcp.store.ingest import SqlIngest
+from kbmcp.store.postgres.dialect import POSTGRES
 
 
-# ------------------------------------------------------------------ source files
+class PostgresIngest(SqlIngest):
+    dialect = POSTGRES
+    SELECT_SOURCE_FILES = """
+    SELECT d.path, f.size, f.mtime_ns, f.inode, f.bytes_hash, f.read_key, f.folder, f.checked_ns
+    FROM source_file AS f JOIN document AS d ON d.id = f.document_id
+    WHERE d.knowledge_base_id = %(kb_id)s
+    """
+    UPSERT_SOURCE_FILE = """
+    INSERT INTO source_file (document_id, size, mtime_ns, inode, bytes_hash, read_key, folder,
+                             checked_ns)
+    VALUES (%(document_id)s, %(size)s, %(mtime_ns)s, %(inode)s, %(bytes_hash)s, %(read_key)s,
+            %(folder)s, %(checked_ns)s)
+    ON CONFLICT (document_id) DO UPDATE SET
+        size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode,
+        bytes_hash = excluded.bytes_hash, read_key = excluded.read_key, folder = excluded.folder,
+        checked_ns = excluded.checked_ns
+    """
+    # Multi-writer: FOR UPDATE OF d locks the document, so a write of it by another server that is
+    # in progress is waited for and the row is then checked again (READ COMMITTED re-evaluates the
+    # WHERE on the latest version): a file is never recorded for content its document no longer
+    # holds.
+    REFRESH_SOURCE_FILE = """
+    INSERT INTO source_file (document_id, size, mtime_ns, inode, bytes_hash, read_key, folder,
+                             checked_ns)
+    SELECT d.id, %(size)s, %(mtime_ns)s, %(inode)s, %(bytes_hash)s, %(read_key)s, %(folder)s,
+           %(checked_ns)s
+    FROM document AS d JOIN revision AS r ON r.id = d.current_revision_id
+    WHERE d.knowledge_base_id = %(kb_id)s AND d.path = %(path)s AND d.status = 'published'
+      AND r.content_hash = %(content_hash)s
+    FOR UPDATE OF d
+    ON CONFLICT (document_id) DO UPDATE SET
+        size = excluded.size, mtime_ns = excluded.mtime_ns, inode = excluded.inode,
+        bytes_hash = excluded.bytes_hash, read_key = excluded.read_key, folder = excluded.folder,
+        checked_ns = excluded.checked_ns
+    """
+    MOVE_SOURCE_FILE = """
+    UPDATE source_file SET folder = %(folder)s WHERE document_id = %(document_id)s
+    """
+    DELETE_SOURCE_FILE = "DELETE FROM source_file WHERE document_id = %(document_id)s"
+    # Multi-writer: the UPDATE locks the row and, after waiting for another server's write of it,
+    # checks `path = old_path` again on the latest version (READ COMMITTED): 0 rows when it was
+    # moved meanwhile. A path another document took meanwhile fails the UNIQUE (knowledge base,
+    # path) constraint.
+    MOVE_DOCUMENT = """
+    UPDATE document SET path = %(path)s WHERE id = %(document_id)s AND path = %(old_path)s
+    """
+    SELECT_ARCHIVABLE = """
+    SELECT d.id FROM document AS d
+    WHERE d.public_id = %(document_id)s AND d.status = 'published'
+      AND d.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
+    """
+    # Multi-writer: FOR UPDATE holds the document until the archiving transaction ends, so another
+    # server cannot give it a new revision between this read and the chunks taken out of the index.
+    SELECT_CURRENT_REVISION = """
+    SELECT current_revision_id FROM document WHERE id = %(document_id)s FOR UPDATE
+    """
+
+    # Multi-writer: two servers starting the same new document at once both find no row at its
+    # path; the second insert waits for the first's transaction, then does nothing (None): the
+    # caller reads the document again and continues as with an existing one.
+    INSERT_STAGED_DOCUMENT = """
+    INSERT INTO document (public_id, knowledge_base_id, path, title, kind, source, metadata,
+                          status, created_at, updated_at)
+    VALUES (%(public_id)s, %(kb_id)s, %(path)s, %(title)s, %(kind)s, %(source)s, %(metadata)s,
+            'archived', %(now)s, %(now)s)
+    ON CONFLICT DO NOTHING
+    RETURNING id
+    """
+    INSERT_STAGED = """
+    INSERT INTO staged_revision (revision_id, document_id, chunking, updated_at)
+    VALUES (%(revision_id)s, %(document_id)s, %(chunking)s, %(now)s)
+    """
+    TOUCH_STAGED = """
+    UPDATE staged_revision SET updated_at = %(now)s WHERE revision_id = %(revision_id)s
+    """
+    DELETE_STAGED = "DELETE FROM staged_revision WHERE revision_id = %(revision_id)s"
+    SELECT_STAGED_OF_DOCUMENT = """
+    SELECT s.revision_id, r.public_id, r.content_hash, s.chunking
+    FROM staged_revision AS s JOIN revision AS r ON r.id = s.revision_id
+    WHERE s.document_id = %(document_id)s
+    ORDER BY s.revision_id DESC
+    """
+    SELECT_STAGED_CHUNKS = """
+    SELECT c.ordinal, c.char_start, c.char_end, c.heading_path, v.chunk_id IS NOT NULL
+    FROM chunk AS c LEFT JOIN chunk_vector AS v ON v.chunk_id = c.id
+    WHERE c.revision_id = %(revision_id)s
+    ORDER BY c.ordinal
+    """
+    COUNT_CHUNKS_WITH_VECTORS = """
+    SELECT count(*), count(v.chunk_id)
+    FROM chunk AS c LEFT JOIN chunk_vector AS v ON v.chunk_id = c.id
+    WHERE c.revision_id = %(revision_id)s
+    """
+    SELECT_STALE_STAGED = """
+    SELECT s.revision_id
+    FROM staged_revision AS s JOIN document AS d ON d.id = s.document_id
+    WHERE d.knowledge_base_id = %(kb_id)s AND s.updated_at < %(before)s
+    """
+    # Chunks go with their stored vectors (ON DELETE CASCADE), a revision with its staged row.
+    DELETE_CHUNKS_PART = """
+    DELETE FROM chunk WHERE id IN (
+        SELECT id FROM chunk WHERE revision_id = %(revision_id)s ORDER BY ordinal DESC
+        LIMIT %(limit)s)
+    """
+    DELETE_REVISION = "DELETE FROM revision WHERE id = %(revision_id)s"
+    DELETE_VECTORS_PART = """
+    DELETE FROM chunk_vector WHERE chunk_id IN (
+        SELECT v.chunk_id FROM chunk AS c JOIN chunk_vector AS v ON v.chunk_id = c.id
+        WHERE c.revision_id = %(revision_id)s LIMIT %(limit)s)
+    """
 
 
-def recorded_files(conn: PgConnection, knowledge_base_id: int) -> dict[str, RecordedFile]:
-    return {
-        path: RecordedFile(
-            FileSignature(size, mtime_ns, inode, checked_ns), bytes_hash, read_key, folder
-        )
-        for path, size, mtime_ns, inode, bytes_hash, read_key, folder, checked_ns in conn.execute(
-            SELECT_SOURCE_FILES, {"kb_id": knowledge_base_id}
-        )
-    }
-
-
-def record_file(conn: PgConnection, document_id: int, recorded: RecordedFile | None) -> None:
-    if recorded is None:
-        conn.execute(DELETE_SOURCE_FILE, {"document_id": document_id})
-        return
-    conn.execute(UPSERT_SOURCE_FILE, {"document_id": document_id, **_params(recorded)})
-
-
-def refresh_files(conn: PgConnection, knowledge_base_id: int, files: Iterable[FileRefresh]) -> None:
-    params = [
-        {"kb_id": knowledge_base_id, "path": f.path, "content_hash": f.content_hash,
-         **_params(f.file)}
-        for f in files
-    ]  # fmt: skip
-    if params:
-        with conn.cursor() as cur:
-            cur.executemany(REFRESH_SOURCE_FILE, params)
-
-
-def _params(recorded: RecordedFile) -> dict[str, object]:
-    signature = recorded.signature
-    return {
-        "size": signature.size,
-        "mtime_ns": signature.mtime_ns,
-        "inode": signature.inode,
-        "checked_ns": signature.checked_ns,
-        "bytes_hash": recorded.bytes_hash,
-        "read_key": recorded.read_key,
-        "folder": recorded.folder,
-    }
-
-
-# ------------------------------------------------------------------ moves and archiving
-
-
-def move_document(conn: PgConnection, document_id: int, old_path: str, new_path: str) -> bool:
-    cur = conn.execute(
-        MOVE_DOCUMENT, {"path": new_path, "old_path": old_path, "document_id": document_id}
-    )
-    return cur.rowcount == 1
-
-
-def move_source_file(conn: PgConnection, document_id: int, folder: str | None) -> None:
-    conn.execute(MOVE_SOURCE_FILE, {"folder": folder, "document_id": document_id})
-
-
-def archivable_document(
-    conn: PgConnection, public_id: str, readable_kb_ids: Sequence[int]
-) -> int | None:
-    row = conn.execute(
-        SELECT_ARCHIVABLE, {"document_id": public_id, "readable_kb_ids": list(readable_kb_ids)}
-    ).fetchone()
-    return None if row is None else int(row[0])
-
-
-def current_revision_for_update(conn: PgConnection, document_id: int) -> int | None:
-    row = conn.execute(SELECT_CURRENT_REVISION, {"document_id": document_id}).fetchone()
-    return None if row is None else row[0]
-
-
-# ------------------------------------------------------------------ revisions in parts
-
-
-def insert_staged_document(conn: PgConnection, document: NewDocument, now: str) -> int | None:
-    row = conn.execute(INSERT_STAGED_DOCUMENT, document.parameters(now)).fetchone()
-    return None if row is None else int(row[0])
-
-
-def add_staged(
-    conn: PgConnection, revision_id: int, document_id: int, chunking: str, now: str
-) -> None:
-    conn.execute(
-        INSERT_STAGED,
-        {"revision_id": revision_id, "document_id": document_id, "chunking": chunking, "now": now},
-    )
-
-
-def touch_staged(conn: PgConnection, revision_id: int, now: str) -> None:
-    conn.execute(TOUCH_STAGED, {"revision_id": revision_id, "now": now})
-
-
-def remove_staged(conn: PgConnection, revision_id: int) -> None:
-    conn.execute(DELETE_STAGED, {"revision_id": revision_id})
-
-
-def staged_revisions(conn: PgConnection, document_id: int) -> list[StagedRevision]:
-    return [
-        StagedRevision(*row)
-        for row in conn.execute(SELECT_STAGED_OF_DOCUMENT, {"document_id": document_id})
-    ]
-
-
-def staged_chunks(conn: PgConnection, revision_id: int) -> list[StagedChunk]:
-    return [
-        StagedChunk(ordinal, start, end, heading, bool(has_vector))
-        for ordinal, start, end, heading, has_vector in conn.execute(
-            SELECT_STAGED_CHUNKS, {"revision_id": revision_id}
-        )
-    ]
-
-
-def chunks_and_vectors(conn: PgConnection, revision_id: int) -> tuple[int, int]:
-    chunks, vectors = conn.execute(
-        COUNT_CHUNKS_WITH_VECTORS, {"revision_id": revision_id}
-    ).fetchone()
-    return int(chunks), int(vectors)
-
-
-def stale_staged(conn: PgConnection, knowledge_base_id: int, before: str) -> list[int]:
-    return [
-        row[0]
-        for row in conn.execute(SELECT_STALE_STAGED, {"kb_id": knowledge_base_id, "before": before})
-    ]
-
-
-def delete_chunks_part(conn: PgConnection, revision_id: int, limit: int) -> int:
-    cur = conn.execute(DELETE_CHUNKS_PART, {"revision_id": revision_id, "limit": limit})
-    return cur.rowcount
-
-
-def delete_revision(conn: PgConnection, revision_id: int) -> None:
-    conn.execute(DELETE_REVISION, {"revision_id": revision_id})
-
-
-def drop_vectors_part(conn: PgConnection, revision_id: int, limit: int) -> int:
-    cur = conn.execute(DELETE_VECTORS_PART, {"revision_id": revision_id, "limit": limit})
-    return cur.rowcount
+INGEST = PostgresIngest()

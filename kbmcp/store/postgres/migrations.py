@@ -1,4 +1,4 @@
-"""Versioned schema migrations on PostgreSQL: the mechanism of kbmcp/store/sqlite/migrations.py.
+"""Versioned schema migrations on PostgreSQL (the files are read by kbmcp/store/migrations.py).
 
 Migrations are the numbered `sql/NNN_name.sql` files beside this module, applied in order, all
 pending ones in ONE transaction together with the version record (`kbmcp_schema`) and the id
@@ -12,17 +12,14 @@ find nothing left to do. The lock is released at commit or rollback.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 import psycopg
 
 from kbmcp.errors import StoreError
+from kbmcp.store.migrations import Migration, read_migrations
 from kbmcp.store.postgres.id_key import ensure_id_key
 
-_FILE_NAME = re.compile(r"^(?P<version>\d{3})_(?P<name>\w+)\.sql$")
 # Any constant shared by every kbmcp process: the key of the migration lock.
 ADVISORY_LOCK_KEY = 0x6B626D6370  # "kbmcp"
 
@@ -42,26 +39,8 @@ ON CONFLICT (id) DO UPDATE SET version = excluded.version
 """
 
 
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
-
-
 def all_migrations() -> list[Migration]:
-    found = []
-    for entry in resources.files("kbmcp.store.postgres").joinpath("sql").iterdir():
-        match = _FILE_NAME.match(entry.name)
-        if match:
-            found.append(
-                Migration(int(match["version"]), match["name"], entry.read_text(encoding="utf-8"))
-            )
-    found.sort(key=lambda m: m.version)
-    versions = [m.version for m in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migration files must be numbered 1..n without gaps, found {versions}")
-    return found
+    return read_migrations("kbmcp.store.postgres")
 
 
 def latest_version() -> int:

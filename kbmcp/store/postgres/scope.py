@@ -24,7 +24,7 @@ import numpy as np
 import psycopg
 
 from kbmcp.search.scope import Scope, metadata_probes
-from kbmcp.store.search import ResolvedId
+from kbmcp.store.search import ResolvedId, ScopeStatements
 
 PgConnection = psycopg.Connection[Any]
 
@@ -150,21 +150,11 @@ WHERE document_id = ANY(%(document_ids)s::bigint[])
 """
 
 
-def documents_sql(scope: Scope, only: str | None = None, *, include_archived: bool = False) -> str:
-    """The scope's documents and memories (id, current_revision_id), parameters from
-    `scope_params`; `only`: with one filter alone, over the kinds it applies to."""
-    names = [only] if only is not None else list(scope.filters)
-    published = "" if include_archived else PUBLISHED
-    parts = []
-    for base, stores, clauses in (
-        (BASE_DOCUMENTS, scope.readable_kb_ids, FILTER_CLAUSES),
-        (BASE_MEMORIES, scope.memory_store_ids, MEMORY_FILTER_CLAUSES),
-    ):
-        if not stores or (only is not None and only not in clauses):
-            continue
-        applied = "".join(f"  AND {clauses[n]}\n" for n in names if n in clauses)
-        parts.append(base.format(published=published) + applied)
-    return "UNION ALL".join(parts) or NOTHING
+STATEMENTS = ScopeStatements(
+    BASE_DOCUMENTS, BASE_MEMORIES, FILTER_CLAUSES, MEMORY_FILTER_CLAUSES, PUBLISHED, NOTHING,
+    CHUNKS_OF_DOCUMENTS,
+)  # fmt: skip
+documents_sql = STATEMENTS.documents_sql
 
 
 def scope_params(scope: Scope) -> dict[str, Any]:
@@ -237,17 +227,7 @@ def scope_chunk_ids(conn: PgConnection, scope: Scope) -> np.ndarray | None:
 
 def empty_filters(conn: PgConnection, scope: Scope) -> list[str]:
     """The filters (by name) that alone select no indexed chunk."""
-    params = scope_params(scope)
-    return [
-        name
-        for name in scope.filters
-        if conn.execute(
-            "SELECT NOT EXISTS ("
-            + CHUNKS_OF_DOCUMENTS.format(documents=documents_sql(scope, only=name))
-            + ")",
-            params,
-        ).fetchone()[0]
-    ]
+    return STATEMENTS.empty_filters(conn, scope, scope_params(scope))
 
 
 def count_stores(conn: PgConnection) -> int:

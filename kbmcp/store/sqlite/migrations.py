@@ -8,36 +8,15 @@ upgraded file pass through the same steps, so they end in the same schema
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from importlib import resources
 
 import apsw
 
-_FILE_NAME = re.compile(r"^(?P<version>\d{3})_(?P<name>\w+)\.sql$")
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
+from kbmcp.store.migrations import Migration, read_migrations
 
 
 def all_migrations() -> list[Migration]:
-    found = []
-    for entry in resources.files("kbmcp.store.sqlite").joinpath("sql").iterdir():
-        match = _FILE_NAME.match(entry.name)
-        if match:
-            found.append(
-                Migration(int(match["version"]), match["name"], entry.read_text(encoding="utf-8"))
-            )
-    found.sort(key=lambda m: m.version)
-    versions = [m.version for m in found]
-    if versions != list(range(1, len(found) + 1)):
-        raise RuntimeError(f"migration files must be numbered 1..n without gaps, found {versions}")
-    return found
+    return read_migrations("kbmcp.store.sqlite")
 
 
 def latest_version() -> int:

@@ -1,131 +1,70 @@
-"""Targeted reads on SQLite (the contract: kbmcp/store/reads.py)."""
+"""Targeted reads on SQLite (the contract and the logic: kbmcp/store/reads.py)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-
-import apsw
-
-from kbmcp.store.reads import (
-    BLANKS,
-    WHOLE_CHUNK_BLANK_SLACK,
-    ChunkRow,
-    DocumentRevision,
-    RevisionRow,
-)
-
-# The revision to read with where it comes from: its knowledge base (or memory store), the
-# tenant that owns it, and the source it was added from.
-SELECT_DOCUMENT_REVISION = """
-SELECT d.id, d.public_id, kb.public_id, kb.name, owner.public_id, owner.name, d.path, d.title,
-       d.kind, d.status, d.source, r.public_id, r.number, r.content, r.char_count, r.created_at,
-       r.id = d.current_revision_id, r.content_hash
-FROM document AS d
-JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-JOIN tenant AS owner ON owner.id = kb.tenant_id
-JOIN revision AS r ON r.document_id = d.id
-WHERE d.public_id = :document_id
-  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
-  AND (CASE WHEN :revision_id IS NULL THEN r.id = d.current_revision_id
-            ELSE r.public_id = :revision_id END)
-  -- A forgotten memory is not served again (as in SELECT_CHUNKS).
-  AND (kb.kind = 'documents' OR d.status = 'published')
-"""
-
-# A document's revisions, newest first (the UNIQUE (document_id, number) index orders them).
-SELECT_REVISIONS = """
-SELECT r.public_id, r.number, r.created_at, r.content_hash, r.id = d.current_revision_id
-FROM revision AS r
-JOIN document AS d ON d.id = r.document_id
-WHERE r.document_id = :document_row_id
-ORDER BY r.number DESC
-LIMIT :limit
-"""
-
-# The requested knowledge bases the principal can read (a NULL id: unknown or not readable).
-RESOLVE_KNOWLEDGE_BASE_IDS = """
-SELECT want.value, kb.id
-FROM json_each(:knowledge_base_ids) AS want
-LEFT JOIN knowledge_base AS kb
-       ON kb.public_id = want.value
-      AND kb.id IN (SELECT value FROM json_each(:readable_kb_ids))
-"""
-
-SELECT_CHUNKS = """
-SELECT c.public_id, d.public_id, kb.public_id, r.public_id, d.path, d.title, c.heading_path,
-       c.char_start, c.char_end, c.line_start, c.line_end, c.text,
-       r.id = d.current_revision_id AS is_current, d.kind, r.content_hash, kb.kind, r.char_count,
-       -- The chunk covers its whole revision when only blanks lie outside it (the chunker drops
-       -- them). The length test comes first so that a fragment never loads the revision's text.
-       r.char_count - (c.char_end - c.char_start) <= :blank_slack
-       AND trim(substr(r.content, 1, c.char_start), :blanks) = ''
-       AND trim(substr(r.content, c.char_end + 1), :blanks) = '' AS covers_whole
-FROM chunk AS c
-JOIN revision AS r ON r.id = c.revision_id
-JOIN document AS d ON d.id = r.document_id
-JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-WHERE c.public_id IN (SELECT value FROM json_each(:chunk_ids))
-  AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_ids))
-  -- A forgotten memory is not served again (its rows stay for audit); an archived document's
-  -- chunks stay readable by id, so old citations resolve.
-  AND (kb.kind = 'documents' OR d.status = 'published')
-"""
+from kbmcp.store.reads import SqlReads
+from kbmcp.store.sqlite.dialect import SQLITE
 
 
-def document_revision(
-    conn: apsw.Connection,
-    document_id: str,
-    revision_id: str | None,
-    readable_ids: Sequence[int],
-) -> DocumentRevision | None:
-    found = conn.execute(
-        SELECT_DOCUMENT_REVISION,
-        {
-            "document_id": document_id,
-            "revision_id": revision_id,
-            "readable_kb_ids": json.dumps(list(readable_ids)),
-        },
-    ).fetchone()
-    if found is None:
-        return None
-    return DocumentRevision(*found[:16], bool(found[16]), found[17])
+class SqliteReads(SqlReads):
+    dialect = SQLITE
+    # The revision to read with where it comes from: its knowledge base (or memory store), the
+    # tenant that owns it, and the source it was added from.
+    SELECT_DOCUMENT_REVISION = """
+    SELECT d.id, d.public_id, kb.public_id, kb.name, owner.public_id, owner.name, d.path, d.title,
+           d.kind, d.status, d.source, r.public_id, r.number, r.content, r.char_count, r.created_at,
+           r.id = d.current_revision_id, r.content_hash
+    FROM document AS d
+    JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+    JOIN tenant AS owner ON owner.id = kb.tenant_id
+    JOIN revision AS r ON r.document_id = d.id
+    WHERE d.public_id = :document_id
+      AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_kb_ids))
+      AND (CASE WHEN :revision_id IS NULL THEN r.id = d.current_revision_id
+                ELSE r.public_id = :revision_id END)
+      -- A forgotten memory is not served again (as in SELECT_CHUNKS).
+      AND (kb.kind = 'documents' OR d.status = 'published')
+    """
+
+    # A document's revisions, newest first (the UNIQUE (document_id, number) index orders them).
+    SELECT_REVISIONS = """
+    SELECT r.public_id, r.number, r.created_at, r.content_hash, r.id = d.current_revision_id
+    FROM revision AS r
+    JOIN document AS d ON d.id = r.document_id
+    WHERE r.document_id = :document_row_id
+    ORDER BY r.number DESC
+    LIMIT :limit
+    """
+
+    # The requested knowledge bases the principal can read (a NULL id: unknown or not readable).
+    RESOLVE_KNOWLEDGE_BASE_IDS = """
+    SELECT want.value, kb.id
+    FROM json_each(:knowledge_base_ids) AS want
+    LEFT JOIN knowledge_base AS kb
+           ON kb.public_id = want.value
+          AND kb.id IN (SELECT value FROM json_each(:readable_kb_ids))
+    """
+
+    SELECT_CHUNKS = """
+    SELECT c.public_id, d.public_id, kb.public_id, r.public_id, d.path, d.title, c.heading_path,
+           c.char_start, c.char_end, c.line_start, c.line_end, c.text,
+           r.id = d.current_revision_id AS is_current, d.kind, r.content_hash, kb.kind,
+           r.char_count,
+           -- The chunk covers its whole revision when only blanks lie outside it (the chunker drops
+           -- them). The length test comes first so that a fragment never loads the revision's text.
+           r.char_count - (c.char_end - c.char_start) <= :blank_slack
+           AND trim(substr(r.content, 1, c.char_start), :blanks) = ''
+           AND trim(substr(r.content, c.char_end + 1), :blanks) = '' AS covers_whole
+    FROM chunk AS c
+    JOIN revision AS r ON r.id = c.revision_id
+    JOIN document AS d ON d.id = r.document_id
+    JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+    WHERE c.public_id IN (SELECT value FROM json_each(:chunk_ids))
+      AND d.knowledge_base_id IN (SELECT value FROM json_each(:readable_ids))
+      -- A forgotten memory is not served again (its rows stay for audit); an archived document's
+      -- chunks stay readable by id, so old citations resolve.
+      AND (kb.kind = 'documents' OR d.status = 'published')
+    """
 
 
-def revisions(conn: apsw.Connection, document_row_id: int, limit: int) -> list[RevisionRow]:
-    rows = conn.execute(SELECT_REVISIONS, {"document_row_id": document_row_id, "limit": limit})
-    return [
-        RevisionRow(rev_id, number, created_at, sha256, bool(current))
-        for rev_id, number, created_at, sha256, current in rows
-    ]
-
-
-def resolve_knowledge_base_ids(
-    conn: apsw.Connection, knowledge_base_ids: Sequence[str], readable_ids: Sequence[int]
-) -> list[tuple[str, int | None]]:
-    rows = conn.execute(
-        RESOLVE_KNOWLEDGE_BASE_IDS,
-        {
-            "knowledge_base_ids": json.dumps(list(knowledge_base_ids)),
-            "readable_kb_ids": json.dumps(list(readable_ids)),
-        },
-    )
-    return [(public_id, row_id) for public_id, row_id in rows]
-
-
-def chunks(
-    conn: apsw.Connection, chunk_ids: Sequence[str], readable_ids: Sequence[int]
-) -> list[ChunkRow]:
-    rows = conn.execute(
-        SELECT_CHUNKS,
-        {
-            "chunk_ids": json.dumps(list(chunk_ids)),
-            "readable_ids": json.dumps(list(readable_ids)),
-            "blank_slack": WHOLE_CHUNK_BLANK_SLACK,
-            "blanks": BLANKS,
-        },
-    )
-    return [
-        ChunkRow(*row[:12], bool(row[12]), *row[13:17], bool(row[17]))  # type: ignore[arg-type]
-        for row in rows
-    ]
+READS = SqliteReads()

@@ -70,20 +70,20 @@ class SqliteStore:
     database_errors = DATABASE_ERRORS
     driver_errors: tuple[type[BaseException], ...] = (apsw.Error,)
 
-    # The concerns (kbmcp/store/backend.py): this backend's module for each.
+    # The concerns (kbmcp/store/backend.py): this backend's implementation of each.
     admin: Admin = admin
-    catalog: Catalog = catalog
+    catalog: Catalog = catalog.CATALOG
     evaluation: Evaluation = evaluation
-    grants: Grants = grants
-    id_key: IdKeys = id_key
+    grants: Grants = grants.GRANTS
+    id_key: IdKeys = id_key.ID_KEYS
     index: Index = index
-    ingest: Ingest = ingest
-    listing: Listing = listing
-    memories: Memories = memories
+    ingest: Ingest = ingest.INGEST
+    listing: Listing = listing.LISTING
+    memories: Memories = memories.MEMORIES
     vectors: Vectors = vectors
-    reads: Reads = reads
+    reads: Reads = reads.READS
     reembed: Reembed = reembed
-    scan: Scan = scan
+    scan: Scan = scan.SCAN
     search: Search = search
 
     def __init__(self, path: Path, *, immutable: bool = False) -> None:

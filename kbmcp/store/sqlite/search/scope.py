@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from kbmcp.search.scope import Scope, metadata_probes
-from kbmcp.store.search import ResolvedId
+from kbmcp.store.search import ResolvedId, ScopeStatements
 
 if TYPE_CHECKING:  # imported where chunk ids become an array: `kbmcp ls` needs no numpy
     import numpy as np
@@ -171,22 +171,11 @@ LEFT JOIN knowledge_base AS store
 """
 
 
-def documents_sql(scope: Scope, only: str | None = None, *, include_archived: bool = False) -> str:
-    """The scope's documents and memories (id, current_revision_id), parameters from
-    `scope_params`; `only`: with one filter alone, over the kinds it applies to."""
-    names = [only] if only is not None else list(scope.filters)
-    published = "" if include_archived else PUBLISHED
-    parts = []
-    for base, stores, clauses in (
-        (BASE_DOCUMENTS, scope.readable_kb_ids, FILTER_CLAUSES),
-        (BASE_MEMORIES, scope.memory_store_ids, MEMORY_FILTER_CLAUSES),
-    ):
-        # A kind that is off, or has no readable store, adds nothing (and costs nothing).
-        if not stores or (only is not None and only not in clauses):
-            continue
-        applied = "".join(f"  AND {clauses[n]}\n" for n in names if n in clauses)
-        parts.append(base.format(published=published) + applied)
-    return "UNION ALL".join(parts) or NOTHING
+STATEMENTS = ScopeStatements(
+    BASE_DOCUMENTS, BASE_MEMORIES, FILTER_CLAUSES, MEMORY_FILTER_CLAUSES, PUBLISHED, NOTHING,
+    CHUNKS_OF_DOCUMENTS,
+)  # fmt: skip
+documents_sql = STATEMENTS.documents_sql
 
 
 def scope_params(scope: Scope) -> dict[str, Any]:
@@ -251,17 +240,7 @@ def _id_array(text: str | None) -> np.ndarray:
 
 def empty_filters(conn: apsw.Connection, scope: Scope) -> list[str]:
     """The filters (by name) that alone select no indexed chunk."""
-    params = scope_params(scope)
-    return [
-        name
-        for name in scope.filters
-        if conn.execute(
-            "SELECT NOT EXISTS ("
-            + CHUNKS_OF_DOCUMENTS.format(documents=documents_sql(scope, only=name))
-            + ")",
-            params,
-        ).fetchone()[0]
-    ]
+    return STATEMENTS.empty_filters(conn, scope, scope_params(scope))
 
 
 def count_stores(conn: apsw.Connection) -> int:
