@@ -25,7 +25,9 @@ from tests.id_support import TEST_ID_KEY
 from tests.mcp_support import HttpServer, build_corpus, connect
 from tests.postgres_fixtures import (  # noqa: F401 (fixtures)
     fresh_postgres_url,
+    new_postgres_url,
     postgres_server_url,
+    postgres_template,
     postgres_url,
 )
 from tests.store_backends import (  # noqa: F401 (fixtures)
@@ -111,10 +113,10 @@ def db_path(tmp_path: Path) -> Path:
 def workspace(backend: str, db_path: Path, request: pytest.FixtureRequest) -> Iterator[Workspace]:
     """A long-lived workspace (as the server's) on a fresh database of the test's backend: on
     SQLite (the file `db_path`) search uses its in-memory caches (the SQL-only one-shot path is
-    compared with it in tests/test_search_one_shot.py); on PostgreSQL an emptied database."""
+    compared with it in tests/test_search_one_shot.py); on PostgreSQL a new database."""
     db: Path | str = db_path
     if backend == "postgres":
-        db = str(request.getfixturevalue("fresh_postgres_url"))
+        db = str(request.getfixturevalue("new_postgres_url"))
     ws = Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder(), long_lived=True)
     try:
         yield ws
