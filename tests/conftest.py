@@ -52,6 +52,31 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     store_backends.parametrize_backend(metafunc)
 
 
+# The test files that take longest, longest first. `--dist loadfile` hands each xdist worker
+# whole files in collection order (alphabetical), so a long file collected late runs alone at
+# the end while the other worker idles: these start first, and the short files fill in around
+# them. Only the order changes; a file missing here runs in its usual place.
+LONGEST_FILES = (
+    "test_readme_demo.py",
+    "test_http_sessions.py",
+    "test_conformance.py",
+    "test_crash_safety.py",
+    "test_search_isolation_property.py",
+    "test_multi_server.py",
+    "test_ingest_failures.py",
+    "test_write_batches.py",
+    "test_soak_bench.py",
+    "test_mcp_transports.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first = {name: rank for rank, name in enumerate(LONGEST_FILES)}
+    # A stable sort: each file's tests stay together and in their order (module-scoped
+    # fixtures, the backends' halves).
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))
+
+
 # A backend's id in a test's parameters: `[sqlite]`, `[hybrid-postgres]`, `[postgres-x]`.
 _BACKEND_ID = re.compile(r"(?<=[\[-])(?:sqlite|postgres)(?:-|(?=\]))")
 
