@@ -25,7 +25,9 @@ from tests.id_support import TEST_ID_KEY
 from tests.mcp_support import HttpServer, build_corpus, connect
 from tests.postgres_fixtures import (  # noqa: F401 (fixtures)
     fresh_postgres_url,
+    new_postgres_url,
     postgres_server_url,
+    postgres_template,
     postgres_url,
 )
 from tests.store_backends import (  # noqa: F401 (fixtures)
@@ -48,6 +50,31 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     store_backends.parametrize_backend(metafunc)
+
+
+# The test files that take longest, longest first. `--dist loadfile` hands each xdist worker
+# whole files in collection order (alphabetical), so a long file collected late runs alone at
+# the end while the other worker idles: these start first, and the short files fill in around
+# them. Only the order changes; a file missing here runs in its usual place.
+LONGEST_FILES = (
+    "test_readme_demo.py",
+    "test_http_sessions.py",
+    "test_conformance.py",
+    "test_crash_safety.py",
+    "test_search_isolation_property.py",
+    "test_multi_server.py",
+    "test_ingest_failures.py",
+    "test_write_batches.py",
+    "test_soak_bench.py",
+    "test_mcp_transports.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    first = {name: rank for rank, name in enumerate(LONGEST_FILES)}
+    # A stable sort: each file's tests stay together and in their order (module-scoped
+    # fixtures, the backends' halves).
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))
 
 
 # A backend's id in a test's parameters: `[sqlite]`, `[hybrid-postgres]`, `[postgres-x]`.
@@ -111,10 +138,10 @@ def db_path(tmp_path: Path) -> Path:
 def workspace(backend: str, db_path: Path, request: pytest.FixtureRequest) -> Iterator[Workspace]:
     """A long-lived workspace (as the server's) on a fresh database of the test's backend: on
     SQLite (the file `db_path`) search uses its in-memory caches (the SQL-only one-shot path is
-    compared with it in tests/test_search_one_shot.py); on PostgreSQL an emptied database."""
+    compared with it in tests/test_search_one_shot.py); on PostgreSQL a new database."""
     db: Path | str = db_path
     if backend == "postgres":
-        db = str(request.getfixturevalue("fresh_postgres_url"))
+        db = str(request.getfixturevalue("new_postgres_url"))
     ws = Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder(), long_lived=True)
     try:
         yield ws

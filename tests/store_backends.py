@@ -17,10 +17,11 @@ full, crash safety) or about a service not yet on the store contract carries
 `KBMCP_TEST_BACKENDS=sqlite` (or `postgres`) runs one backend's half (tests that use no
 database run either way): the suite's time per backend.
 
-Fixtures here: `backend_db` (a fresh database: a file path, or the module's PostgreSQL database
-emptied for the test), `backend_workspace` (a workspace on it), `module_backend` (the backend of
-a module-scoped corpus) and `workspace_on` / `database_on` (a corpus built once in a file, or a
-copy of it in PostgreSQL: `kbmcp copy` keeps every row and id, so results are identical).
+Fixtures here: `backend_db` (a new database: a file path, or a new PostgreSQL database already
+at the latest schema, tests/postgres_fixtures.py), `backend_workspace` (a workspace on it),
+`module_backend` (the backend of a module-scoped corpus) and `workspace_on` / `database_on`
+(a corpus built once in a file, or a copy of it in PostgreSQL: `kbmcp copy` keeps every row
+and id, so results are identical).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def is_postgres(db: Path | str) -> bool:
 def backend_db(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
     if backend == "sqlite":
         return tmp_path / "kb.db"
-    return str(request.getfixturevalue("fresh_postgres_url"))
+    return str(request.getfixturevalue("new_postgres_url"))
 
 
 @pytest.fixture

@@ -39,9 +39,9 @@ def corpus(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Path | str:
-    """The database the commands run on: a new file, or an emptied PostgreSQL database."""
+    """The database the commands run on: a new file, or a new PostgreSQL database."""
     if backend == "postgres":
-        return str(request.getfixturevalue("fresh_postgres_url"))
+        return str(request.getfixturevalue("new_postgres_url"))
     return tmp_path / "cli.db"
 
 

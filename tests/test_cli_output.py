@@ -22,7 +22,7 @@ Kbmcp = Callable[..., Run]
 @pytest.fixture
 def db(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Path | str:
     if backend == "postgres":
-        return str(request.getfixturevalue("fresh_postgres_url"))
+        return str(request.getfixturevalue("new_postgres_url"))
     return tmp_path / "kb.db"
 
 

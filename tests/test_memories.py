@@ -68,7 +68,7 @@ def db(backend: str, request: pytest.FixtureRequest, file_db: Path) -> Path | st
     """The documents in a file, or in a PostgreSQL copy of it (ids unchanged)."""
     if backend == "sqlite":
         return file_db
-    url = str(request.getfixturevalue("fresh_postgres_url"))
+    url = str(request.getfixturevalue("new_postgres_url"))
     copy_store(str(file_db), url, force=True)
     return url
 
