@@ -5,6 +5,7 @@ snapshots/ (one per test whatever the backend: both must match it)."""
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -43,6 +44,11 @@ SNAPSHOT_DIR = REPO_ROOT / "snapshots"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", store_backends.MARKER_HELP)
+    # A runner started with SIGINT ignored (nohup, a script's background job) passes that on
+    # to every process the tests start, and `kbmcp watch` could not be stopped with Ctrl-C:
+    # the tests send SIGINT as a terminal does, so they get a terminal's disposition.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if "sqlite" not in store_backends.selected_backends():
         # The SQLite-only tests do not run, so their snapshots go unused: not an error here.
         config.option.warn_unused_snapshots = True
