@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import queue
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -18,6 +19,13 @@ from typing import Any
 from tests.mcp_support import REPO_ROOT, rpc_line, subprocess_env
 
 CLI = "from kbmcp.cli import main; main()"
+
+
+def default_sigint() -> None:
+    """`preexec_fn` for a child the test stops with SIGINT. A suite started in the background by
+    a non-interactive shell (`cmd &`, nohup) inherits SIGINT ignored, and so would the child:
+    Python then installs no KeyboardInterrupt handler and the child never stops."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class HttpProcess:

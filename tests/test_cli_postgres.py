@@ -19,6 +19,7 @@ from kbmcp.cli import cli
 from tests.beir_fixture import write_fixture
 from tests.cli_support import Run, assert_one_line_error
 from tests.mcp_support import REPO_ROOT, subprocess_env, write
+from tests.server_process import default_sigint
 
 # Every command, in an order where each finds what it needs from the ones before it
 # ({doc}, {token}, {memory}: ids printed earlier; {dir}: the test's folder).
@@ -112,7 +113,7 @@ def test_watch_runs_on_a_url_until_interrupted(fresh_postgres_url: str, tmp_path
         [sys.executable, "-m", "kbmcp", "--db", fresh_postgres_url, "watch", str(folder),
          "--kb", "notes"],
         env=subprocess_env(fresh_postgres_url), cwd=REPO_ROOT, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_sigint,
     )  # fmt: skip
     try:
         assert process.stderr is not None

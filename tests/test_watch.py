@@ -22,6 +22,7 @@ from kbmcp.service.ingest import IngestOptions, IngestReport
 from kbmcp.service.search import search
 from kbmcp.service.watch import error_line, watch_paths
 from kbmcp.workspace import Workspace
+from tests.server_process import default_sigint
 
 FOLLOW_SECONDS = 5.0
 
@@ -229,6 +230,7 @@ def test_kbmcp_watch_as_a_process(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        preexec_fn=default_sigint,
     )
     try:
         assert process.stderr is not None and process.stdout is not None
