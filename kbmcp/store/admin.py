@@ -26,6 +26,22 @@ COUNTED = (
     "revisions",
     "indexed_chunks",
 )
+# The statements behind them: plain SQL both backends run as written. Documents and memories
+# share tables (SQLite migration 6): each count names its kind and status.
+OF_KIND = """
+SELECT count(*) FROM document AS d JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+WHERE kb.kind = '{kind}' AND d.status = '{status}'
+"""
+COUNTS = {
+    "knowledge_bases": "SELECT count(*) FROM knowledge_base WHERE kind = 'documents'",
+    "documents": OF_KIND.format(kind="documents", status="published"),
+    "archived_documents": OF_KIND.format(kind="documents", status="archived"),
+    "memory_stores": "SELECT count(*) FROM knowledge_base WHERE kind = 'memories'",
+    "memories": OF_KIND.format(kind="memories", status="published"),
+    "forgotten_memories": OF_KIND.format(kind="memories", status="archived"),
+    "revisions": "SELECT count(*) FROM revision",
+    "indexed_chunks": "SELECT count(*) FROM indexed_chunk",
+}
 
 
 @dataclass(frozen=True)
@@ -50,3 +66,8 @@ class Admin(Protocol):
         """Rows of each kind, named as in COUNTED and in that order. Documents and memories
         share tables: each count names its kind and status."""
         ...
+
+
+def count_rows(conn: Connection) -> dict[str, int]:
+    """`Admin.counts` on either backend: COUNTS, in COUNTED's order."""
+    return {name: int(conn.execute(COUNTS[name]).fetchone()[0]) for name in COUNTED}

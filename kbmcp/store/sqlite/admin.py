@@ -5,24 +5,9 @@ from __future__ import annotations
 
 import apsw
 
-from kbmcp.store.admin import DatabaseFacts
+from kbmcp.store.admin import DatabaseFacts, count_rows
 from kbmcp.store.sqlite.migrations import current_version, latest_version
 
-# Documents and memories share tables (migration 6): each count names its kind.
-OF_KIND = """
-SELECT count(*) FROM document AS d JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-WHERE kb.kind = '{kind}' AND d.status = '{status}'
-"""
-COUNTS = {
-    "knowledge_bases": "SELECT count(*) FROM knowledge_base WHERE kind = 'documents'",
-    "documents": OF_KIND.format(kind="documents", status="published"),
-    "archived_documents": OF_KIND.format(kind="documents", status="archived"),
-    "memory_stores": "SELECT count(*) FROM knowledge_base WHERE kind = 'memories'",
-    "memories": OF_KIND.format(kind="memories", status="published"),
-    "forgotten_memories": OF_KIND.format(kind="memories", status="archived"),
-    "revisions": "SELECT count(*) FROM revision",
-    "indexed_chunks": "SELECT count(*) FROM indexed_chunk",
-}
 JOURNAL_MODE = "PRAGMA journal_mode"
 
 
@@ -39,8 +24,7 @@ def database_facts(conn: apsw.Connection) -> DatabaseFacts:
     )
 
 
-def counts(conn: apsw.Connection) -> dict[str, int]:
-    return {name: conn.execute(query).fetchone()[0] for name, query in COUNTS.items()}
+counts = count_rows
 
 
 def _package_version(name: str) -> str | None:
