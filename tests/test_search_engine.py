@@ -92,7 +92,7 @@ def test_matrix_pool_holds_the_exact_best_rows_and_their_near_ties(
             stored = np.stack([vectors.matrix[np.searchsorted(vectors.ids, i)] for i in ids])
             truth = stored @ query
             best = set(ids[np.argsort(-truth, kind="stable")[:3]].tolist())
-            pool = candidates.matrix_pool(vectors, query, allowed, 3, SimilarityFloor())
+            pool, _ = candidates.matrix_pool(vectors, query, allowed, 3, SimilarityFloor())
             assert best <= set(pool.tolist()) and set(pool.tolist()) <= set(ids.tolist())
             cut = np.sort(truth)[-3]
             assert len(pool) == np.count_nonzero(truth >= cut - candidates.ROUNDING_SLACK)

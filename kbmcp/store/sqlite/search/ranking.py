@@ -158,18 +158,24 @@ class ChannelSource:
     params: dict[str, Any] = field(default_factory=dict)
     ctes: str = ""
     ceiling: float = 0.0
+    # Set when the rows are only those the results can need (a single channel, engine.py
+    # `result_rows`): how many candidates the channel has, at most depth + 1, which the
+    # statement would otherwise count from its rows. None: the statement counts them.
+    found: int | None = None
 
     @classmethod
     def off(cls) -> ChannelSource:
         return cls(strategy=None)
 
 
-def bound(name: str, strategy: str, ids: np.ndarray, scores: np.ndarray) -> ChannelSource:
+def bound(
+    name: str, strategy: str, ids: np.ndarray, scores: np.ndarray, found: int | None = None
+) -> ChannelSource:
     """Candidates computed by an accelerator, bound into the statement as parameter `name`:
     `[[id, score], ...]`, built by numpy and the json module's C encoder (no Python per row)."""
     scores_list = np.asarray(scores, dtype=np.float64).tolist()
     pairs = json.dumps(list(zip(ids.tolist(), scores_list, strict=True)))
-    return ChannelSource(strategy, BOUND_CANDIDATES.format(name=name), {name: pairs})
+    return ChannelSource(strategy, BOUND_CANDIDATES.format(name=name), {name: pairs}, found=found)
 
 
 def rank(
@@ -215,9 +221,10 @@ def rank(
     rows = conn.execute(sql, params).fetchall()
     if not rows:
         return Ranking([], 0, 0, 0)
+    lexical_found, semantic_found = rows[0][23], rows[0][24]
     return Ranking(
         rows=[RankedRow(*row[:22]) for row in rows],
         fused_count=rows[0][22],
-        lexical_found=rows[0][23],
-        semantic_found=rows[0][24],
+        lexical_found=lexical_found if lexical.found is None else lexical.found,
+        semantic_found=semantic_found if semantic.found is None else semantic.found,
     )

@@ -20,3 +20,14 @@ def top_k(ids: np.ndarray, scores: np.ndarray, depth: int) -> tuple[np.ndarray, 
         ids, scores = ids[keep], scores[keep]
     order = np.lexsort((ids, -scores))[:depth]
     return ids[order], scores[order], more
+
+
+def best_through_ties(
+    ids: np.ndarray, scores: np.ndarray, count: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Of rows sorted best first (`top_k`'s order), the first `count` and every later row tied
+    with the last of them: all rows that can come before the count-th in any tie-break."""
+    if len(scores) <= count:
+        return ids, scores
+    end = count + int(np.count_nonzero(scores[count:] >= scores[count - 1]))
+    return ids[:end], scores[:end]

@@ -35,8 +35,9 @@ def matrix_pool(
     allowed: np.ndarray | None,
     count: int,
     floor: SimilarityFloor,
-) -> np.ndarray:
-    """Chunk ids (ascending) of a pool that holds the best `count` allowed rows."""
+) -> tuple[np.ndarray, int]:
+    """Chunk ids (ascending) of a pool that holds the best `count` allowed rows, and how many
+    allowed rows were scored (passing the floor, within the slack)."""
     if allowed is None:
         # One pass over the contiguous matrix (no gather), then only the live rows. BLAS may
         # round a row differently by its position in the block; the pool's slack and sqlite-vec's
@@ -53,7 +54,8 @@ def matrix_pool(
     if floor.value is not None:
         keep = floor.keeps(ids, scores, ROUNDING_SLACK)
         ids, scores = ids[keep], scores[keep]
-    if len(ids) > count:
-        cut = np.partition(scores, len(scores) - count)[len(scores) - count]
+    scored = len(ids)
+    if scored > count:
+        cut = np.partition(scores, scored - count)[scored - count]
         ids = ids[scores >= cut - ROUNDING_SLACK]
-    return np.sort(ids)
+    return np.sort(ids), scored

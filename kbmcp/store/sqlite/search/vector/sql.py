@@ -83,13 +83,18 @@ def sql_source(
 
 
 def pool_source(
-    strategy: str, query: np.ndarray, pool: np.ndarray, floor: SimilarityFloor
+    strategy: str,
+    query: np.ndarray,
+    pool: np.ndarray,
+    floor: SimilarityFloor,
+    found: int | None = None,
 ) -> ChannelSource:
-    """Exact sqlite-vec scores of a pool of chunk ids an accelerator picked."""
+    """Exact sqlite-vec scores of a pool of chunk ids an accelerator picked (`found`: see
+    `ChannelSource`)."""
     if len(pool) == 0:
         return ChannelSource(strategy)
     params = {**_params(query, floor), "semantic_pool": apsw.carray(pool)}
-    return ChannelSource(strategy, EXACT.format(rows=POOL_ROWS), params)
+    return ChannelSource(strategy, EXACT.format(rows=POOL_ROWS), params, found=found)
 
 
 def _params(query: np.ndarray, floor: SimilarityFloor) -> dict[str, Any]:
