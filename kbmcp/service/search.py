@@ -42,15 +42,16 @@ def search(
     must have the dimension of the file's model."""
     started = time.perf_counter()
     store, conn = workspace.store, workspace.conn
-    # A caller without any read scope is Forbidden before all else.
-    readable(store, conn, principal)
     settings = workspace.settings
-    args = check_arguments(request, settings.rrf_k, settings.recency_half_life_days)
-    given = None if query_vector is None else _given_vector(query_vector)
+    with store.read_snapshot(conn):
+        # A caller without any read scope is Forbidden before all else.
+        can_read = readable(store, conn, principal)
+        args = check_arguments(request, settings.rrf_k, settings.recency_half_life_days)
+        given = None if query_vector is None else _given_vector(query_vector)
+        if args.uses_semantic:  # a bad filter is reported before the model loads
+            resolve_scope(store, conn, can_read, request.filters)
     vector = None
     if args.uses_semantic:
-        with store.read_snapshot(conn):  # a bad filter is reported before the model loads
-            resolve_scope(store, conn, readable(store, conn, principal), request.filters)
         workspace.ensure_model()
         # Outside any transaction: embedding takes milliseconds to seconds of CPU.
         vector = given if given is not None else _embed_query(workspace, args.query)
