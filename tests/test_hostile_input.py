@@ -1,6 +1,13 @@
 """Hostile and malformed input at the transports and the CLI (issue 11, item 4): every line on
 stdio gets an answer, every JSON-RPC error has a valid code, the HTTP body is bounded, a port in
-use is one line, command-line text must be UTF-8 and numbers are checked."""
+use is one line, command-line text must be UTF-8 and numbers are checked.
+
+The transport tests run once, on the corpus file: a malformed line, a bad id, an oversized body,
+a port in use or undecodable argument bytes are dealt with before any request reaches the
+store, so the backend behind it changes nothing. The in-process CLI checks run on both backends.
+Tests that send bad lines and check the answers share one raw stdio server (`shared_stdio`):
+each reads the log lines its own input caused, and the server must still exit cleanly at EOF
+after all of them."""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -46,10 +54,34 @@ class RawStdio:
         self.capabilities: dict[str, Any] = {}
         threading.Thread(target=self._read, daemon=True).start()
 
+        self.stderr_lines: list[str] = []
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
+
     def _read(self) -> None:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.put(line)
+
+    def _read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr_lines.append(line)
+
+    def log_mark(self) -> int:
+        """Where the log stands now: `log_since(mark)` is what was logged after it."""
+        return len(self.stderr_lines)
+
+    def log_since(self, mark: int) -> str:
+        return "".join(self.stderr_lines[mark:])
+
+    def wait_for_log(self, fragment: str, mark: int, timeout: float = 30) -> str:
+        """The log since `mark` once it holds `fragment` (stderr is read by its own thread,
+        so a line the server wrote before its last reply may still be on its way)."""
+        deadline = time.monotonic() + timeout
+        while fragment not in self.log_since(mark) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.log_since(mark)
 
     def send(self, line: str) -> None:
         assert self.process.stdin is not None
@@ -61,27 +93,61 @@ class RawStdio:
         return json.loads(self.lines.get(timeout=timeout))
 
     def close(self) -> str:
-        assert self.process.stdin is not None and self.process.stderr is not None
+        """Close stdin (the server stops at EOF) and return everything it logged."""
+        assert self.process.stdin is not None
         self.process.stdin.close()
         self.process.wait(timeout=30)
-        return self.process.stderr.read()
+        self._stderr_reader.join(timeout=10)
+        return "".join(self.stderr_lines)
+
+    def initialize(self) -> None:
+        initialize = {"protocolVersion": "2025-06-18", "capabilities": {},
+                      "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
+        self.capabilities = self.reply(rpc_line(1, "initialize", initialize))["result"][
+            "capabilities"
+        ]
+        self.send(rpc_line(None, "notifications/initialized"))
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 @pytest.fixture
-def raw_stdio(corpus_db: Path) -> Iterator[RawStdio]:
-    server = RawStdio(corpus_db)
+def raw_stdio(corpus_file: Path) -> Iterator[RawStdio]:
+    """A server of its own, for a test that closes it or counts every line it logs."""
+    server = RawStdio(corpus_file)
     try:
-        initialize = {"protocolVersion": "2025-06-18", "capabilities": {},
-                      "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
-        server.capabilities = server.reply(rpc_line(1, "initialize", initialize))["result"][
-            "capabilities"
-        ]
-        server.send(rpc_line(None, "notifications/initialized"))
+        server.initialize()
         yield server
     finally:
-        if server.process.poll() is None:
-            server.process.kill()
-            server.process.wait()
+        server.kill()
+
+
+@pytest.fixture(scope="module")
+def shared_stdio(corpus_file: Path) -> Iterator[RawStdio]:
+    """One server for the module's bad-line tests (starting `kbmcp serve` costs more than any
+    of them). After all their input it must still exit cleanly at EOF, with no traceback."""
+    server = RawStdio(corpus_file)
+    try:
+        server.initialize()
+        yield server
+        stderr = server.close()
+        assert server.process.returncode == 0, stderr[-2000:]
+        assert "Traceback" not in stderr, stderr[-2000:]
+    finally:
+        server.kill()
+
+
+@pytest.fixture(scope="module")
+def http_server(corpus_file: Path) -> Iterator[HttpServer]:
+    """`kbmcp serve --http` on the corpus file (the transport tests run once: see above)."""
+    server = HttpServer(corpus_file)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 UNPARSEABLE = [
@@ -112,15 +178,18 @@ INVALID_IDS = ["null", "1.5", "2.0", "true", "[1]", '{"a": 1}']
 
 
 @pytest.mark.parametrize("request_id", INVALID_IDS)
-def test_stdio_answers_a_request_with_an_invalid_id(raw_stdio: RawStdio, request_id: str) -> None:
+def test_stdio_answers_a_request_with_an_invalid_id(
+    shared_stdio: RawStdio, request_id: str
+) -> None:
     """MCP ids are strings or integers: the SDK took these for notifications and never
     answered, leaving the client waiting for its time-out."""
-    reply = raw_stdio.reply(f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "ping"}}')
+    mark = shared_stdio.log_mark()
+    reply = shared_stdio.reply(f'{{"jsonrpc": "2.0", "id": {request_id}, "method": "ping"}}')
     assert reply["id"] is None and reply["error"]["code"] == -32600, reply
     assert "the id must be a string or an integer" in reply["error"]["message"]
-    assert raw_stdio.reply(rpc_line(2, "ping")) == {"jsonrpc": "2.0", "id": 2, "result": {}}
-    stderr = raw_stdio.close()
-    assert "request with an invalid id on stdin" in stderr and "Traceback" not in stderr
+    assert shared_stdio.reply(rpc_line(2, "ping")) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    logged = shared_stdio.wait_for_log("request with an invalid id on stdin", mark)
+    assert "request with an invalid id on stdin" in logged and "Traceback" not in logged
 
 
 def test_stdio_deeply_nested_json_is_one_log_line(raw_stdio: RawStdio) -> None:
@@ -136,12 +205,12 @@ def test_stdio_deeply_nested_json_is_one_log_line(raw_stdio: RawStdio) -> None:
     assert len([line for line in stderr.splitlines() if "kbmcp" in line]) == 1, stderr[-2000:]
 
 
-def test_stdio_stops_at_once_when_the_client_closes_stdout(corpus_db: Path) -> None:
+def test_stdio_stops_at_once_when_the_client_closes_stdout(corpus_file: Path) -> None:
     """Nothing can reach the client any more: the server exits cleanly now, not when stdin
     closes (before: it ran on, then ended with "unexpected ExceptionGroup")."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "kbmcp", "--db", str(corpus_db), "serve"],
-        env=subprocess_env(corpus_db),
+        [sys.executable, "-m", "kbmcp", "--db", str(corpus_file), "serve"],
+        env=subprocess_env(corpus_file),
         cwd=REPO_ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -167,7 +236,7 @@ def test_stdio_stops_at_once_when_the_client_closes_stdout(corpus_db: Path) -> N
             process.wait()
 
 
-def test_stdio_errors_for_other_methods_have_valid_codes(raw_stdio: RawStdio) -> None:
+def test_stdio_errors_for_other_methods_have_valid_codes(shared_stdio: RawStdio) -> None:
     cases = [
         (rpc_line(3, "prompts/get", {"name": "no-such-prompt"}), -32602),
         (rpc_line(4, "resources/read", {"uri": "file:///etc/passwd"}), -32602),
@@ -180,27 +249,30 @@ def test_stdio_errors_for_other_methods_have_valid_codes(raw_stdio: RawStdio) ->
         # An unknown tool is a JSON-RPC error, as the MCP specification says, not a tool result.
         (rpc_line(8, "tools/call", {"name": "delete_everything", "arguments": {}}), -32602),
     ]
+    mark = shared_stdio.log_mark()
     for line, code in cases:
-        reply = raw_stdio.reply(line)
+        reply = shared_stdio.reply(line)
         assert reply["error"]["code"] == code, reply
-    assert "Traceback" not in raw_stdio.close()
+    assert shared_stdio.reply(rpc_line(9, "ping"))["result"] == {}  # still serving
+    assert "Traceback" not in shared_stdio.log_since(mark)
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_an_unknown_prompt_is_invalid_params(
-    transport: str, corpus_db: Path, http_server: HttpServer
+    transport: str, corpus_file: Path, http_server: HttpServer
 ) -> None:
-    async with connect(transport, corpus_db, http_server.url) as client:
+    async with connect(transport, corpus_file, http_server.url) as client:
         with pytest.raises(MCPError) as caught:
             await client.get_prompt("no-such-prompt")
         assert caught.value.error.code == -32602  # was 0, not a JSON-RPC code
         assert "no-such-prompt" in caught.value.error.message
 
 
-def test_only_served_capabilities_are_declared(raw_stdio: RawStdio) -> None:
+def test_only_served_capabilities_are_declared(shared_stdio: RawStdio) -> None:
     """A 2025 client over stdio: no logging (kbmcp sends no log notifications, so setLevel is
     not served), nothing to subscribe to; completions are answered (with nothing)."""
+    raw_stdio = shared_stdio
     capabilities = raw_stdio.capabilities
     assert set(capabilities) == {"completions", "tools", "prompts", "resources"}
     assert capabilities["resources"] == {"subscribe": False, "listChanged": False}
@@ -243,15 +315,15 @@ async def test_http_answers_bad_json_with_a_parse_error(http_server: HttpServer)
     assert response.json()["error"]["code"] == -32700
 
 
-def test_port_in_use_is_one_line(corpus_db: Path) -> None:
+def test_port_in_use_is_one_line(corpus_file: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         run = subprocess.run(
-            [sys.executable, "-m", "kbmcp", "--db", str(corpus_db), "serve", "--http",
+            [sys.executable, "-m", "kbmcp", "--db", str(corpus_file), "serve", "--http",
              "--port", str(port)],
-            env=subprocess_env(corpus_db), cwd=REPO_ROOT, capture_output=True, text=True,
+            env=subprocess_env(corpus_file), cwd=REPO_ROOT, capture_output=True, text=True,
             timeout=60,
         )  # fmt: skip
     assert run.returncode == 1
@@ -274,12 +346,12 @@ def test_cli_text_must_be_utf8(kbmcp, corpus_db: Path, arguments, fragments) -> 
     assert_one_line_error(kbmcp("--db", corpus_db, *arguments), *fragments)
 
 
-def test_cli_non_utf8_query_bytes_from_a_real_terminal(corpus_db: Path) -> None:
+def test_cli_non_utf8_query_bytes_from_a_real_terminal(corpus_file: Path) -> None:
     """The bytes as a shell passes them (the minilm tokenizer used to fail with TypeError)."""
     run = subprocess.run(
-        [sys.executable.encode(), b"-m", b"kbmcp", b"--db", str(corpus_db).encode(), b"search",
+        [sys.executable.encode(), b"-m", b"kbmcp", b"--db", str(corpus_file).encode(), b"search",
          b"caf\xe9"],
-        env=subprocess_env(corpus_db, KBMCP_EMBEDDER="minilm"), cwd=REPO_ROOT,
+        env=subprocess_env(corpus_file, KBMCP_EMBEDDER="minilm"), cwd=REPO_ROOT,
         capture_output=True, timeout=60,
     )  # fmt: skip
     assert run.returncode == 2

@@ -1,6 +1,10 @@
 """HTTP sessions a client abandons (issue 20, item 6): they expire sooner (configurable), and
 the number kept is capped with the longest-idle one ended to make room, so memory stays bounded
-and a new client is never refused because of abandoned ones."""
+and a new client is never refused because of abandoned ones.
+
+The servers serve the corpus file only: sessions are the HTTP transport's (opened with
+`initialize`, probed with `ping`), no request reaches the store, so the PostgreSQL copy of the
+corpus would only run the same transport twice."""
 
 from __future__ import annotations
 
@@ -46,8 +50,8 @@ def rss_mib(pid: int) -> float:
     raise AssertionError("no VmRSS")
 
 
-def test_abandoned_sessions_make_room_for_new_clients(corpus_db: Path) -> None:
-    server = HttpProcess(corpus_db, env={"KBMCP_MAX_SESSIONS": "20"})
+def test_abandoned_sessions_make_room_for_new_clients(corpus_file: Path) -> None:
+    server = HttpProcess(corpus_file, env={"KBMCP_MAX_SESSIONS": "20"})
     try:
         with httpx2.Client() as http:
             sessions = [open_session(http, server.url) for _ in range(60)]  # none refused
@@ -57,10 +61,10 @@ def test_abandoned_sessions_make_room_for_new_clients(corpus_db: Path) -> None:
         server.stop()
 
 
-def test_memory_stays_flat_however_many_sessions_are_abandoned(corpus_db: Path) -> None:
+def test_memory_stays_flat_however_many_sessions_are_abandoned(corpus_file: Path) -> None:
     """~40 KiB a session: 1,500 abandoned sessions took ~60 MiB and kept it. 800 of them
     uncapped would grow the server by ~32 MiB, well past the bound."""
-    server = HttpProcess(corpus_db, env={"KBMCP_MAX_SESSIONS": "50"})
+    server = HttpProcess(corpus_file, env={"KBMCP_MAX_SESSIONS": "50"})
     try:
         with httpx2.Client() as http:
             for _ in range(200):
@@ -74,8 +78,8 @@ def test_memory_stays_flat_however_many_sessions_are_abandoned(corpus_db: Path) 
     assert grown < 12, f"RSS grew {grown:.1f} MiB over 800 abandoned sessions"
 
 
-def test_idle_sessions_expire_after_the_configured_time(corpus_db: Path) -> None:
-    server = HttpProcess(corpus_db, env={"KBMCP_SESSION_IDLE_SECONDS": "1"})
+def test_idle_sessions_expire_after_the_configured_time(corpus_file: Path) -> None:
+    server = HttpProcess(corpus_file, env={"KBMCP_SESSION_IDLE_SECONDS": "1"})
     try:
         with httpx2.Client() as http:
             session = open_session(http, server.url)
