@@ -173,8 +173,7 @@ def copy_store(
             report.indexed_chunks = dst.rebuild_indexes(say)
         say("verifying counts")
         _verify(src, dst, report)
-        say("analyzing the copy")
-        dst.finish()
+        dst.finish(say)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -260,7 +259,7 @@ class _Side:
     def model(self) -> ModelFingerprint | None: ...
     def record_model(self, model: ModelFingerprint) -> None: ...
     def rebuild_indexes(self, say: Progress) -> int: ...
-    def finish(self) -> None: ...
+    def finish(self, say: Progress) -> None: ...
 
 
 COUNT = "SELECT count(*) FROM {table}"
@@ -378,7 +377,7 @@ class _SqliteSide(_Side):
             meter.add(len(rows))
         return indexed
 
-    def finish(self) -> None:
+    def finish(self, say: Progress) -> None:
         pass
 
 
@@ -482,11 +481,12 @@ class _PostgresSide(_Side):
             build_index(self.conn)
         return indexed
 
-    def finish(self) -> None:
+    def finish(self, say: Progress) -> None:
         from kbmcp.store.postgres.bulk import analyze
 
         for table in self.IDENTITY_TABLES:
             self.conn.execute(self.SET_IDENTITY.format(table=table))
+        say("analyzing the copy (the planner's statistics)")
         analyze(self.conn)
 
 
