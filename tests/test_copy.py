@@ -237,3 +237,47 @@ def test_progress_counts_rows_and_the_time_left(monkeypatch: pytest.MonkeyPatch)
     # a line at most every 10 s: at 12 s (4,000 rows done) 18 s are left at that rate
     assert lines[1] == "copying chunk: 4000 of 10000 rows (40%), about 18 s left"
     assert all("of 10000 rows" in line for line in lines[1:]) and len(lines) == 3
+
+
+def test_postings_written_in_overlapping_batches_have_their_batch_impact(
+    round_trip: tuple[Path, Path, str], new_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keyword rows are made a batch at a time while the previous batch is written (another
+    thread): every chunk is indexed once, and each posting's impact uses its store's average
+    length once its batch is in, as index_chunks would for the same batches."""
+    import struct
+
+    from kbmcp.store.copy import copy_store
+    from kbmcp.store.postgres import bulk, keyword
+
+    source, _, _ = round_trip
+    monkeypatch.setattr(bulk, "KEYWORD_BATCH", 4)
+    copy_store(str(source), new_postgres_url, force=True)
+    with psycopg.connect(new_postgres_url) as pg:
+        chunks = pg.execute(
+            "SELECT chunk_id, knowledge_base_id, title_tokens + heading_tokens + body_tokens"
+            " FROM chunk_keyword ORDER BY chunk_id"
+        ).fetchall()
+        postings = pg.execute(
+            "SELECT chunk_id, in_title, in_heading, in_body, length, impact FROM chunk_term"
+        ).fetchall()
+        assert len(chunks) == pg.execute("SELECT count(*) FROM indexed_chunk").fetchone()[0]
+    assert len(chunks) > 3 * 4  # several batches, the last one short
+    totals: dict[int, list[int]] = {}
+    average: dict[int, dict[int, float]] = {}  # chunk -> its batch's average length per store
+    for start in range(0, len(chunks), 4):
+        batch = chunks[start : start + 4]
+        for _, store, length in batch:
+            total = totals.setdefault(store, [0, 0])
+            total[0] += 1
+            total[1] += length
+        averages = {store: max(tokens / rows, 1.0) for store, (rows, tokens) in totals.items()}
+        average.update({chunk_id: averages for chunk_id, _, _ in batch})
+
+    def real(value: float) -> float:  # the column is real (float4)
+        return struct.unpack("f", struct.pack("f", value))[0]
+
+    store_of = {chunk_id: store for chunk_id, store, _ in chunks}
+    for chunk_id, title, heading, body, length, impact in postings:
+        avgdl = average[chunk_id][store_of[chunk_id]]
+        assert real(impact) == real(keyword.impact(title, heading, body, length, avgdl))

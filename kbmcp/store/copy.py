@@ -469,9 +469,11 @@ class _PostgresSide(_Side):
     def rebuild_indexes(self, say: Progress) -> int:
         """The keyword rows (tokenised here) and chunk_vec's rows (copied in the server); the
         HNSW index once they are all in (kbmcp/store/postgres/bulk.py)."""
-        from kbmcp.store.postgres.bulk import index_keywords, index_vectors
+        from kbmcp.store.postgres.bulk import analyze, index_keywords, index_vectors
         from kbmcp.store.postgres.vectors import build_index, recorded_model
 
+        say("analyzing the copied rows")  # the reads below are planned with their statistics
+        analyze(self.conn)
         keywords = _Meter(say, "indexing the searchable chunks (keywords)", self.count_indexed())
         indexed = index_keywords(self.conn, keywords.add)
         say("indexing the searchable chunks (vectors)")

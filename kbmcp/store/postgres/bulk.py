@@ -13,13 +13,16 @@ a load of millions of rows minutes instead of half an hour.
   (chunk_vector to chunk_vec: they never cross the network again).
 - The transaction gets memory for its sorts and index builds (SET LOCAL: this transaction
   only; the HNSW build is several times slower when its graph does not fit).
-- ANALYZE at the end: the first searches on the copy are planned with its statistics.
+- ANALYZE once the rows are in (reading them back for the keyword rows without statistics
+  made each FETCH of the cursor seconds long) and again at the end, so the first searches on
+  the copy are planned with its statistics.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -140,20 +143,33 @@ def read_rows(conn: PgConnection, sql: str, name: str) -> Iterator[Sequence[Any]
 
 def index_keywords(conn: PgConnection, done: Callable[[int], None]) -> int:
     """The keyword rows of every indexed chunk, a batch per COPY (`done` gets each batch's
-    size); the chunks indexed."""
+    size); the chunks indexed. A batch's rows are made here while the previous batch is written
+    by another thread: the server's work and Python's overlap. The connection does one thing at
+    a time: the next batch is fetched only once the previous COPY is over."""
     import json
 
+    made = keyword.KeywordBatches(conn)
     indexed = 0
-    with conn.cursor(name="kbmcp_copy_keywords") as cur:
+    with (
+        conn.cursor(name="kbmcp_copy_keywords") as cur,
+        ThreadPoolExecutor(max_workers=1) as writer,
+    ):
         cur.execute(SELECT_KEYWORD_SOURCE)
-        while batch := cur.fetchmany(KEYWORD_BATCH):
-            keyword.index_chunks(
-                conn,
-                [keyword.KeywordRow(store, chunk_id, title, json.loads(heading), text)
-                 for store, title, chunk_id, heading, text in batch],
-            )  # fmt: skip
-            indexed += len(batch)
-            done(len(batch))
+        batch = cur.fetchmany(KEYWORD_BATCH)
+        writing: tuple[Future[None], int] | None = None  # a batch being written, its chunks
+        while batch:
+            rows = [keyword.KeywordRow(store, chunk_id, title, json.loads(heading), text)
+                    for store, title, chunk_id, heading, text in batch]  # fmt: skip
+            lines = made.lines(rows)
+            if writing is not None:
+                writing[0].result()
+                done(writing[1])
+            batch = cur.fetchmany(KEYWORD_BATCH)
+            writing = writer.submit(keyword.write_lines, conn, *lines), len(rows)
+            indexed += len(rows)
+        if writing is not None:
+            writing[0].result()
+            done(writing[1])
     return indexed
 
 

@@ -72,6 +72,8 @@ FROM keyword_token
 WHERE token = ANY(%(tokens)s::text[]) AND knowledge_base_id = ANY(%(stores)s)
 GROUP BY token
 """
+# Every store's indexed rows and tokens (KeywordBatches).
+ALL_STORE_LENGTHS = "SELECT knowledge_base_id, rows, tokens FROM keyword_total"
 # Each store's average indexed length, for the impact of new postings.
 STORE_LENGTHS = """
 SELECT knowledge_base_id, rows, tokens FROM keyword_total WHERE knowledge_base_id = ANY(%(stores)s)
@@ -178,12 +180,39 @@ def index_chunks(conn: psycopg.Connection[Any], rows: Sequence[KeywordRow]) -> N
     if not rows:
         return
     found = [_chunk_postings(row.title, row.heading_path, row.text) for row in rows]
-    sizes, terms = copy_lines(rows, found, _average_lengths(conn, rows, found))
+    write_lines(conn, *copy_lines(rows, found, _average_lengths(conn, rows, found)))
+
+
+def write_lines(conn: psycopg.Connection[Any], sizes: str, terms: str) -> None:
+    """COPY the text of copy_lines into chunk_keyword and chunk_term."""
     with conn.cursor() as cur:
         with cur.copy(INSERT_CHUNK_KEYWORD) as copy:
             copy.write(sizes)
         with cur.copy(INSERT_CHUNK_TERMS) as copy:
             copy.write(terms)
+
+
+class KeywordBatches:
+    """The COPY text of many chunks' keyword rows, batch after batch, for one writer that holds
+    the index (`kbmcp copy`): each store's totals are kept here from the first batch on, instead
+    of read back from keyword_total after each batch is written, so a batch's rows can be made
+    while the previous batch is still being written. The average lengths, hence the impacts,
+    are the ones index_chunks would use for the same batches."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.totals = {
+            store: [int(rows), int(tokens)]
+            for store, rows, tokens in conn.execute(ALL_STORE_LENGTHS)
+        }
+
+    def lines(self, rows: Sequence[KeywordRow]) -> tuple[str, str]:
+        found = [_chunk_postings(row.title, row.heading_path, row.text) for row in rows]
+        for row, (sizes, _postings) in zip(rows, found, strict=True):
+            total = self.totals.setdefault(row.knowledge_base_id, [0, 0])
+            total[0] += 1
+            total[1] += sum(sizes)
+        avgdl = {store: max(tokens / count, 1.0) for store, (count, tokens) in self.totals.items()}
+        return copy_lines(rows, found, avgdl)
 
 
 def copy_lines(
