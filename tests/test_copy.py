@@ -281,3 +281,17 @@ def test_postings_written_in_overlapping_batches_have_their_batch_impact(
     for chunk_id, title, heading, body, length, impact in postings:
         avgdl = average[chunk_id][store_of[chunk_id]]
         assert real(impact) == real(keyword.impact(title, heading, body, length, avgdl))
+
+
+def test_the_load_raises_memory_settings_and_never_lowers_them(new_postgres_url: str) -> None:
+    from kbmcp.store.postgres import bulk
+
+    size = "SELECT pg_size_bytes(current_setting('maintenance_work_mem'))"
+    with psycopg.connect(new_postgres_url) as pg:
+        with pg.transaction():
+            bulk.prepare(pg)
+            assert pg.execute(size).fetchone()[0] >= 512 * 1024**2
+            pg.execute("SET LOCAL maintenance_work_mem = '3GB'")  # a server set up for 1M chunks
+            bulk.prepare(pg)
+            assert pg.execute(size).fetchone()[0] == 3 * 1024**3
+        assert pg.execute(size).fetchone()[0] < 3 * 1024**3  # for the transaction only

@@ -477,9 +477,9 @@ class _PostgresSide(_Side):
         keywords = _Meter(say, "indexing the searchable chunks (keywords)", self.count_indexed())
         indexed = index_keywords(self.conn, keywords.add)
         say("indexing the searchable chunks (vectors)")
-        index_vectors(self.conn)
+        vectors = index_vectors(self.conn)
         if recorded_model(self.conn) is not None:
-            say("building the HNSW vector index")
+            say(f"building the HNSW vector index over {vectors} vectors")
             build_index(self.conn)
         return indexed
 

@@ -11,8 +11,8 @@ a load of millions of rows minutes instead of half an hour.
 - The keyword rows are made from the copied chunks read through a server-side cursor (memory
   stays flat at any size), a batch per COPY; the indexed vectors are copied inside the server
   (chunk_vector to chunk_vec: they never cross the network again).
-- The transaction gets memory for its sorts and index builds (SET LOCAL: this transaction
-  only; the HNSW build is several times slower when its graph does not fit).
+- The transaction gets memory for its sorts and index builds (set_config(..., true): this
+  transaction only; the HNSW build is several times slower when its graph does not fit).
 - ANALYZE once the rows are in (reading them back for the keyword rows without statistics
   made each FETCH of the cursor seconds long) and again at the end, so the first searches on
   the copy are planned with its statistics.
@@ -37,10 +37,16 @@ PgConnection = psycopg.Connection[Any]
 # postings' two indexes and foreign key are most of a 100k-chunk load's server time; the other
 # tables hold one row per chunk or fewer, and their keys cost little).
 DEFERRED = ("chunk_term",)
-SETTINGS = (
-    "SET LOCAL maintenance_work_mem = '512MB'",  # index builds: a 100k x 384 HNSW graph fits
-    "SET LOCAL work_mem = '64MB'",  # the keyword triggers' per-statement counts
-)
+# Memory for this transaction only, never less than the server's own setting (a server set up
+# for 1M chunks has GBs of maintenance_work_mem: docs/scale-out.md).
+AT_LEAST = {
+    "maintenance_work_mem": "512MB",  # index builds: a 100k x 384 HNSW graph fits
+    "work_mem": "64MB",  # the keyword triggers' per-statement counts
+}
+RAISE_SETTING = """
+SELECT set_config(%(name)s, (greatest(pg_size_bytes(current_setting(%(name)s)),
+                                      pg_size_bytes(%(least)s)) / 1024)::bigint || 'kB', true)
+"""
 # Indexes that belong to no constraint (those come back with their constraint).
 SELECT_INDEXES = """
 SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)
@@ -81,8 +87,8 @@ KEYWORD_BATCH = 5000  # chunks per COPY of postings (about 350,000 rows)
 
 
 def prepare(conn: PgConnection) -> None:
-    for statement in SETTINGS:
-        conn.execute(statement)
+    for name, least in AT_LEAST.items():
+        conn.execute(RAISE_SETTING, {"name": name, "least": least})
 
 
 @contextlib.contextmanager
