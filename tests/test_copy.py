@@ -163,3 +163,135 @@ def test_copying_to_itself_is_refused(kbmcp, round_trip: tuple[Path, Path, str])
     source, _, _ = round_trip
     result = kbmcp("copy", source, source)
     assert result.code == 1 and "the same database" in result.err
+
+
+def _postings_schema(url: str) -> tuple[list[tuple], list[tuple]]:
+    """chunk_term's indexes and the constraints from and to it, as the catalog defines them."""
+    with psycopg.connect(url) as pg:
+        indexes = pg.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'chunk_term' ORDER BY 1"
+        ).fetchall()
+        constraints = pg.execute(
+            "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint"
+            " WHERE 'chunk_term'::regclass IN (conrelid, confrelid) AND contype IN ('p', 'f')"
+            " ORDER BY 1"
+        ).fetchall()
+    return indexes, constraints
+
+
+def test_the_postings_get_back_their_indexes_and_key(
+    round_trip: tuple[Path, Path, str], new_postgres_url: str
+) -> None:
+    """The load drops chunk_term's indexes and foreign key and builds them at the end: the copy
+    has exactly those of a database the migrations made, and its planner statistics."""
+    _, _, url = round_trip
+    indexes, constraints = _postings_schema(new_postgres_url)
+    assert len(indexes) == 2 and len(constraints) == 2  # the primary key, by impact; the key
+    assert _postings_schema(url) == (indexes, constraints)
+    with psycopg.connect(url) as pg:
+        analyzed = pg.execute("SELECT count(*) FROM pg_stats WHERE tablename = 'chunk_term'")
+        assert analyzed.fetchone()[0] > 0
+        # the per-token counts the triggers keep match the postings loaded in batches
+        assert (
+            pg.execute(
+                "SELECT token, knowledge_base_id, count(*) FROM chunk_term GROUP BY 1, 2"
+                " EXCEPT SELECT token, knowledge_base_id, rows FROM keyword_token"
+            ).fetchall()
+            == []
+        )
+
+
+def test_a_failed_copy_leaves_the_database_as_it_was(
+    round_trip: tuple[Path, Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbmcp.store.copy import copy_store
+    from kbmcp.store.postgres import bulk
+
+    source, _, url = round_trip
+    schema = _postings_schema(url)
+    with psycopg.connect(url) as pg:
+        before = {t: pg.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t, _ in TABLES}
+
+    def broken(conn: psycopg.Connection) -> int:
+        raise RuntimeError("the server went away")
+
+    monkeypatch.setattr(bulk, "index_vectors", broken)  # after the load, before the indexes
+    with pytest.raises(RuntimeError):
+        copy_store(str(source), url, force=True)
+    with psycopg.connect(url) as pg:
+        after = {t: pg.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t, _ in TABLES}
+    assert after == before
+    assert _postings_schema(url) == schema
+
+
+def test_progress_counts_rows_and_the_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbmcp.store import copy
+
+    clock = iter(range(0, 1000, 3))  # every reading 3 s later
+    monkeypatch.setattr(copy.time, "perf_counter", lambda: float(next(clock)))
+    lines: list[str] = []
+    meter = copy._Meter(lines.append, "copying chunk", 10_000)
+    rows = list(meter.counted(((i,) for i in range(10_000)), every=1000))
+    assert len(rows) == 10_000
+    assert lines[0] == "copying chunk: 10000 rows"
+    # a line at most every 10 s: at 12 s (4,000 rows done) 18 s are left at that rate
+    assert lines[1] == "copying chunk: 4000 of 10000 rows (40%), about 18 s left"
+    assert all("of 10000 rows" in line for line in lines[1:]) and len(lines) == 3
+
+
+def test_postings_written_in_overlapping_batches_have_their_batch_impact(
+    round_trip: tuple[Path, Path, str], new_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keyword rows are made a batch at a time while the previous batch is written (another
+    thread): every chunk is indexed once, and each posting's impact uses its store's average
+    length once its batch is in, as index_chunks would for the same batches."""
+    import struct
+
+    from kbmcp.store.copy import copy_store
+    from kbmcp.store.postgres import bulk, keyword
+
+    source, _, _ = round_trip
+    monkeypatch.setattr(bulk, "KEYWORD_BATCH", 4)
+    copy_store(str(source), new_postgres_url, force=True)
+    with psycopg.connect(new_postgres_url) as pg:
+        chunks = pg.execute(
+            "SELECT chunk_id, knowledge_base_id, title_tokens + heading_tokens + body_tokens"
+            " FROM chunk_keyword ORDER BY chunk_id"
+        ).fetchall()
+        postings = pg.execute(
+            "SELECT chunk_id, in_title, in_heading, in_body, length, impact FROM chunk_term"
+        ).fetchall()
+        assert len(chunks) == pg.execute("SELECT count(*) FROM indexed_chunk").fetchone()[0]
+    assert len(chunks) > 3 * 4  # several batches, the last one short
+    totals: dict[int, list[int]] = {}
+    average: dict[int, dict[int, float]] = {}  # chunk -> its batch's average length per store
+    for start in range(0, len(chunks), 4):
+        batch = chunks[start : start + 4]
+        for _, store, length in batch:
+            total = totals.setdefault(store, [0, 0])
+            total[0] += 1
+            total[1] += length
+        averages = {store: max(tokens / rows, 1.0) for store, (rows, tokens) in totals.items()}
+        average.update({chunk_id: averages for chunk_id, _, _ in batch})
+
+    def real(value: float) -> float:  # the column is real (float4)
+        return struct.unpack("f", struct.pack("f", value))[0]
+
+    store_of = {chunk_id: store for chunk_id, store, _ in chunks}
+    for chunk_id, title, heading, body, length, impact in postings:
+        avgdl = average[chunk_id][store_of[chunk_id]]
+        assert real(impact) == real(keyword.impact(title, heading, body, length, avgdl))
+
+
+def test_the_load_raises_memory_settings_and_never_lowers_them(new_postgres_url: str) -> None:
+    from kbmcp.store.postgres import bulk
+
+    size = "SELECT pg_size_bytes(current_setting('maintenance_work_mem'))"
+    with psycopg.connect(new_postgres_url) as pg:
+        with pg.transaction():
+            bulk.prepare(pg)
+            assert pg.execute(size).fetchone()[0] >= 512 * 1024**2
+            pg.execute("SET LOCAL maintenance_work_mem = '3GB'")  # a server set up for 1M chunks
+            bulk.prepare(pg)
+            assert pg.execute(size).fetchone()[0] == 3 * 1024**3
+        assert pg.execute(size).fetchone()[0] < 3 * 1024**3  # for the transaction only

@@ -28,8 +28,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from io import StringIO
-from typing import Any
+from typing import Any, NamedTuple
 
 import apsw
 import psycopg
@@ -73,6 +72,8 @@ FROM keyword_token
 WHERE token = ANY(%(tokens)s::text[]) AND knowledge_base_id = ANY(%(stores)s)
 GROUP BY token
 """
+# Every store's indexed rows and tokens (KeywordBatches).
+ALL_STORE_LENGTHS = "SELECT knowledge_base_id, rows, tokens FROM keyword_total"
 # Each store's average indexed length, for the impact of new postings.
 STORE_LENGTHS = """
 SELECT knowledge_base_id, rows, tokens FROM keyword_total WHERE knowledge_base_id = ANY(%(stores)s)
@@ -113,8 +114,7 @@ def query_tokens(term: str) -> tuple[str, ...]:
     return tuple(token for _, _, token, *_ in found)
 
 
-@dataclass(frozen=True)
-class Posting:
+class Posting(NamedTuple):
     token: str
     counts: tuple[int, int, int]  # instances in title, heading, body
     positions: tuple[int, ...]  # column << 20 | offset, ascending
@@ -132,22 +132,33 @@ class ChunkKeywords:
 
 def chunk_keywords(title: str, heading_path: Sequence[str], body: str) -> ChunkKeywords:
     """What FTS5 records for one chunk, as kbmcp/store/sqlite/index.py feeds it."""
+    sizes, postings = _chunk_postings(title, heading_path, body)
+    return ChunkKeywords(sizes, [Posting(t, c, tuple(p)) for t, c, p in postings])
+
+
+# A chunk's sizes and postings (token, counts, positions) as plain tuples: what writing them
+# needs, without a Posting per token (a copy makes millions).
+_Postings = tuple[tuple[int, int, int], list[tuple[str, tuple[int, int, int], list[int]]]]
+
+
+def _chunk_postings(title: str, heading_path: Sequence[str], body: str) -> _Postings:
     columns = (title, heading_text(heading_path), body)
-    counts: dict[str, list[int]] = {}
-    positions: dict[str, list[int]] = {}
+    found: dict[str, tuple[list[int], list[int]]] = {}  # token -> (counts, positions)
     sizes = []
     for column, text in enumerate(columns):
         tokens = document_tokens(text)
         if len(tokens) > MAX_OFFSET:
             raise ValueError(f"a chunk's {COLUMNS[column]} has more than {MAX_OFFSET} tokens")
         sizes.append(len(tokens))
+        base = column << POSITION_SHIFT
         for offset, token in enumerate(tokens):
-            counts.setdefault(token, [0, 0, 0])[column] += 1
-            positions.setdefault(token, []).append((column << POSITION_SHIFT) | offset)
-    postings = [
-        Posting(token, (c[0], c[1], c[2]), tuple(positions[token])) for token, c in counts.items()
-    ]
-    return ChunkKeywords((sizes[0], sizes[1], sizes[2]), postings)
+            entry = found.get(token)
+            if entry is None:
+                found[token] = entry = ([0, 0, 0], [])
+            entry[0][column] += 1
+            entry[1].append(base | offset)
+    postings = [(token, (c[0], c[1], c[2]), positions) for token, (c, positions) in found.items()]
+    return (sizes[0], sizes[1], sizes[2]), postings
 
 
 # ------------------------------------------------------------------ writes
@@ -168,28 +179,67 @@ def index_chunks(conn: psycopg.Connection[Any], rows: Sequence[KeywordRow]) -> N
     """Add chunks to the keyword index (inside the caller's transaction)."""
     if not rows:
         return
-    found = [chunk_keywords(row.title, row.heading_path, row.text) for row in rows]
-    avgdl = _average_lengths(conn, rows, found)
-    sizes = StringIO()
-    terms = StringIO()
-    for row, keywords in zip(rows, found, strict=True):
-        knowledge_base_id = row.knowledge_base_id
-        length = keywords.length
-        sizes.write(f"{row.chunk_id}\t{knowledge_base_id}\t{keywords.sizes[0]}\t")
-        sizes.write(f"{keywords.sizes[1]}\t{keywords.sizes[2]}\n")
-        for posting in keywords.postings:
-            positions = ",".join(map(str, posting.positions))
-            title, heading, body = posting.counts
-            weight = impact(title, heading, body, length, avgdl[knowledge_base_id])
-            terms.write(
-                f"{_copy_text(posting.token)}\t{knowledge_base_id}\t{row.chunk_id}\t"
-                f"{length}\t{title}\t{heading}\t{body}\t{weight!r}\t{{{positions}}}\n"
-            )
+    found = [_chunk_postings(row.title, row.heading_path, row.text) for row in rows]
+    write_lines(conn, *copy_lines(rows, found, _average_lengths(conn, rows, found)))
+
+
+def write_lines(conn: psycopg.Connection[Any], sizes: str, terms: str) -> None:
+    """COPY the text of copy_lines into chunk_keyword and chunk_term."""
     with conn.cursor() as cur:
         with cur.copy(INSERT_CHUNK_KEYWORD) as copy:
-            copy.write(sizes.getvalue())
+            copy.write(sizes)
         with cur.copy(INSERT_CHUNK_TERMS) as copy:
-            copy.write(terms.getvalue())
+            copy.write(terms)
+
+
+class KeywordBatches:
+    """The COPY text of many chunks' keyword rows, batch after batch, for one writer that holds
+    the index (`kbmcp copy`): each store's totals are kept here from the first batch on, instead
+    of read back from keyword_total after each batch is written, so a batch's rows can be made
+    while the previous batch is still being written. The average lengths, hence the impacts,
+    are the ones index_chunks would use for the same batches."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.totals = {
+            store: [int(rows), int(tokens)]
+            for store, rows, tokens in conn.execute(ALL_STORE_LENGTHS)
+        }
+
+    def lines(self, rows: Sequence[KeywordRow]) -> tuple[str, str]:
+        found = [_chunk_postings(row.title, row.heading_path, row.text) for row in rows]
+        for row, (sizes, _postings) in zip(rows, found, strict=True):
+            total = self.totals.setdefault(row.knowledge_base_id, [0, 0])
+            total[0] += 1
+            total[1] += sum(sizes)
+        avgdl = {store: max(tokens / count, 1.0) for store, (count, tokens) in self.totals.items()}
+        return copy_lines(rows, found, avgdl)
+
+
+def copy_lines(
+    rows: Sequence[KeywordRow], found: Sequence[_Postings], avgdl: dict[int, float]
+) -> tuple[str, str]:
+    """The COPY text of the rows' chunk_keyword and chunk_term rows. The inner loop runs once per
+    posting (millions in a copy): `impact` is inlined with the same operations in the same order
+    (the same floats), and a token is escaped only when it is not all letters and digits."""
+    sizes: list[str] = []
+    terms: list[str] = []
+    k1, b, (w_title, w_heading, w_body) = bm25.K1, bm25.B, WEIGHTS
+    for row, ((title_tokens, heading_tokens, body_tokens), postings) in zip(
+        rows, found, strict=True
+    ):
+        store, chunk_id = row.knowledge_base_id, row.chunk_id
+        length = title_tokens + heading_tokens + body_tokens
+        sizes.append(f"{chunk_id}\t{store}\t{title_tokens}\t{heading_tokens}\t{body_tokens}\n")
+        norm = k1 * ((1 - b) + b * length / avgdl[store])
+        prefix = f"\t{store}\t{chunk_id}\t{length}\t"
+        for token, (title, heading, body), positions in postings:
+            f = title * w_title + heading * w_heading + body * w_body
+            weight = (f * (k1 + 1.0)) / (f + norm)
+            terms.append(
+                f"{token if token.isalnum() else _copy_text(token)}{prefix}{title}\t{heading}\t"
+                f"{body}\t{weight!r}\t{{{','.join(map(str, positions))}}}\n"
+            )
+    return "".join(sizes), "".join(terms)
 
 
 def impact(title: int, heading: int, body: int, length: int, avgdl: float) -> float:
@@ -200,14 +250,14 @@ def impact(title: int, heading: int, body: int, length: int, avgdl: float) -> fl
 
 
 def _average_lengths(
-    conn: psycopg.Connection[Any], rows: Sequence[KeywordRow], found: Sequence[ChunkKeywords]
+    conn: psycopg.Connection[Any], rows: Sequence[KeywordRow], found: Sequence[_Postings]
 ) -> dict[int, float]:
     """Each store's average indexed length once these rows are in (at least 1)."""
     totals: dict[int, list[int]] = {}
-    for row, keywords in zip(rows, found, strict=True):
+    for row, (sizes, _postings) in zip(rows, found, strict=True):
         total = totals.setdefault(row.knowledge_base_id, [0, 0])
         total[0] += 1
-        total[1] += keywords.length
+        total[1] += sum(sizes)
     stores = sorted(totals)
     for store, held_rows, held_tokens in conn.execute(STORE_LENGTHS, {"stores": stores}):
         totals[store][0] += int(held_rows)
