@@ -9,9 +9,11 @@ both must match one snapshot; the stdio, HTTP and CLI tests run on the file (`fi
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from mcp import Client
@@ -32,6 +34,7 @@ from kbmcp.workspace import Workspace
 from tests.access_support import connect_with_token, make_token
 from tests.cli_support import Run
 from tests.mcp_support import T0, T1, T2, HttpServer, connect, payload, pinned_clock, write
+from tests.postgres_fixtures import create_database, drop_database, module_database
 from tests.ranked_output import stable
 
 pytestmark = pytest.mark.anyio
@@ -54,23 +57,48 @@ FACT = "The deploy key rotates on the first Monday of each month."
 QUOKKA = "Quokka feeding moved to two in the afternoon."
 
 
-@pytest.fixture
-def file_db(tmp_path: Path) -> Path:
-    db_path = tmp_path / "kb.db"
-    folder = write(tmp_path / "docs", {"ops/deploy.md": DEPLOY_DOC, "garden/notes.md": GARDEN_DOC})
+@pytest.fixture(scope="module")
+def built_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two documents ingested once per module (pinned clock and id key: every build is the
+    same); each test gets a copy of its own."""
+    root = tmp_path_factory.mktemp("memories")
+    db_path = root / "kb.db"
+    folder = write(root / "docs", {"ops/deploy.md": DEPLOY_DOC, "garden/notes.md": GARDEN_DOC})
     with workspace(db_path) as ws, pinned_clock(T0):
         add_paths(ws, ws.local_principal(), [folder], IngestOptions(knowledge_base="handbook"))
+    assert not db_path.with_name("kb.db-wal").exists()  # closed whole: the file is a copy
     return db_path
 
 
 @pytest.fixture
-def db(backend: str, request: pytest.FixtureRequest, file_db: Path) -> Path | str:
+def file_db(built_file: Path, tmp_path: Path) -> Path:
+    db_path = tmp_path / "kb.db"
+    shutil.copyfile(built_file, db_path)
+    return db_path
+
+
+@pytest.fixture(scope="module")
+def built_postgres(built_file: Path, request: pytest.FixtureRequest) -> str:
+    """A PostgreSQL copy of `built_file` (ids unchanged), made once per module: each test's
+    database is a copy of this one (CREATE DATABASE ... TEMPLATE), not a new `kbmcp copy`."""
+    url = module_database(request, "built")
+    copy_store(str(built_file), url, force=True)
+    return urlsplit(url).path.lstrip("/")
+
+
+@pytest.fixture
+def db(backend: str, request: pytest.FixtureRequest, file_db: Path) -> Iterator[Path | str]:
     """The documents in a file, or in a PostgreSQL copy of it (ids unchanged)."""
     if backend == "sqlite":
-        return file_db
-    url = str(request.getfixturevalue("new_postgres_url"))
-    copy_store(str(file_db), url, force=True)
-    return url
+        yield file_db
+        return
+    server = str(request.getfixturevalue("postgres_server_url"))
+    template = str(request.getfixturevalue("built_postgres"))
+    url = create_database(server, "memories", template=template)
+    try:
+        yield url
+    finally:
+        drop_database(server, url)
 
 
 BACKEND_ID = re.compile(r"\[(sqlite|postgres)\]|(sqlite|postgres)-|-(sqlite|postgres)(?=\])")
