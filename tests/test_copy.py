@@ -295,3 +295,20 @@ def test_the_load_raises_memory_settings_and_never_lowers_them(new_postgres_url:
             bulk.prepare(pg)
             assert pg.execute(size).fetchone()[0] == 3 * 1024**3
         assert pg.execute(size).fetchone()[0] < 3 * 1024**3  # for the transaction only
+
+
+def test_an_index_build_reports_its_progress(
+    new_postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The HNSW build and the postings' keys take minutes on a large copy: a second connection
+    reads the build's progress from the server and says it."""
+    from kbmcp.store.postgres import bulk
+
+    monkeypatch.setattr(bulk, "PROGRESS_EVERY", 0.02)
+    lines: list[str] = []
+    with psycopg.connect(new_postgres_url, autocommit=True) as pg:
+        pg.execute("CREATE TABLE wide AS SELECT g AS id, md5(g::text) AS t"
+                   " FROM generate_series(1, 300000) AS g")  # fmt: skip
+        with bulk.build_progress(pg, new_postgres_url, lines.append):
+            pg.execute("CREATE INDEX wide_by_t ON wide (t, id)")
+    assert lines and all(line.startswith("building an index of wide (") for line in lines)

@@ -409,6 +409,7 @@ class _PostgresSide(_Side):
     def __init__(self, url: str) -> None:
         from kbmcp.store.postgres.connection import connect
 
+        self.url = url
         self.conn = connect(url)
 
     @contextlib.contextmanager
@@ -433,10 +434,14 @@ class _PostgresSide(_Side):
 
         prepare(self.conn)
 
-    def bulk_load(self, say: Progress) -> contextlib.AbstractContextManager[None]:
-        from kbmcp.store.postgres.bulk import deferred_indexes
+    @contextlib.contextmanager
+    def bulk_load(self, say: Progress) -> Iterator[None]:
+        from kbmcp.store.postgres.bulk import build_progress, deferred_indexes
 
-        return deferred_indexes(self.conn, say)
+        # the index builds (the HNSW one in rebuild_indexes, the postings' keys when the load
+        # ends) report their progress while it lasts
+        with build_progress(self.conn, self.url, say), deferred_indexes(self.conn, say):
+            yield
 
     def rows(self, table: str, columns: Sequence[str]) -> Iterable[Sequence[Any]]:
         from kbmcp.store.postgres.bulk import read_rows

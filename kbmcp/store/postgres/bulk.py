@@ -13,6 +13,8 @@ a load of millions of rows minutes instead of half an hour.
   (chunk_vector to chunk_vec: they never cross the network again).
 - The transaction gets memory for its sorts and index builds (set_config(..., true): this
   transaction only; the HNSW build is several times slower when its graph does not fit).
+- Index builds report their progress (pg_stat_progress_create_index, read from a second
+  connection): the HNSW build and the postings' keys take minutes at 100k chunks.
 - ANALYZE once the rows are in (reading them back for the keyword rows without statistics
   made each FETCH of the cursor seconds long) and again at the end, so the first searches on
   the copy are planned with its statistics.
@@ -21,6 +23,8 @@ a load of millions of rows minutes instead of half an hour.
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -186,3 +190,62 @@ def index_vectors(conn: PgConnection) -> int:
 
 def analyze(conn: PgConnection) -> None:
     conn.execute(ANALYZE)
+
+
+# An index build's progress in the server: its phase and how far it is in it (blocks of the table
+# read, or tuples sorted and loaded).
+SELECT_BUILD_PROGRESS = """
+SELECT relid::regclass::text, phase, blocks_done, blocks_total, tuples_done, tuples_total
+FROM pg_stat_progress_create_index
+WHERE pid = %(pid)s
+"""
+PROGRESS_EVERY = 10.0  # seconds between progress lines
+
+
+@contextlib.contextmanager
+def build_progress(conn: PgConnection, url: str, say: Callable[[str], None]) -> Iterator[None]:
+    """While the block runs, a line every PROGRESS_EVERY seconds on the index `conn` is building:
+    its phase, how far it is and the time left at the phase's rate so far. A second connection
+    reads it (the first is busy building); without one, the block just runs."""
+    from kbmcp.store.postgres.connection import connect
+
+    try:
+        watcher = connect(url, migrate=False)
+    except Exception:  # a server at its connection limit: the copy goes on without it
+        yield
+        return
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=_watch, args=(watcher, conn.info.backend_pid, say, stop), daemon=True
+    )
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        watcher.close()
+
+
+def _watch(
+    watcher: PgConnection, pid: int, say: Callable[[str], None], stop: threading.Event
+) -> None:
+    first: dict[tuple[str, str], tuple[float, float]] = {}  # (table, phase) -> (when, fraction)
+    while not stop.wait(PROGRESS_EVERY):
+        try:
+            row = watcher.execute(SELECT_BUILD_PROGRESS, {"pid": pid}).fetchone()
+        except Exception:  # progress is a courtesy: never fail the copy over it
+            return
+        if row is None:
+            continue
+        table, phase, blocks_done, blocks_total, tuples_done, tuples_total = row
+        done, total = (tuples_done, tuples_total) if tuples_total else (blocks_done, blocks_total)
+        line = f"building an index of {table} ({phase})"
+        if total and 0 < done < total:
+            now, fraction = time.perf_counter(), done / total
+            since, then = first.setdefault((table, phase), (now, fraction))
+            line += f": {100 * done // total}%"
+            if fraction > then:  # the rate since this phase was first seen
+                left = (1 - fraction) * (now - since) / (fraction - then)
+                line += f", about {left:.0f} s left in this phase"
+        say(line)
