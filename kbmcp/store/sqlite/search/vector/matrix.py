@@ -27,6 +27,7 @@ import apsw
 import numpy as np
 
 from kbmcp.store.sqlite.search.sorted_ids import positions_of, present_positions
+from kbmcp.store.sqlite.search.vector.blocks import run_blocks
 
 SELECT_INDEXED_VECTORS = """
 SELECT i.chunk_id, i.document_id, i.knowledge_base_id, v.embedding
@@ -244,28 +245,38 @@ def read_vectors(
 
 
 def similarities(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """matrix[rows] @ query, gathered in blocks of GATHER_BLOCK rows.
+    """matrix[rows] @ query, gathered in blocks of GATHER_BLOCK rows (on two threads when there
+    are many: vector/blocks.py).
 
     Blocks: gathering 10k rows at once allocates a fresh 15 MB array whose pages the kernel
     must fault in on every query: 10.5 ms for a 10k-row scope against 1.6 ms in blocks of 256
     rows, which stay in the allocator's reused memory and in cache."""
     out = np.empty(len(rows), dtype=np.float32)
-    for start in range(0, len(rows), GATHER_BLOCK):
+
+    def block(index: int) -> None:
+        start = index * GATHER_BLOCK
         stop = min(start + GATHER_BLOCK, len(rows))
         np.matmul(matrix[rows[start:stop]], query, out=out[start:stop])
+
+    run_blocks(-(-len(rows) // GATHER_BLOCK), block)
     return out
 
 
 def all_similarities(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """matrix @ query, in contiguous blocks of at most FULL_PASS_BLOCK_ELEMENTS elements.
+    """matrix @ query, in contiguous blocks of at most FULL_PASS_BLOCK_ELEMENTS elements (on two
+    threads when there are many: vector/blocks.py).
 
     Blocks: above a size (~460k elements in OpenBLAS 0.3) BLAS splits a matrix-vector product
     over threads, and on a busy machine those threads wait for a core. Measured at load ~9 on
     2 cores: 5,183 x 384 in one call 23 ms, in blocks 0.9 ms; 100k x 384 48 ms against 31 ms. A
-    block below the threshold runs on the calling thread, which is also what a server answering
-    concurrent requests wants. Contiguous slices: no gather, no copy."""
+    block below the threshold runs on the thread that takes it, which is also what a server
+    answering concurrent requests wants. Contiguous slices: no gather, no copy."""
     out = np.empty(len(matrix), dtype=np.float32)
     step = max(1, FULL_PASS_BLOCK_ELEMENTS // max(1, matrix.shape[1]))
-    for start in range(0, len(matrix), step):
+
+    def block(index: int) -> None:
+        start = index * step
         np.matmul(matrix[start : start + step], query, out=out[start : start + step])
+
+    run_blocks(-(-len(matrix) // step), block)
     return out
