@@ -58,29 +58,52 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     store_backends.parametrize_backend(metafunc)
 
 
-# The test files that take longest, longest first. `--dist loadfile` hands each xdist worker
-# whole files in collection order (alphabetical), so a long file collected late runs alone at
-# the end while the other worker idles: these start first, and the short files fill in around
-# them. Only the order changes; a file missing here runs in its usual place.
+# The test files that take longest, longest first (summed test times, both backends). Under
+# `--dist loadfile` each xdist worker is handed whole files in the order they are collected
+# (`--no-loadscope-reorder` in pyproject.toml: xdist's own order, most tests first, sent the
+# one-test files that take 10-30 s, such as the README demo, to the very end, where one worker
+# ran them alone while the other idled). These start first, then the other files, most tests
+# first; short files fill in around the long ones. Only the order changes.
 LONGEST_FILES = (
     "test_readme_demo.py",
-    "test_http_sessions.py",
-    "test_conformance.py",
+    "test_memories.py",
+    "test_hostile_input.py",
+    "test_long_running.py",
+    "test_mcp_tools.py",
     "test_crash_safety.py",
+    "test_access_http.py",
     "test_search_isolation_property.py",
+    "test_dns_rebinding.py",
     "test_multi_server.py",
-    "test_ingest_failures.py",
-    "test_write_batches.py",
-    "test_soak_bench.py",
+    "test_read_only.py",
+    "test_mcp_query.py",
     "test_mcp_transports.py",
+    "test_postgres_ranking.py",
+    "test_watch.py",
+    "test_http_sessions.py",
+    "test_soak_bench.py",
+    "test_fuzz_tools.py",
+    "test_write_batches.py",
+    "test_ingest_order.py",
+    "test_conformance.py",
+    "test_cli.py",
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     first = {name: rank for rank, name in enumerate(LONGEST_FILES)}
+    per_file: dict[str, int] = {}
+    for item in items:
+        per_file[item.path.name] = per_file.get(item.path.name, 0) + 1
     # A stable sort: each file's tests stay together and in their order (module-scoped
-    # fixtures, the backends' halves).
-    items.sort(key=lambda item: first.get(item.path.name, len(first)))
+    # fixtures, the backends' halves). Every worker sorts the same collection the same way.
+    items.sort(
+        key=lambda item: (
+            first.get(item.path.name, len(first)),
+            -per_file[item.path.name],
+            item.path.name,
+        )
+    )
 
 
 # A backend's id in a test's parameters: `[sqlite]`, `[hybrid-postgres]`, `[postgres-x]`.
