@@ -1,3 +1,3 @@
-from kbmcp.cli import main
+from kbmcp.entry import main
 
 main()
