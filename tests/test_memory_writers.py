@@ -200,6 +200,46 @@ def test_two_inserts_of_one_new_memory_on_postgres(
         assert [(m.revision_number, m.tags) for m in listed] == [(1, [("a", "1"), ("b", "2")])]
 
 
+def test_a_memory_written_between_content_check_and_id_choice_is_found(
+    backend_workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer commits the same new memory after this call found no memory with its
+    content and before it picks a free id. The id it would have picked is then taken: read
+    apart, the call passed over it and wrote the content again under the next id (seen as
+    two 'created' answers of four simultaneous writers on PostgreSQL). One snapshot for both
+    reads: one memory, answered 'existing', with both callers' tags."""
+    ws = backend_workspace
+    admin = ws.local_principal()
+    memories.remember(ws, admin, QUOKKA)  # the default store exists
+    backend_memories = ws.store.memories
+    same_content = backend_memories.same_content
+    fired: list[Any] = []
+
+    def other_writer_commits_after(conn: Any, store_id: int, content_hash: str) -> Any:
+        found = same_content(conn, store_id, content_hash)
+        if found is None and conn is ws.conn and not fired:
+
+            def other() -> None:  # its own thread: its own connection, as another process
+                with second_workspace(ws) as second:
+                    fired.append(memories.remember(second, admin, FACT, tags={"a": "1"}))
+
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+        return found
+
+    monkeypatch.setattr(backend_memories, "same_content", other_writer_commits_after)
+    mine = memories.remember(ws, admin, FACT, tags={"b": "2"})
+    monkeypatch.undo()
+    (theirs,) = fired
+    assert theirs.outcome == "created"
+    assert (mine.memory_id, mine.outcome, mine.tags) == (
+        theirs.memory_id, "existing", [("a", "1"), ("b", "2")],
+    )  # fmt: skip
+    listed = [m for m in memories.list_memories(ws, admin) if m.content == FACT]
+    assert [(m.memory_id, m.revision_number) for m in listed] == [(mine.memory_id, 1)]
+
+
 def test_writers_remembering_at_once_make_one_memory(backend_workspace: Workspace) -> None:
     ws = backend_workspace
     admin = ws.local_principal()

@@ -251,11 +251,17 @@ def _remember(
             target = None
         else:
             store, target = _memory_to_revise(backend, conn, principal, revised)
-        same = backend.memories.same_content(conn, store.id, memory.content_hash)
-        if target is not None and same is not None and same.public_id != target.public_id:
-            raise _already_held(same.public_id, target.public_id, blind=blind)
-        known = target or same
-        path = known.public_id if known else _new_memory_id(backend, conn, store, memory)
+        # One snapshot for "is this content stored?" and "which id is free?": between two
+        # separate reads another writer could commit the same new memory, whose id this call
+        # would then find taken and pass over, writing the content a second time under the
+        # next id. In one snapshot it either sees that memory (and answers 'existing') or
+        # picks the same id and loses the insert (DocumentChanged: read again).
+        with backend.read_snapshot(conn):
+            same = backend.memories.same_content(conn, store.id, memory.content_hash)
+            if target is not None and same is not None and same.public_id != target.public_id:
+                raise _already_held(same.public_id, target.public_id, blind=blind)
+            known = target or same
+            path = known.public_id if known else _new_memory_id(backend, conn, store, memory)
     merged = sorted(memory.tags.items())
     source = memory.source
     previous = None
