@@ -159,45 +159,59 @@ def test_a_memory_written_between_read_and_write_is_not_overwritten(
     ]
 
 
+def remember_while_another_writer_commits(
+    ws: Workspace, read: tuple[Any, str], text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Remember `text` (tags b=2) while another writer (its own thread and connection, as
+    another process) remembers it too (tags a=1), committing right after this call's first
+    `read` (an (object, method name) of the store) that finds nothing. Then: theirs created,
+    mine 'existing' with both tags, one memory of one revision."""
+    admin = ws.local_principal()
+    owner, name = read
+    original = getattr(owner, name)
+    fired: list[Any] = []
+
+    def then_the_other_writer_commits(conn: Any, *args: Any) -> Any:
+        found = original(conn, *args)
+        if found is None and conn is ws.conn and not fired:
+
+            def other() -> None:
+                with second_workspace(ws) as second:
+                    fired.append(memories.remember(second, admin, text, tags={"a": "1"}))
+
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+        return found
+
+    monkeypatch.setattr(owner, name, then_the_other_writer_commits)
+    mine = memories.remember(ws, admin, text, tags={"b": "2"})
+    monkeypatch.undo()
+    (theirs,) = fired
+    assert theirs.outcome == "created"
+    assert (mine.memory_id, mine.outcome, mine.tags) == (
+        theirs.memory_id, "existing", [("a", "1"), ("b", "2")],
+    )  # fmt: skip
+    listed = [m for m in memories.list_memories(ws, admin) if m.content == text]
+    assert [(m.memory_id, m.revision_number, m.tags) for m in listed] == [
+        (mine.memory_id, 1, [("a", "1"), ("b", "2")])
+    ]
+
+
 def test_two_inserts_of_one_new_memory_on_postgres(
     fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Both servers find no memory and insert the same one in their write transactions: the
     UNIQUE (knowledge_base_id, path) constraint lets the first in; the second's insert does
-    nothing, and it answers as for content stored already."""
+    nothing, and it answers as for content stored already. (The other server commits inside
+    this one's write transaction, before its insert.)"""
     settings = Settings(db=fresh_postgres_url, embedder="hash")
     with Workspace(settings, embedder=HashingEmbedder(), create=True) as ws:
-        admin = ws.local_principal()
-        text = "Both servers remember this at the same moment."
-        memories.remember(ws, admin, QUOKKA)
-        catalog = ws.store.catalog
-        current_document = catalog.current_document
-        fired: list[Any] = []
-
-        def late_lookup(conn: Any, knowledge_base_id: int, path: str) -> Any:
-            found = current_document(conn, knowledge_base_id, path)
-            if found is None and conn is ws.conn and not fired:
-                # Inside this server's write transaction, before its insert: the other
-                # server writes and commits the same new memory.
-                def other() -> None:
-                    with second_workspace(ws) as second:
-                        fired.append(memories.remember(second, admin, text, tags={"a": "1"}))
-
-                thread = threading.Thread(target=other)
-                thread.start()
-                thread.join()
-            return found
-
-        monkeypatch.setattr(catalog, "current_document", late_lookup)
-        mine = memories.remember(ws, admin, text, tags={"b": "2"})
-        monkeypatch.undo()
-        (theirs,) = fired
-        assert theirs.outcome == "created"
-        assert (mine.memory_id, mine.outcome, mine.tags) == (
-            theirs.memory_id, "existing", [("a", "1"), ("b", "2")],
+        memories.remember(ws, ws.local_principal(), QUOKKA)
+        remember_while_another_writer_commits(
+            ws, (ws.store.catalog, "current_document"),
+            "Both servers remember this at the same moment.", monkeypatch,
         )  # fmt: skip
-        listed = [m for m in memories.list_memories(ws, admin) if m.content == text]
-        assert [(m.revision_number, m.tags) for m in listed] == [(1, [("a", "1"), ("b", "2")])]
 
 
 def test_a_memory_written_between_content_check_and_id_choice_is_found(
@@ -209,35 +223,10 @@ def test_a_memory_written_between_content_check_and_id_choice_is_found(
     two 'created' answers of four simultaneous writers on PostgreSQL). One snapshot for both
     reads: one memory, answered 'existing', with both callers' tags."""
     ws = backend_workspace
-    admin = ws.local_principal()
-    memories.remember(ws, admin, QUOKKA)  # the default store exists
-    backend_memories = ws.store.memories
-    same_content = backend_memories.same_content
-    fired: list[Any] = []
-
-    def other_writer_commits_after(conn: Any, store_id: int, content_hash: str) -> Any:
-        found = same_content(conn, store_id, content_hash)
-        if found is None and conn is ws.conn and not fired:
-
-            def other() -> None:  # its own thread: its own connection, as another process
-                with second_workspace(ws) as second:
-                    fired.append(memories.remember(second, admin, FACT, tags={"a": "1"}))
-
-            thread = threading.Thread(target=other)
-            thread.start()
-            thread.join()
-        return found
-
-    monkeypatch.setattr(backend_memories, "same_content", other_writer_commits_after)
-    mine = memories.remember(ws, admin, FACT, tags={"b": "2"})
-    monkeypatch.undo()
-    (theirs,) = fired
-    assert theirs.outcome == "created"
-    assert (mine.memory_id, mine.outcome, mine.tags) == (
-        theirs.memory_id, "existing", [("a", "1"), ("b", "2")],
-    )  # fmt: skip
-    listed = [m for m in memories.list_memories(ws, admin) if m.content == FACT]
-    assert [(m.memory_id, m.revision_number) for m in listed] == [(mine.memory_id, 1)]
+    memories.remember(ws, ws.local_principal(), QUOKKA)  # the default store exists
+    remember_while_another_writer_commits(
+        ws, (ws.store.memories, "same_content"), FACT, monkeypatch
+    )
 
 
 def test_writers_remembering_at_once_make_one_memory(backend_workspace: Workspace) -> None:
