@@ -43,15 +43,16 @@ def search(
     started = time.perf_counter()
     store, conn = workspace.store, workspace.conn
     settings = workspace.settings
-    with store.read_snapshot(conn):
-        # A caller without any read scope is Forbidden before all else.
-        can_read = readable(store, conn, principal)
-        args = check_arguments(request, settings.rrf_k, settings.recency_half_life_days)
-        given = None if query_vector is None else _given_vector(query_vector)
-        if args.uses_semantic:  # a bad filter is reported before the model loads
-            resolve_scope(store, conn, can_read, request.filters)
+    # A caller without any read scope is Forbidden before all else.
+    can_read = readable(store, conn, principal)
+    args = check_arguments(request, settings.rrf_k, settings.recency_half_life_days)
+    given = None if query_vector is None else _given_vector(query_vector)
     vector = None
     if args.uses_semantic:
+        # A bad filter is reported before the model loads, with the readable set just read: this
+        # check only reports, the ranking's snapshot reads both again.
+        with store.read_snapshot(conn):
+            resolve_scope(store, conn, can_read, request.filters)
         workspace.ensure_model()
         # Outside any transaction: embedding takes milliseconds to seconds of CPU.
         vector = given if given is not None else _embed_query(workspace, args.query)
