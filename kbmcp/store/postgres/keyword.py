@@ -207,12 +207,8 @@ class KeywordBatches:
 
     def lines(self, rows: Sequence[KeywordRow]) -> tuple[str, str]:
         found = [_chunk_postings(row.title, row.heading_path, row.text) for row in rows]
-        for row, (sizes, _postings) in zip(rows, found, strict=True):
-            total = self.totals.setdefault(row.knowledge_base_id, [0, 0])
-            total[0] += 1
-            total[1] += sum(sizes)
-        avgdl = {store: max(tokens / count, 1.0) for store, (count, tokens) in self.totals.items()}
-        return copy_lines(rows, found, avgdl)
+        _add_lengths(self.totals, rows, found)
+        return copy_lines(rows, found, _averages(self.totals))
 
 
 def copy_lines(
@@ -254,14 +250,26 @@ def _average_lengths(
 ) -> dict[int, float]:
     """Each store's average indexed length once these rows are in (at least 1)."""
     totals: dict[int, list[int]] = {}
-    for row, (sizes, _postings) in zip(rows, found, strict=True):
-        total = totals.setdefault(row.knowledge_base_id, [0, 0])
-        total[0] += 1
-        total[1] += sum(sizes)
+    _add_lengths(totals, rows, found)
     stores = sorted(totals)
     for store, held_rows, held_tokens in conn.execute(STORE_LENGTHS, {"stores": stores}):
         totals[store][0] += int(held_rows)
         totals[store][1] += int(held_tokens)
+    return _averages(totals)
+
+
+def _add_lengths(
+    totals: dict[int, list[int]], rows: Sequence[KeywordRow], found: Sequence[_Postings]
+) -> None:
+    """Adds each row's chunk and its tokens to its store's [rows, tokens]."""
+    for row, (sizes, _postings) in zip(rows, found, strict=True):
+        total = totals.setdefault(row.knowledge_base_id, [0, 0])
+        total[0] += 1
+        total[1] += sum(sizes)
+
+
+def _averages(totals: dict[int, list[int]]) -> dict[int, float]:
+    """Each store's average indexed length (at least 1) from its [rows, tokens]."""
     return {store: max(tokens / count, 1.0) for store, (count, tokens) in totals.items()}
 
 
