@@ -7,7 +7,7 @@ compare.
   kernels differ in the last bits between CPUs, and fused scores inherit that.
 - `stats.lexical_strategy` / `vector_strategy` name how a channel found its candidates, which
   differs by backend and by process (SQLite: `fts5`, `postings`, `scan`, `sql_exact`,
-  `vec0_knn`, `matrix_exact`; PostgreSQL: `postings`, `postings_bounded`, `pg_exact`,
+  `vec0_scan`, `vec0_knn`, `matrix_exact`; PostgreSQL: `postings`, `postings_bounded`, `pg_exact`,
   `pg_hnsw`; docs/search.md). They are kept as what they promise, the same on every path:
   "exact" (the channel's best candidates in the scope, found exactly) or "approximate" (an
   approximate index chose the candidates; their scores are still exact). A name not listed
@@ -28,6 +28,7 @@ STRATEGY_RECALL = {
     "postings": "exact",
     "sql_exact": "exact",
     "vec0_knn": "exact",
+    "vec0_scan": "exact",
     "matrix_exact": "exact",
     "pg_exact": "exact",
     "postings_bounded": "approximate",

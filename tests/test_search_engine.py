@@ -18,9 +18,9 @@ from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.search.query_vector import unit
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
-from kbmcp.store.sqlite.search import plan
+from kbmcp.store.sqlite.search import engine, plan
 from kbmcp.store.sqlite.search.lexical.fts import document_tokenizer, drop_stopwords
-from kbmcp.store.sqlite.search.vector import candidates
+from kbmcp.store.sqlite.search.vector import candidates, vec0_scan
 from kbmcp.store.sqlite.search.vector.matrix import VectorMatrix
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
@@ -99,8 +99,9 @@ def test_matrix_pool_holds_the_exact_best_rows_and_their_near_ties(
 
 
 @pytest.mark.sqlite_only("sqlite engine: sqlite-vec's vec0 index")
-def test_one_shot_vec0_knn_equals_the_exact_scan(
-    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("vector_pass", ["vec0_scan", "vec0_knn"])
+def test_one_shot_vec0_passes_equal_the_exact_scan(
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, vector_pass: str
 ) -> None:
     ingest(workspace, write_small_corpus(tmp_path))
     workspace.long_lived = False  # the plain (SQL) path
@@ -108,9 +109,43 @@ def test_one_shot_vec0_knn_equals_the_exact_scan(
     request = SearchRequest("rotate keys", mode="semantic", candidates=2, filters=scoped)
     exact = search(workspace, workspace.local_principal(), request)
     monkeypatch.setattr(plan, "VECTOR_EXACT_MAX_ROWS", 0)
-    knn = search(workspace, workspace.local_principal(), request)
-    assert (exact.stats.vector_strategy, knn.stats.vector_strategy) == ("sql_exact", "vec0_knn")
-    assert exact.stats.scope_chunks == 6 and exact.results and knn.results == exact.results
+    if vector_pass == "vec0_knn":  # what a vec0 layout the scan does not know gets
+        monkeypatch.setattr(engine, "scan_vec0", lambda conn, query: None)
+    large = search(workspace, workspace.local_principal(), request)
+    assert (exact.stats.vector_strategy, large.stats.vector_strategy) == ("sql_exact", vector_pass)
+    assert exact.stats.scope_chunks == 6 and exact.results and large.results == exact.results
+
+
+@pytest.mark.sqlite_only("sqlite engine: sqlite-vec's vec0 index")
+def test_vec0_scan_reads_every_live_vec0_row(workspace: Workspace, tmp_path: Path) -> None:
+    """The scan reads sqlite-vec's storage directly: it must see exactly the rows vec0 itself
+    answers for (an archived document's rows are cleared in vec0's validity bitmap, not
+    removed), with the cosines of the stored vectors."""
+    ingest(workspace, write_small_corpus(tmp_path))
+    conn = workspace.conn
+    archived = conn.execute("SELECT public_id FROM document ORDER BY id LIMIT 1").fetchone()[0]
+    archive_document(workspace, workspace.local_principal(), archived)
+    query = unit(HashingEmbedder().embed(["rotate signing keys"])[0])
+    assert query is not None
+    scanned = vec0_scan.scan_vec0(conn, query)
+    assert scanned is not None
+    live = [row[0] for row in conn.execute("SELECT rowid FROM chunk_vec ORDER BY rowid")]
+    everything = conn.execute("SELECT count(*) FROM chunk_vector").fetchone()[0]
+    assert sorted(scanned.ids.tolist()) == live and 0 < len(live) < everything
+    for chunk_id, score in zip(scanned.ids.tolist(), scanned.scores.tolist(), strict=True):
+        blob = conn.execute(
+            "SELECT embedding FROM chunk_vector WHERE chunk_id = ?", (chunk_id,)
+        ).fetchone()[0]
+        vector = np.frombuffer(blob, dtype=np.float32)
+        assert score == pytest.approx(float(vector @ query / np.linalg.norm(vector)), abs=1e-6)
+
+
+@pytest.mark.sqlite_only("sqlite engine: sqlite-vec's vec0 index")
+def test_vec0_scan_refuses_a_layout_it_does_not_know(workspace: Workspace, tmp_path: Path) -> None:
+    ingest(workspace, write_small_corpus(tmp_path))
+    query = unit(HashingEmbedder().embed(["rotate signing keys"])[0])
+    assert query is not None
+    assert vec0_scan.scan_vec0(workspace.conn, query[:100]) is None  # blocks of another size
 
 
 @pytest.mark.sqlite_only("sqlite engine: FTS5's tables and tokenizer")

@@ -23,7 +23,7 @@ from kbmcp.service import memories
 from kbmcp.service.ingest import IngestOptions, add_paths, archive_document
 from kbmcp.service.search import search
 from kbmcp.service.tenants import act_as_tenant, create_tenant
-from kbmcp.store.sqlite.search import plan
+from kbmcp.store.sqlite.search import engine, plan
 from kbmcp.store.sqlite.search.scope import filter_documents, scope_chunk_ids
 from kbmcp.workspace import Workspace
 from tests.search_corpus import (
@@ -133,21 +133,26 @@ def test_one_shot_ranks_like_the_caches(
         cached, sql_only = _search(server, request), _search(one_shot, request)
         _assert_same(cached, sql_only)
         assert sql_only.stats.lexical_strategy in (None, "fts5")
-        assert sql_only.stats.vector_strategy in (None, "sql_exact", "vec0_knn")
+        assert sql_only.stats.vector_strategy in (None, "sql_exact", "vec0_scan")
         assert cached.stats.lexical_strategy in (None, "scan", "postings", "fts5")
         assert cached.stats.vector_strategy in (None, "matrix_exact")
     assert one_shot.accelerator is None  # a one-shot process searches with SQL alone
 
 
+@pytest.mark.parametrize("vector_pass", ["vec0_scan", "vec0_knn"])
 def test_one_shot_large_scopes_use_vec0_and_fts5(
-    pair: tuple[Workspace, Workspace], monkeypatch: pytest.MonkeyPatch
+    pair: tuple[Workspace, Workspace], monkeypatch: pytest.MonkeyPatch, vector_pass: str
 ) -> None:
-    """Scopes above the exact-scan and keyword-scan sizes: vec0 KNN with the allow-list applied
-    before k, and FTS5's OR query, still equal to the caches."""
+    """Scopes above the exact-scan and keyword-scan sizes: every vec0 row scored by numpy
+    (vector/vec0_scan.py), or the vec0 KNN when the file's vec0 tables are not the layout the
+    scan reads, with the allow-list applied before k, and FTS5's OR query, still equal to the
+    caches."""
     server, one_shot = pair
     monkeypatch.setattr(plan, "VECTOR_EXACT_MAX_ROWS", 5)
     monkeypatch.setattr(plan, "LEXICAL_SCAN_MAX_ROWS", 5)
-    for scope in ("kb", "path", "tag", "metadata"):
+    if vector_pass == "vec0_knn":
+        monkeypatch.setattr(engine, "scan_vec0", lambda conn, query: None)
+    for scope in ("unscoped", "kb", "path", "tag", "metadata"):
         for mode in MODES:
             request = SearchRequest(
                 QUERIES[1], mode=mode, limit=10, filters=_kb_filters(server, SCOPES[scope])
@@ -155,7 +160,7 @@ def test_one_shot_large_scopes_use_vec0_and_fts5(
             cached, sql_only = _search(server, request), _search(one_shot, request)
             _assert_same(cached, sql_only)
             if mode != "lexical":
-                assert sql_only.stats.vector_strategy == "vec0_knn"
+                assert sql_only.stats.vector_strategy == vector_pass
                 assert cached.stats.vector_strategy == "matrix_exact"
 
 
@@ -173,8 +178,8 @@ def test_one_shot_floor_spares_selected_documents_only(
     pair: tuple[Workspace, Workspace], monkeypatch: pytest.MonkeyPatch, exact_max_rows: int
 ) -> None:
     """document_ids beside memories: the floor spares the selected document's chunks, not the
-    memories', on every path (a scope big enough for vec0's KNN too, which cannot spare rows
-    beyond its k and so gives way to the exact scan)."""
+    memories', on every path (a scope big enough for the vec0 scan too, which spares rows as
+    the server's matrix does)."""
     server, one_shot = pair
     monkeypatch.setattr(plan, "VECTOR_EXACT_MAX_ROWS", exact_max_rows)
     target = server.conn.execute(
@@ -187,7 +192,7 @@ def test_one_shot_floor_spares_selected_documents_only(
     request = SearchRequest(QUERY, mode="semantic", min_similarity=floor, limit=50, filters=filters)
     cached, sql_only = _search(server, request), _search(one_shot, request)
     _assert_same(cached, sql_only)
-    assert sql_only.stats.vector_strategy == "sql_exact"
+    assert sql_only.stats.vector_strategy == ("vec0_scan" if exact_max_rows == 1 else "sql_exact")
     kept = [r for r in cached.results if r.kind == "memory"]
     assert kept and all(r.semantic_similarity >= floor for r in kept)
     assert len(kept) < len(similarities)

@@ -123,7 +123,7 @@ def test_scoped_search_finds_the_best_chunk_with_one_candidate(
 def test_large_scope_uses_the_index_strategy_and_still_excludes_the_rest(
     corpus: Workspace, reference: Workspace, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Force the index path (server: binary index + exact re-rank; one-shot: vec0 KNN): its
+    """Force the large-scope path (server: the in-memory matrix; one-shot: the vec0 scan): its
     allow-list is applied before k. (PostgreSQL searches a scope exactly at any size.)"""
     monkeypatch.setattr("kbmcp.store.sqlite.search.plan.VECTOR_EXACT_MAX_ROWS", 0)
     expected = _brute_force_best(reference)
@@ -132,5 +132,5 @@ def test_large_scope_uses_the_index_strategy_and_still_excludes_the_rest(
     )
     response = search(corpus, corpus.local_principal(), request)
     assert [r.chunk_id for r in response.results] == [expected]
-    assert response.stats.vector_strategy in ("matrix_exact", "vec0_knn", "pg_exact", None)
+    assert response.stats.vector_strategy in ("matrix_exact", "vec0_scan", "pg_exact", None)
     assert (response.stats.vector_strategy is None) == (mode == "lexical")

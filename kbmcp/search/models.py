@@ -227,7 +227,7 @@ class SearchStats:
     vector_strategy: Annotated[
         str | None,
         Described(
-            "How the vector channel found candidates (sql_exact, vec0_knn, matrix_exact); null "
+            "How the vector channel found candidates (sql_exact, vec0_scan, matrix_exact); null "
             "when it did not run."
         ),
     ]

@@ -32,9 +32,11 @@ from kbmcp.store.sqlite.search.plan import Plan, choose_plan
 from kbmcp.store.sqlite.search.ranking import ChannelSource, bound
 from kbmcp.store.sqlite.search.ranking import rank as rank_statement
 from kbmcp.store.sqlite.search.scope import filter_documents, scope_chunk_ids
+from kbmcp.store.sqlite.search.sorted_ids import positions_of
 from kbmcp.store.sqlite.search.top_k import best_through_ties, top_k
-from kbmcp.store.sqlite.search.vector.candidates import matrix_pool
+from kbmcp.store.sqlite.search.vector.candidates import best_pool, matrix_pool
 from kbmcp.store.sqlite.search.vector.sql import has_vector_index, pool_source, sql_source
+from kbmcp.store.sqlite.search.vector.vec0_scan import scan_vec0
 
 
 def rank(conn: apsw.Connection, query: RankQuery, accelerator: Accelerator | None) -> Ranked:
@@ -230,16 +232,24 @@ def _semantic_source(
     query = unit(query_vector)
     if query is None:  # a featureless query has no direction
         return ChannelSource(plan.vector)
-    if accelerator is None:
-        if not has_vector_index(conn):  # a read-only file that never recorded a model
-            return ChannelSource(plan.vector)
-        return sql_source(plan.vector, query, allowed is not None, floor, depth)
     # Only the rows the results need (`_result_rows`), when the count of candidates is exact
     # without SQL: with no floor every scored row is one (with a floor, numpy's slack at the
     # floor could count a row that sqlite-vec's score then drops).
     needed = channels.result_rows if floor.value is None else None
-    pool, scored = matrix_pool(
-        accelerator.vectors(conn), query, allowed, depth + 1 if needed is None else needed, floor
-    )
+    count = depth + 1 if needed is None else needed
+    if accelerator is not None:
+        pool, scored = matrix_pool(accelerator.vectors(conn), query, allowed, count, floor)
+    else:
+        if not has_vector_index(conn):  # a read-only file that never recorded a model
+            return ChannelSource(plan.vector)
+        scanned = scan_vec0(conn, query) if plan.vector == "vec0_scan" else None
+        if scanned is None:  # a small scope, or not the vec0 layout scan_vec0 reads
+            strategy = "vec0_knn" if plan.vector == "vec0_scan" else plan.vector
+            return sql_source(strategy, query, allowed is not None, floor, depth)
+        ids, scores = scanned.ids, scanned.scores
+        if allowed is not None:
+            inside = positions_of(allowed, ids) >= 0
+            ids, scores = ids[inside], scores[inside]
+        pool, scored = best_pool(ids, scores, count, floor)
     found = None if needed is None else min(scored, depth + 1)
     return pool_source(plan.vector, query, pool, floor, found)

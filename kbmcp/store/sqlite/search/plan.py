@@ -10,13 +10,13 @@ process holds accelerators (search/accelerator.py):
 |          | unless every term is in the postings;      |                                       |
 |          | "postings" otherwise                       |                                       |
 | semantic | "matrix_exact": every allowed row scored   | "sql_exact" up to VECTOR_EXACT_MAX_   |
-|          | in memory                                  | ROWS chunks; "vec0_knn" above         |
+|          | in memory                                  | ROWS chunks; "vec0_scan" above        |
 
 Measured costs behind the thresholds (100k chunks, docs/search.md): the scope scan ~30 us per
 allowed chunk cold and far less once its tokens are kept, against ~1 us per posting to fill the
 postings of an uncached term (a word in half the chunks: ~50 ms); exact vector scoring ~3 us a
-row in SQL (so above 20,000 rows vec0's whole-index scan, ~60-90 ms, is cheaper) and ~0.1 us in
-memory (every row of 100k in ~7-10 ms).
+row in SQL (so above 20,000 rows a pass over every vector of the vec0 index, ~70 ms at 100k, is
+cheaper) and ~0.1 us in memory (every row of 100k in ~7-10 ms).
 """
 
 from __future__ import annotations
@@ -62,4 +62,4 @@ def _vector(scope_rows: int | None, accelerated: bool) -> str:
     if accelerated:
         return "matrix_exact"
     small = scope_rows is not None and scope_rows <= VECTOR_EXACT_MAX_ROWS
-    return "sql_exact" if small else "vec0_knn"
+    return "sql_exact" if small else "vec0_scan"

@@ -50,7 +50,14 @@ def matrix_pool(
             scores = all_similarities(vectors.matrix, query)[rows]  # the same slack applies
         else:
             scores = similarities(vectors.matrix, rows, query)
-    ids = vectors.ids[rows]
+    return best_pool(vectors.ids[rows], scores, count, floor)
+
+
+def best_pool(
+    ids: np.ndarray, scores: np.ndarray, count: int, floor: SimilarityFloor
+) -> tuple[np.ndarray, int]:
+    """Of rows scored by numpy: the ids (ascending) of the best `count` that pass the floor
+    and of every row within ROUNDING_SLACK of the last of them, and how many passed."""
     if floor.value is not None:
         keep = floor.keeps(ids, scores, ROUNDING_SLACK)
         ids, scores = ids[keep], scores[keep]

@@ -9,7 +9,9 @@ does not. Two strategies (search/plan.py picks one by the size of the scope):
   (~3 us a row; 100 rows 0.3 ms): cost proportional to the scope.
 - "vec0_knn": the vec0 KNN over `chunk_vec` (an exact brute-force scan, ~60-90 ms at 100k
   whatever the scope). The scope is `rowid IN (SELECT ...)`, which vec0 applies before k; a JOIN
-  or a single-id `=` would be applied after it (silently short results).
+  or a single-id `=` would be applied after it (silently short results). Used only when the
+  file's vec0 tables are not the layout that vector/vec0_scan.py reads (the plan's "vec0_scan"
+  scores the same rows with numpy and hands a pool to `pool_source`).
 
 Similarity is 1 - cosine distance, always computed by sqlite-vec, also for the accelerated
 path: the in-memory matrix only picks a pool of rows (vector/candidates.py) that this SQL
