@@ -48,6 +48,7 @@ from psycopg.pq import TransactionStatus
 from kbmcp.search.ranking import WEAK_KEYWORD_SHARE, RankedRow, Ranking
 from kbmcp.store.postgres import keyword
 from kbmcp.store.postgres.keyword import CONTRIBUTION, KeywordStats, Phrase
+from kbmcp.store.postgres.scope import ScopeRuns
 from kbmcp.store.postgres.vectors import Float32Vector
 
 # Unscoped searches over more indexed chunks than this use the HNSW index and the bounded
@@ -71,6 +72,9 @@ BOUNDED_MIN_POSTINGS = 20_000
 # A scope chunk's postings cost about as much to read as this many postings of a token (an
 # index descent and a heap page per chunk, against an index-only range: bench/search.py).
 CHUNK_READ_POSTINGS = 40
+# A range of one token's postings in one run of a scope costs this many postings' reads on top
+# of the postings it holds (an index descent and a step of the LATERAL loop).
+RANGE_READ_POSTINGS = 8
 
 READ_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 # The search's settings, sent as one batch (no parameters, so one round trip), local to the
@@ -95,13 +99,18 @@ WHERE knowledge_base_id = ANY(%(stores)s)
 
 # ---------------------------------------------------------------- the channels statement
 
-# Rows: (is_lexical, chunk_id, bm25 score or NULL, vector or NULL). The scope's ids are
-# distinct (a scope is a set of chunks): the channels JOIN it rather than test IN, so no step
-# de-duplicates it again.
+# Rows: (is_lexical, chunk_id, bm25 score or NULL, vector or NULL). A filtered scope enters as
+# runs of consecutive chunk ids (scope.py's ScopeRuns): scope_range, one row per run, read by
+# the channels as index ranges; scope_chunk, its ids one by one, only for the plans that join
+# them (a CTE no branch reads is never computed). The scope's ids are distinct (a scope is a set
+# of chunks): the channels JOIN it rather than test IN, so no step de-duplicates it again.
 CHANNELS = """
 WITH
-scope_chunk(id) AS MATERIALIZED (
+scope_range(lo, hi) AS MATERIALIZED (
     {scope}
+),
+scope_chunk(id) AS MATERIALIZED (
+    SELECT generate_series(r.lo, r.hi) FROM scope_range AS r
 ),
 {lexical_ctes}
 lexical_hit(chunk_id, score) AS MATERIALIZED (
@@ -114,8 +123,8 @@ SELECT true, chunk_id, score, NULL::vector FROM lexical_hit
 UNION ALL
 SELECT false, chunk_id, NULL::float8, embedding FROM semantic_pool
 """
-SCOPE_IDS = "SELECT unnest(%(scope_ids)s::bigint[])"
-NO_SCOPE_IDS = "SELECT NULL::bigint WHERE false"
+SCOPE_RANGES = "SELECT * FROM unnest(%(scope_lo)s::bigint[], %(scope_hi)s::bigint[])"
+NO_SCOPE_RANGES = "SELECT NULL::bigint, NULL::bigint WHERE false"
 NO_LEXICAL = "SELECT NULL::bigint, NULL::float8 WHERE false"
 NO_SEMANTIC = "SELECT NULL::bigint, NULL::vector WHERE false"
 
@@ -173,6 +182,19 @@ TOKENS_IN_SCOPE = """
     SELECT h.phrase, h.chunk_id, h.length, h.f
     FROM ({postings}) AS h
     JOIN scope_chunk AS s ON s.id = h.chunk_id"""
+# By range: each token's postings in each run of the scope, one range of chunk_term_by_chunk_id
+# (token, chunk_id) per token and run, index-only: a scope's postings without reading the
+# token's others (sql/004_scope_ranges.sql). OFFSET 0 keeps the LATERAL subquery a range scan
+# per (token, run).
+TOKENS_IN_RANGES = """
+    SELECT q.phrase, p.chunk_id, p.length, {f} AS f
+    FROM unnest(%({tokens})s::text[], %({phrases})s::integer[]) AS q(token, phrase)
+    CROSS JOIN scope_range AS r
+    CROSS JOIN LATERAL (
+        SELECT p.chunk_id, p.length, p.in_title, p.in_heading, p.in_body
+        FROM chunk_term AS p
+        WHERE p.token = q.token AND p.chunk_id BETWEEN r.lo AND r.hi
+        OFFSET 0) AS p"""
 # By chunk: each row's postings of the tokens, one search of the primary key (chunk_id, token)
 # per row. OFFSET 0 keeps the LATERAL subquery a per-row search: flattened, the planner may
 # read the tokens' whole ranges instead (it cannot tell how many rows a token has here).
@@ -222,11 +244,17 @@ POOL_FLOOR = """(%(min_similarity)s::float8 IS NULL
               >= %(min_similarity)s::float8 - %(floor_slack)s::float8
            OR v.chunk_id = ANY(%(floor_exempt)s::bigint[]))"""
 # The exact order is written so that no index can serve it (the planner would otherwise take
-# the approximate index for an "exact" scan).
+# the approximate index for an "exact" scan). A scope's rows are read run by run, each a range
+# of the primary key (OFFSET 0: a range scan per run).
 EXACT_POOL = """
     SELECT v.chunk_id, v.embedding
-    FROM chunk_vec AS v
-    WHERE v.chunk_id = ANY(%(scope_ids)s::bigint[]) AND {floor}
+    FROM scope_range AS r
+    CROSS JOIN LATERAL (
+        SELECT v.chunk_id, v.embedding
+        FROM chunk_vec AS v
+        WHERE v.chunk_id BETWEEN r.lo AND r.hi
+        OFFSET 0) AS v
+    WHERE {floor}
     ORDER BY 1.0::float8 - (v.embedding <=> %(query_vector)b::vector) DESC, v.chunk_id
     LIMIT %(pool_size)s"""
 EXACT_UNSCOPED_POOL = """
@@ -351,7 +379,7 @@ class RankRequest:
 
     `readable_stores`: every knowledge base and memory store the principal may read (the
     keyword statistics' rows); `searched_stores`: the stores searched (the kinds the request
-    includes); `scope_ids`: the chunk ids of a filtered scope, None when the scope is every
+    includes); `scope`: the chunk ids of a filtered scope as runs, None when the scope is every
     indexed chunk of the searched stores; `every_store`: the searched stores are every store of
     the database (fts.py's "unscoped" for the stop-word rule)."""
 
@@ -360,7 +388,7 @@ class RankRequest:
     lexical: bool  # run the keyword channel
     readable_stores: Sequence[int]
     searched_stores: Sequence[int]
-    scope_ids: np.ndarray | None
+    scope: ScopeRuns | None
     every_store: bool
     mode: str
     alpha: float
@@ -406,7 +434,7 @@ def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
     read-only snapshot."""
     with read_snapshot(conn):
         conn.execute(SEARCH_SETTINGS.format(ef=hnsw_ef_search(request.depth)))
-        scoped = request.scope_ids is not None
+        scoped = request.scope is not None
         searched_rows, has_hnsw = _searched_rows(conn, request)
         lexical = _lexical(conn, request, searched_rows) if request.lexical else _Lexical(None)
         semantic = _semantic(request, searched_rows, has_hnsw)
@@ -416,11 +444,11 @@ def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
             **(lexical.params or {}),
             **(semantic.params or {}),
         }
-        if scoped:
-            assert request.scope_ids is not None
-            params["scope_ids"] = bigint_array_literal(request.scope_ids)
+        if request.scope is not None:
+            params["scope_lo"] = bigint_array_literal(request.scope.lo)
+            params["scope_hi"] = bigint_array_literal(request.scope.hi)
         channels = CHANNELS.format(
-            scope=SCOPE_IDS if scoped else NO_SCOPE_IDS,
+            scope=SCOPE_RANGES if scoped else NO_SCOPE_RANGES,
             lexical_ctes=lexical.ctes,
             lexical=lexical.body,
             semantic=semantic.body,
@@ -483,8 +511,8 @@ def read_snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
 def _searched_rows(conn: psycopg.Connection[Any], request: RankRequest) -> tuple[int, bool]:
     """Indexed chunks in the scope (unscoped: the searched stores' keyword totals), and whether
     an unscoped search may use the HNSW index (a scoped one never does: nothing is read)."""
-    if request.scope_ids is not None:
-        return len(request.scope_ids), False
+    if request.scope is not None:
+        return request.scope.rows, False
     stores = {"stores": sorted(request.searched_stores)}
     rows, has_hnsw = conn.execute(SEARCHED_ROWS, stores).fetchone()
     return int(rows), bool(has_hnsw)
@@ -523,16 +551,24 @@ def choose_lexical_plan(
     return "postings"
 
 
-def choose_token_reads(scoped: bool, scope_rows: int, postings: int) -> str:
-    """How the exact plan reads the postings of the query's tokens: every posting of each token
-    ("searched"; "scope_tokens", joined to the scope) or each scope chunk's ("scope_chunks"),
-    whichever reads less. `postings`: the kept tokens' rows in the readable stores (at least
-    those of the scope)."""
-    if not scoped:
+def choose_token_reads(
+    scope: ScopeRuns | None, postings: int, tokens: int, indexed_rows: int
+) -> str:
+    """How the exact plan reads the postings of the query's single-token phrases: every posting
+    of each token ("searched", unscoped), or for a scope whichever reads least of each token's
+    postings in each run of the scope ("scope_ranges"), each token's every posting joined to the
+    scope ("scope_tokens") and each scope chunk's ("scope_chunks"). `postings`: the `tokens`
+    kept tokens' rows among `indexed_rows` rows (the readable set's, which hold the scope's);
+    the scope's share of them is estimated from its share of the rows."""
+    if scope is None:
         return "searched"
-    if scope_rows * CHUNK_READ_POSTINGS < postings:
-        return "scope_chunks"
-    return "scope_tokens"
+    in_scope = postings * scope.rows / max(indexed_rows, 1)
+    costs = {
+        "scope_ranges": tokens * scope.runs * RANGE_READ_POSTINGS + in_scope,
+        "scope_chunks": scope.rows * CHUNK_READ_POSTINGS,
+        "scope_tokens": postings,
+    }
+    return min(costs, key=lambda reads: costs[reads])
 
 
 def choose_vector_plan(scoped: bool, searched_rows: int, has_hnsw: bool) -> str:
@@ -559,7 +595,7 @@ def _lexical(conn: psycopg.Connection[Any], request: RankRequest, searched_rows:
             ceiling += stats.idf(term)
     if stats.rows == 0:
         return _Lexical("postings", ceiling=ceiling)
-    scoped = request.scope_ids is not None
+    scoped = request.scope is not None
     unscoped = request.every_store and not scoped
     kept, dropped = keyword.prune(
         phrases, stats, None if unscoped else searched_rows, request.depth
@@ -574,7 +610,9 @@ def _lexical(conn: psycopg.Connection[Any], request: RankRequest, searched_rows:
         ctes += LEXICAL_KEPT.format(kept=sql.rows(kept, "candidates", "kept"),
                                     contribution=contribution)  # fmt: skip
         return _Lexical("postings_bounded", ctes, LEXICAL_BODY, sql.params, ceiling)
-    reads = choose_token_reads(scoped, searched_rows, sum(kept_rows))
+    reads = choose_token_reads(
+        request.scope, sum(kept_rows), len(kept_rows), stats.rows if scoped else searched_rows
+    )
     ctes = LEXICAL_KEPT.format(kept=sql.rows(kept, reads, "kept"), contribution=contribution)
     body = LEXICAL_BODY
     if dropped:
@@ -597,8 +635,9 @@ class _PhraseSql:
         }
 
     def rows(self, selected: Sequence[Phrase], reads: str, group: str) -> str:
-        """Every posting of `selected` in the rows `reads` says ("searched", "scope_tokens",
-        "scope_chunks", "candidates"); multi-token phrases each by keyword.phrase_rows_sql."""
+        """Every posting of `selected` in the rows `reads` says ("searched", "scope_ranges",
+        "scope_tokens", "scope_chunks", "candidates"); multi-token phrases each by
+        keyword.phrase_rows_sql."""
         parts = []
         singles = [(term, tokens[0]) for term, tokens in selected if len(tokens) == 1]
         if singles and reads in ("searched", "scope_tokens"):
@@ -606,14 +645,18 @@ class _PhraseSql:
             parts.append(postings if reads == "searched"
                          else TOKENS_IN_SCOPE.format(postings=postings))  # fmt: skip
         elif singles:
-            tokens, numbers = f"{group}_tokens", f"{group}_phrases"
-            self.params[tokens] = [token for _, token in singles]
+            names, numbers = f"{group}_tokens", f"{group}_phrases"
+            self.params[names] = [token for _, token in singles]
             self.params[numbers] = [self.number[term] for term, _ in singles]
-            rows, column = (("scope_chunk", "id") if reads == "scope_chunks"
-                            else ("lexical_candidate", "chunk_id"))  # fmt: skip
-            parts.append(TOKENS_OF_ROWS.format(f=POSTING_F, rows=rows, id=column, tokens=tokens,
-                                               phrases=numbers))  # fmt: skip
-        phrase_rows = {"scope_tokens": "scope", "scope_chunks": "scope"}.get(reads, reads)
+            if reads == "scope_ranges":
+                parts.append(TOKENS_IN_RANGES.format(f=POSTING_F, tokens=names, phrases=numbers))
+            else:
+                rows, column = (("scope_chunk", "id") if reads == "scope_chunks"
+                                else ("lexical_candidate", "chunk_id"))  # fmt: skip
+                parts.append(TOKENS_OF_ROWS.format(f=POSTING_F, rows=rows, id=column,
+                                                   tokens=names, phrases=numbers))  # fmt: skip
+        phrase_rows = {"scope_tokens": "scope", "scope_chunks": "scope",
+                       "scope_ranges": "scope"}.get(reads, reads)  # fmt: skip
         for term, tokens in selected:
             if len(tokens) > 1:
                 sql, token_params = keyword.phrase_rows_sql(tokens, phrase_rows, self.number[term])
@@ -648,7 +691,7 @@ class _PhraseSql:
 def _semantic(request: RankRequest, searched_rows: int, has_hnsw: bool) -> _Semantic:
     if request.query_vector is None:
         return _Semantic(None)
-    scoped = request.scope_ids is not None
+    scoped = request.scope is not None
     strategy = choose_vector_plan(scoped, searched_rows, has_hnsw)
     pool_size = request.depth + 1 + TIE_MARGIN
     if strategy == "hnsw":
