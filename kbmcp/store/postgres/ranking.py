@@ -36,19 +36,18 @@ The channels and their plans (reported as the search's strategies):
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import psycopg
-from psycopg.pq import TransactionStatus
 
 from kbmcp.search.ranking import WEAK_KEYWORD_SHARE, RankedRow, Ranking
-from kbmcp.store.postgres import keyword
+from kbmcp.store.postgres import connection, keyword
 from kbmcp.store.postgres.keyword import CONTRIBUTION, KeywordStats, Phrase
-from kbmcp.store.postgres.scope import ScopeRuns
+from kbmcp.store.postgres.scope import ScopeQuery, ScopeRuns, runs_of
 from kbmcp.store.postgres.vectors import Float32Vector
 
 # Unscoped searches over more indexed chunks than this use the HNSW index and the bounded
@@ -76,9 +75,8 @@ CHUNK_READ_POSTINGS = 40
 # of the postings it holds (an index descent and a step of the LATERAL loop).
 RANGE_READ_POSTINGS = 8
 
-READ_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-# The search's settings, sent as one batch (no parameters, so one round trip), local to the
-# read snapshot:
+# The search's settings, local to the read snapshot (set_config(name, value, true) is SET LOCAL),
+# made by the search's first statement (PRELUDE):
 # - every statement planned for its parameters: psycopg prepares a statement run 5 times on a
 #   connection, and PostgreSQL may then plan it once for any parameters - with no row estimate
 #   for a token and a scope array that is no longer a constant (so no hashed `= ANY`);
@@ -86,16 +84,31 @@ READ_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 #   the postings to the scope to multiply rows and sorts both sides for a merge join (~40 ms for
 #   100k postings), where hashing the scope and streaming the postings through it is the plan;
 # - the HNSW index's breadth and iterative scans (read only by a `pg_hnsw` pool).
-SEARCH_SETTINGS = """SET LOCAL plan_cache_mode = force_custom_plan;
-SET LOCAL enable_mergejoin = off;
-SET LOCAL hnsw.iterative_scan = relaxed_order;
-SET LOCAL hnsw.ef_search = {ef}"""
-# The searched stores' indexed chunks (their keyword totals) and whether the HNSW index exists.
-SEARCHED_ROWS = """
-SELECT coalesce(sum(rows), 0)::bigint, to_regclass('chunk_vec_hnsw') IS NOT NULL
-FROM keyword_total
-WHERE knowledge_base_id = ANY(%(stores)s)
+SEARCH_SETTINGS = """set_config('plan_cache_mode', 'force_custom_plan', true),
+       set_config('enable_mergejoin', 'off', true),
+       set_config('hnsw.iterative_scan', 'relaxed_order', true),
+       set_config('hnsw.ef_search', %(ef_search)s::text, true)"""
+# The search's first statement, one round trip for what the channels statement is written from:
+# the settings; the searched stores' indexed chunks (their keyword totals) and whether the HNSW
+# index exists; the keyword statistics of the readable stores (keyword.py's STORE_TOTALS and
+# TOKEN_ROWS); a filtered scope's runs (scope.py's SCOPE_RUN_CTES and SCOPE_RUN_COLUMNS).
+PRELUDE = """{ctes}
+SELECT {settings},
+       (SELECT coalesce(sum(rows), 0)::bigint FROM keyword_total
+        WHERE knowledge_base_id = ANY(%(searched_stores)s::bigint[])),
+       to_regclass('chunk_vec_hnsw') IS NOT NULL,
+       (SELECT ARRAY[coalesce(sum(rows), 0), coalesce(sum(tokens), 0)]::bigint[]
+        FROM keyword_total
+        WHERE knowledge_base_id = ANY(%(readable_stores)s::bigint[])),
+       (SELECT array_agg(token ORDER BY token) FROM keyword_token
+        WHERE token = ANY(%(stats_tokens)s::text[])
+          AND knowledge_base_id = ANY(%(readable_stores)s::bigint[])),
+       (SELECT array_agg(rows ORDER BY token) FROM keyword_token
+        WHERE token = ANY(%(stats_tokens)s::text[])
+          AND knowledge_base_id = ANY(%(readable_stores)s::bigint[])),
+       {scope_columns}
 """
+NO_SCOPE_COLUMNS = "NULL::bigint[], NULL::bigint[], NULL::bigint[]"
 
 # ---------------------------------------------------------------- the channels statement
 
@@ -407,6 +420,7 @@ class PgRanking:
     lexical_strategy: str | None
     vector_strategy: str | None
     ceiling: float
+    scope_rows: int | None = None  # a filtered scope's chunks
 
 
 @dataclass(frozen=True)
@@ -429,14 +443,24 @@ class _Semantic:
     params: dict[str, Any] | None = None
 
 
-def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
-    """Statistics, the channels statement, exact vector scores, the ranking statement: in one
-    read-only snapshot."""
-    with read_snapshot(conn):
-        conn.execute(SEARCH_SETTINGS.format(ef=hnsw_ef_search(request.depth)))
+def rank(
+    conn: psycopg.Connection[Any], request: RankRequest, scope: ScopeQuery | None = None
+) -> PgRanking:
+    """Settings, statistics and scope (one statement), the channels statement, exact vector
+    scores, the ranking statement: in one read-only snapshot. `scope`: a filtered scope to read
+    in the first statement (then `request.scope` is its runs)."""
+    phrases = _phrases(request) if request.lexical else []
+    with connection.read_snapshot(conn):
+        first = _prelude(conn, request, phrases, scope)
+        if first.scope is not None:
+            request = dataclasses.replace(request, scope=first.scope)
         scoped = request.scope is not None
-        searched_rows, has_hnsw = _searched_rows(conn, request)
-        lexical = _lexical(conn, request, searched_rows) if request.lexical else _Lexical(None)
+        searched_rows, has_hnsw = first.searched_rows, first.has_hnsw
+        if request.scope is not None:  # a scope reads no index but its own rows
+            searched_rows, has_hnsw = request.scope.rows, False
+        lexical = _Lexical(None)
+        if request.lexical:
+            lexical = _lexical(conn, request, phrases, first, searched_rows)
         semantic = _semantic(request, searched_rows, has_hnsw)
         params: dict[str, Any] = {
             "depth": request.depth,
@@ -493,29 +517,52 @@ def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
             semantic_found=rows[0][24],
         )
     )
-    return PgRanking(ranking, lexical.strategy, semantic.strategy, lexical.ceiling)
+    scope_rows = None if request.scope is None else request.scope.rows
+    return PgRanking(ranking, lexical.strategy, semantic.strategy, lexical.ceiling, scope_rows)
 
 
-@contextlib.contextmanager
-def read_snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
-    """The caller's snapshot when it has one open (a search runs inside the store's
-    `read_snapshot`, with its scope), else a REPEATABLE READ, READ ONLY transaction."""
-    if conn.info.transaction_status != TransactionStatus.IDLE:
-        yield
-        return
-    with conn.transaction():
-        conn.execute(READ_SNAPSHOT)
-        yield
+@dataclass(frozen=True)
+class _Prelude:
+    """What the first statement read (PRELUDE)."""
+
+    searched_rows: int
+    has_hnsw: bool
+    totals: tuple[int, int]  # the readable stores' indexed rows and tokens
+    token_rows: dict[str, int]  # single tokens' rows in the readable stores
+    scope: ScopeRuns | None
 
 
-def _searched_rows(conn: psycopg.Connection[Any], request: RankRequest) -> tuple[int, bool]:
-    """Indexed chunks in the scope (unscoped: the searched stores' keyword totals), and whether
-    an unscoped search may use the HNSW index (a scoped one never does: nothing is read)."""
-    if request.scope is not None:
-        return request.scope.rows, False
-    stores = {"stores": sorted(request.searched_stores)}
-    rows, has_hnsw = conn.execute(SEARCHED_ROWS, stores).fetchone()
-    return int(rows), bool(has_hnsw)
+def _prelude(
+    conn: psycopg.Connection[Any],
+    request: RankRequest,
+    phrases: Sequence[Phrase],
+    scope: ScopeQuery | None,
+) -> _Prelude:
+    params: dict[str, Any] = {
+        "ef_search": str(hnsw_ef_search(request.depth)),
+        "searched_stores": sorted(request.searched_stores),
+        "readable_stores": sorted(set(request.readable_stores)),
+        "stats_tokens": keyword.single_tokens(phrases),
+    }
+    sql = PRELUDE.format(
+        ctes="" if scope is None else f"WITH {scope.ctes}",
+        settings=SEARCH_SETTINGS,
+        scope_columns=NO_SCOPE_COLUMNS if scope is None else scope.columns,
+    )
+    if scope is not None:
+        params.update(scope.params)
+    row = conn.execute(sql, params).fetchone()
+    searched_rows, has_hnsw, totals, tokens, token_rows, lo, hi, singles = row[4:]
+    token_counts: dict[str, int] = {}
+    for token, rows in zip(tokens or [], token_rows or [], strict=True):
+        token_counts[token] = token_counts.get(token, 0) + int(rows)  # a row per store
+    return _Prelude(
+        int(searched_rows),
+        bool(has_hnsw),
+        (int(totals[0]), int(totals[1])),
+        token_counts,
+        None if scope is None else runs_of(lo, hi, singles),
+    )
 
 
 def bigint_array_literal(ids: Sequence[int] | np.ndarray) -> str:
@@ -582,12 +629,23 @@ def choose_vector_plan(scoped: bool, searched_rows: int, has_hnsw: bool) -> str:
 # ---------------------------------------------------------------- keyword channel
 
 
-def _lexical(conn: psycopg.Connection[Any], request: RankRequest, searched_rows: int) -> _Lexical:
+def _phrases(request: RankRequest) -> list[Phrase]:
+    """The query's phrases that have index tokens."""
     phrases: list[Phrase] = [(term, keyword.query_tokens(term)) for term in request.terms]
-    phrases = [(term, tokens) for term, tokens in phrases if tokens]
+    return [(term, tokens) for term, tokens in phrases if tokens]
+
+
+def _lexical(
+    conn: psycopg.Connection[Any],
+    request: RankRequest,
+    phrases: Sequence[Phrase],
+    first: _Prelude,
+    searched_rows: int,
+) -> _Lexical:
     if not phrases:
         return _Lexical("postings")
-    stats = keyword.keyword_stats(conn, phrases, request.readable_stores)
+    stores = sorted(set(request.readable_stores))
+    stats = keyword.stats_of(conn, phrases, stores, first.totals, first.token_rows)
     # hybrid's keyword scale: the sum of the phrases' idf in query order (lexical/ceiling.py)
     ceiling = 0.0
     if request.mode == "hybrid" and stats.rows:

@@ -150,8 +150,7 @@ JOIN chunk AS c ON c.revision_id = s.current_revision_id
 # consecutive (a revision's chunks are written together, so they nearly always are). A scope of
 # 1,000 documents is then 1,000 pairs, merged into runs in Python, instead of 10,000 ids sorted,
 # sent back and forth and estimated by the planner (ranking.py reads the runs as index ranges).
-SCOPE_RUNS = """
-WITH scope_document AS MATERIALIZED ({documents}),
+SCOPE_RUN_CTES = """scope_document AS MATERIALIZED ({documents}),
 revision_chunk AS MATERIALIZED (
     SELECT s.current_revision_id AS revision_id, c.lo, c.hi, c.n
     FROM scope_document AS s
@@ -159,15 +158,19 @@ revision_chunk AS MATERIALIZED (
                         FROM chunk AS c
                         WHERE c.revision_id = s.current_revision_id) AS c
     WHERE c.n > 0
-)
-SELECT coalesce(array_agg(lo) FILTER (WHERE n = hi - lo + 1), '{{}}'),
-       coalesce(array_agg(hi) FILTER (WHERE n = hi - lo + 1), '{{}}'),
-       (SELECT coalesce(array_agg(c.id), '{{}}')
+)"""
+# The runs' columns (first ids, last ids, single ids), as scalar subqueries: also columns of
+# ranking.py's first statement.
+SCOPE_RUN_COLUMNS = """
+       (SELECT coalesce(array_agg(lo ORDER BY lo) FILTER (WHERE n = hi - lo + 1), '{}')
+        FROM revision_chunk),
+       (SELECT coalesce(array_agg(hi ORDER BY lo) FILTER (WHERE n = hi - lo + 1), '{}')
+        FROM revision_chunk),
+       (SELECT coalesce(array_agg(c.id), '{}')
         FROM revision_chunk AS r
         JOIN chunk AS c ON c.revision_id = r.revision_id
-        WHERE r.n <> r.hi - r.lo + 1)
-FROM revision_chunk
-"""
+        WHERE r.n <> r.hi - r.lo + 1)"""
+SCOPE_RUNS = "WITH {ctes}\nSELECT {columns}"
 SELECTED_DOCUMENT_CHUNKS = """
 SELECT coalesce(array_agg(chunk_id ORDER BY chunk_id), '{}')
 FROM indexed_chunk
@@ -279,12 +282,31 @@ def runs_of(lo: Sequence[int], hi: Sequence[int], singles: Sequence[int] = ()) -
     return ScopeRuns(low[starts], high[ends])
 
 
-def scope_runs(conn: PgConnection, scope: Scope) -> ScopeRuns | None:
-    """The allowed chunks as runs, or None when the scope is every indexed chunk."""
+@dataclass(frozen=True)
+class ScopeQuery:
+    """A filtered scope's runs as SQL: the CTEs (SCOPE_RUN_CTES) and columns (SCOPE_RUN_COLUMNS)
+    of a statement, with their parameters."""
+
+    ctes: str
+    columns: str
+    params: dict[str, Any]
+
+
+def scope_query(scope: Scope) -> ScopeQuery | None:
+    """The SQL of the scope's runs, None when the scope is every indexed chunk."""
     if scope.everything:
         return None
-    sql = SCOPE_RUNS.format(documents=documents_sql(scope))
-    lo, hi, singles = conn.execute(sql, scope_params(scope)).fetchone()
+    ctes = SCOPE_RUN_CTES.format(documents=documents_sql(scope))
+    return ScopeQuery(ctes, SCOPE_RUN_COLUMNS, scope_params(scope))
+
+
+def scope_runs(conn: PgConnection, scope: Scope) -> ScopeRuns | None:
+    """The allowed chunks as runs, or None when the scope is every indexed chunk."""
+    query = scope_query(scope)
+    if query is None:
+        return None
+    sql = SCOPE_RUNS.format(ctes=query.ctes, columns=query.columns)
+    lo, hi, singles = conn.execute(sql, query.params).fetchone()
     return runs_of(lo, hi, singles)
 
 

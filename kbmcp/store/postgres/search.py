@@ -29,7 +29,7 @@ from kbmcp.store.postgres.scope import (
     resolve_ids,
     resolve_memory_store_ids,
     scope_chunk_ids,
-    scope_runs,
+    scope_query,
     selected_document_chunks,
 )
 from kbmcp.store.search import Ranked, RankQuery, Tokenizer
@@ -62,7 +62,7 @@ def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranke
     """The ranking of one search, inside the caller's read snapshot. `accelerator` is always
     None here (`new_accelerator`)."""
     args, scope = query.args, query.scope
-    runs = scope_runs(conn, scope) if scope.filtered else None
+    scope_sql = scope_query(scope) if scope.filtered else None
     vector = None if query.query_vector is None else unit(query.query_vector)
     exempt = query.floor.exempt
     ranked = ranking.rank(
@@ -73,7 +73,7 @@ def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranke
             lexical=args.uses_lexical,
             readable_stores=query.readable.store_ids,
             searched_stores=[*(scope.readable_kb_ids or ()), *(scope.memory_store_ids or ())],
-            scope=runs,
+            scope=None,
             every_store=scope.everything,
             mode=args.mode,
             alpha=args.alpha,
@@ -85,12 +85,12 @@ def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranke
             min_similarity=query.floor.value,
             floor_exempt=[] if exempt is None else exempt.tolist(),
         ),
+        scope_sql,
     )
     vector_strategy = ranked.vector_strategy
     if query.query_vector is not None and vector is None:
         vector_strategy = NO_DIRECTION
-    scope_rows = None if runs is None else runs.rows
-    return Ranked(ranked.ranking, ranked.lexical_strategy, vector_strategy, scope_rows)
+    return Ranked(ranked.ranking, ranked.lexical_strategy, vector_strategy, ranked.scope_rows)
 
 
 def term_tokens(conn: PgConnection, term: str) -> list[str]:
