@@ -186,7 +186,7 @@ def test_the_postings_get_back_their_indexes_and_key(
     has exactly those of a database the migrations made, and its planner statistics."""
     _, _, url = round_trip
     indexes, constraints = _postings_schema(new_postgres_url)
-    assert len(indexes) == 2 and len(constraints) == 2  # the primary key, by impact; the key
+    assert len(indexes) == 3 and len(constraints) == 2  # the primary key, by impact, by chunk id
     assert _postings_schema(url) == (indexes, constraints)
     with psycopg.connect(url) as pg:
         analyzed = pg.execute("SELECT count(*) FROM pg_stats WHERE tablename = 'chunk_term'")

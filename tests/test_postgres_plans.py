@@ -1,7 +1,8 @@
 """The PostgreSQL ranking's plans for scale (kbmcp/store/postgres/ranking.py) give the exact
-plan's results: a scope's postings read chunk by chunk rather than token by token, and the
-bounded keyword plan of large unscoped searches when its lists hold every posting. Each is
-forced on the small rich corpus and compared with SQLite, response for response."""
+plan's results: a scope's postings read by ranges of chunk ids, chunk by chunk or token by
+token, and the bounded keyword plan of large unscoped searches when its lists hold every
+posting. Each is forced on the small rich corpus and compared with SQLite, response for
+response."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kbmcp.search.lexical import channel
 from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.store import copy
 from kbmcp.store.postgres import keyword, ranking
+from kbmcp.store.postgres.scope import ScopeRuns, runs_of
 from kbmcp.workspace import Workspace
 from tests.postgres_search import (
     FILTERS,
@@ -72,7 +74,7 @@ def _compare(stores: tuple, mode: str, filters: SearchFilters) -> set[str | None
 
 
 @pytest.mark.parametrize("mode", ["lexical", "hybrid"])
-@pytest.mark.parametrize("reads", ["scope_chunks", "scope_tokens"])
+@pytest.mark.parametrize("reads", ["scope_ranges", "scope_chunks", "scope_tokens"])
 @pytest.mark.parametrize("filters", FILTERS[2:], ids=["path", "tag", "metadata"])
 def test_scope_postings_read_either_way(
     stores: tuple,
@@ -81,23 +83,36 @@ def test_scope_postings_read_either_way(
     filters: SearchFilters,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A scope's postings by chunk (each scope chunk's postings of the query's tokens) or by
-    token (each token's postings joined to the scope): the same rows, the same scores."""
+    """A scope's postings by range (each token's postings in each run of the scope's ids), by
+    chunk (each scope chunk's postings of the query's tokens) or by token (each token's postings
+    joined to the scope): the same rows, the same scores."""
     chosen: list[bool] = []
 
-    def forced(scoped: bool, scope_rows: int, postings: int) -> str:
-        chosen.append(scoped)
-        return reads if scoped else "searched"
+    def forced(scope: ScopeRuns | None, postings: int, tokens: int, indexed_rows: int) -> str:
+        chosen.append(scope is not None)
+        return reads if scope is not None else "searched"
 
     monkeypatch.setattr(ranking, "choose_token_reads", forced)
     _compare(stores, mode, filters)
     assert True in chosen  # the forced reads served scoped searches
 
 
-def test_token_reads_follow_the_cheaper_side() -> None:
-    assert ranking.choose_token_reads(False, 0, 10**6) == "searched"
-    assert ranking.choose_token_reads(True, 10, 10**6) == "scope_chunks"
-    assert ranking.choose_token_reads(True, 10**5, 10**4) == "scope_tokens"
+def test_token_reads_follow_the_cheapest_side() -> None:
+    one_run = runs_of([1], [10_000])  # 10,000 consecutive chunks
+    scattered = runs_of([], [], range(1, 20_001, 2))  # 10,000 chunks, none adjacent
+    assert ranking.choose_token_reads(None, 10**6, 3, 10**5) == "searched"
+    assert ranking.choose_token_reads(one_run, 10**5, 3, 10**5) == "scope_ranges"
+    assert ranking.choose_token_reads(scattered, 10**6, 10, 10**6) == "scope_chunks"
+    assert ranking.choose_token_reads(scattered, 10**4, 10, 10**6) == "scope_tokens"
+
+
+def test_scope_runs_merge_adjacent_ids() -> None:
+    runs = runs_of([20, 1, 8], [29, 5, 9], [7, 6, 40])
+    assert (runs.lo.tolist(), runs.hi.tolist()) == ([1, 20, 40], [9, 29, 40])
+    assert (runs.rows, runs.runs) == (20, 3)
+    assert runs.ids().tolist() == [*range(1, 10), *range(20, 30), 40]
+    empty = runs_of([], [])
+    assert (empty.rows, empty.runs, empty.ids().tolist()) == (0, 0, [])
 
 
 @pytest.mark.parametrize("mode", ["lexical", "hybrid", "rrf"])

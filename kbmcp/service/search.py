@@ -50,9 +50,10 @@ def search(
     vector = None
     if args.uses_semantic:
         # A bad filter is reported before the model loads, with the readable set just read: this
-        # check only reports, the ranking's snapshot reads both again.
-        with store.read_snapshot(conn):
-            resolve_scope(store, conn, can_read, request.filters)
+        # check only reports, the ranking's snapshot reads both again. No snapshot of its own:
+        # each error comes from one statement, and on PostgreSQL a BEGIN and a COMMIT are two
+        # round trips per search.
+        resolve_scope(store, conn, can_read, request.filters)
         workspace.ensure_model()
         # Outside any transaction: embedding takes milliseconds to seconds of CPU.
         vector = given if given is not None else _embed_query(workspace, args.query)

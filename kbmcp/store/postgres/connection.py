@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg import IsolationLevel
+from psycopg.pq import TransactionStatus
 from psycopg.types.string import TextBinaryLoader, TextLoader
 from psycopg_pool import ConnectionPool
 
@@ -70,6 +72,27 @@ def configure(conn: psycopg.Connection[Any]) -> None:
 def transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
     with conn.transaction():
         yield
+
+
+@contextmanager
+def read_snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """A REPEATABLE READ, READ ONLY transaction, begun by one statement (`BEGIN ISOLATION LEVEL
+    REPEATABLE READ READ ONLY`: psycopg writes the connection's transaction characteristics
+    into its BEGIN), not a BEGIN and then a SET TRANSACTION: a round trip less per read, the
+    same snapshot. The characteristics are the connection's only for this BEGIN (write
+    transactions begin READ WRITE); the caller's snapshot when it has one open."""
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        yield
+        return
+    saved = conn.isolation_level, conn.read_only
+    conn.isolation_level, conn.read_only = IsolationLevel.REPEATABLE_READ, True
+    try:
+        with conn.transaction():
+            yield
+    finally:
+        # Not on a connection the failure left broken (the workspace replaces it).
+        if conn.info.transaction_status == TransactionStatus.IDLE:
+            conn.isolation_level, conn.read_only = saved
 
 
 def _open(url: str) -> psycopg.Connection[Any]:

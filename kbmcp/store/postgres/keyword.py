@@ -314,12 +314,31 @@ def keyword_stats(
     phrase (a multi-token phrase: its tokens adjacent, in order, in one column)."""
     store_list = sorted(set(stores))
     rows, total = conn.execute(STORE_TOTALS, {"stores": store_list}).fetchone()
-    containing: dict[str, int] = {}
-    singles = sorted({tokens[0] for _, tokens in phrases if len(tokens) == 1})
+    singles = single_tokens(phrases)
     if singles and rows:
         found = dict(conn.execute(TOKEN_ROWS, {"tokens": singles, "stores": store_list}).fetchall())
     else:
         found = {}
+    return stats_of(conn, phrases, store_list, (int(rows), int(total)), found)
+
+
+def single_tokens(phrases: Sequence[Phrase]) -> list[str]:
+    """The tokens of the single-token phrases, sorted (TOKEN_ROWS' :tokens)."""
+    return sorted({tokens[0] for _, tokens in phrases if len(tokens) == 1})
+
+
+def stats_of(
+    conn: psycopg.Connection[Any],
+    phrases: Sequence[Phrase],
+    stores: Sequence[int],
+    totals: tuple[int, int],
+    found: dict[str, int],
+) -> KeywordStats:
+    """The statistics from the stores' totals (STORE_TOTALS: rows, tokens) and their rows
+    containing each single token (TOKEN_ROWS, read by the caller, maybe as part of another
+    statement); a multi-token phrase's rows are counted here."""
+    rows, total = totals
+    containing: dict[str, int] = {}
     for term, tokens in phrases:
         if not tokens or not rows:
             containing[term] = 0
@@ -327,10 +346,10 @@ def keyword_stats(
             containing[term] = int(found.get(tokens[0], 0))
         else:
             sql, params = phrase_rows_sql(tokens, "stats")
-            params["stores"] = store_list
+            params["stores"] = list(stores)
             containing[term] = int(conn.execute(f"SELECT count(*) FROM ({sql}) AS hit", params)
                                    .fetchone()[0])  # fmt: skip
-    return KeywordStats(int(rows), int(total), containing)
+    return KeywordStats(rows, total, containing)
 
 
 def common_terms(

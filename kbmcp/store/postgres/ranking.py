@@ -36,18 +36,18 @@ The channels and their plans (reported as the search's strategies):
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import psycopg
-from psycopg.pq import TransactionStatus
 
 from kbmcp.search.ranking import WEAK_KEYWORD_SHARE, RankedRow, Ranking
-from kbmcp.store.postgres import keyword
+from kbmcp.store.postgres import connection, keyword
 from kbmcp.store.postgres.keyword import CONTRIBUTION, KeywordStats, Phrase
+from kbmcp.store.postgres.scope import ScopeQuery, ScopeRuns, runs_of
 from kbmcp.store.postgres.vectors import Float32Vector
 
 # Unscoped searches over more indexed chunks than this use the HNSW index and the bounded
@@ -71,10 +71,12 @@ BOUNDED_MIN_POSTINGS = 20_000
 # A scope chunk's postings cost about as much to read as this many postings of a token (an
 # index descent and a heap page per chunk, against an index-only range: bench/search.py).
 CHUNK_READ_POSTINGS = 40
+# A range of one token's postings in one run of a scope costs this many postings' reads on top
+# of the postings it holds (an index descent and a step of the LATERAL loop).
+RANGE_READ_POSTINGS = 8
 
-READ_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-# The search's settings, sent as one batch (no parameters, so one round trip), local to the
-# read snapshot:
+# The search's settings, local to the read snapshot (set_config(name, value, true) is SET LOCAL),
+# made by the search's first statement (PRELUDE):
 # - every statement planned for its parameters: psycopg prepares a statement run 5 times on a
 #   connection, and PostgreSQL may then plan it once for any parameters - with no row estimate
 #   for a token and a scope array that is no longer a constant (so no hashed `= ANY`);
@@ -82,26 +84,46 @@ READ_SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 #   the postings to the scope to multiply rows and sorts both sides for a merge join (~40 ms for
 #   100k postings), where hashing the scope and streaming the postings through it is the plan;
 # - the HNSW index's breadth and iterative scans (read only by a `pg_hnsw` pool).
-SEARCH_SETTINGS = """SET LOCAL plan_cache_mode = force_custom_plan;
-SET LOCAL enable_mergejoin = off;
-SET LOCAL hnsw.iterative_scan = relaxed_order;
-SET LOCAL hnsw.ef_search = {ef}"""
-# The searched stores' indexed chunks (their keyword totals) and whether the HNSW index exists.
-SEARCHED_ROWS = """
-SELECT coalesce(sum(rows), 0)::bigint, to_regclass('chunk_vec_hnsw') IS NOT NULL
-FROM keyword_total
-WHERE knowledge_base_id = ANY(%(stores)s)
+SEARCH_SETTINGS = """set_config('plan_cache_mode', 'force_custom_plan', true),
+       set_config('enable_mergejoin', 'off', true),
+       set_config('hnsw.iterative_scan', 'relaxed_order', true),
+       set_config('hnsw.ef_search', %(ef_search)s::text, true)"""
+# The search's first statement, one round trip for what the channels statement is written from:
+# the settings; the searched stores' indexed chunks (their keyword totals) and whether the HNSW
+# index exists; the keyword statistics of the readable stores (keyword.py's STORE_TOTALS and
+# TOKEN_ROWS); a filtered scope's runs (scope.py's SCOPE_RUN_CTES and SCOPE_RUN_COLUMNS).
+PRELUDE = """{ctes}
+SELECT {settings},
+       (SELECT coalesce(sum(rows), 0)::bigint FROM keyword_total
+        WHERE knowledge_base_id = ANY(%(searched_stores)s::bigint[])),
+       to_regclass('chunk_vec_hnsw') IS NOT NULL,
+       (SELECT ARRAY[coalesce(sum(rows), 0), coalesce(sum(tokens), 0)]::bigint[]
+        FROM keyword_total
+        WHERE knowledge_base_id = ANY(%(readable_stores)s::bigint[])),
+       (SELECT array_agg(token ORDER BY token) FROM keyword_token
+        WHERE token = ANY(%(stats_tokens)s::text[])
+          AND knowledge_base_id = ANY(%(readable_stores)s::bigint[])),
+       (SELECT array_agg(rows ORDER BY token) FROM keyword_token
+        WHERE token = ANY(%(stats_tokens)s::text[])
+          AND knowledge_base_id = ANY(%(readable_stores)s::bigint[])),
+       {scope_columns}
 """
+NO_SCOPE_COLUMNS = "NULL::bigint[], NULL::bigint[], NULL::bigint[]"
 
 # ---------------------------------------------------------------- the channels statement
 
-# Rows: (is_lexical, chunk_id, bm25 score or NULL, vector or NULL). The scope's ids are
-# distinct (a scope is a set of chunks): the channels JOIN it rather than test IN, so no step
-# de-duplicates it again.
+# Rows: (is_lexical, chunk_id, bm25 score or NULL, vector or NULL). A filtered scope enters as
+# runs of consecutive chunk ids (scope.py's ScopeRuns): scope_range, one row per run, read by
+# the channels as index ranges; scope_chunk, its ids one by one, only for the plans that join
+# them (a CTE no branch reads is never computed). The scope's ids are distinct (a scope is a set
+# of chunks): the channels JOIN it rather than test IN, so no step de-duplicates it again.
 CHANNELS = """
 WITH
-scope_chunk(id) AS MATERIALIZED (
+scope_range(lo, hi) AS MATERIALIZED (
     {scope}
+),
+scope_chunk(id) AS MATERIALIZED (
+    SELECT generate_series(r.lo, r.hi) FROM scope_range AS r
 ),
 {lexical_ctes}
 lexical_hit(chunk_id, score) AS MATERIALIZED (
@@ -114,8 +136,8 @@ SELECT true, chunk_id, score, NULL::vector FROM lexical_hit
 UNION ALL
 SELECT false, chunk_id, NULL::float8, embedding FROM semantic_pool
 """
-SCOPE_IDS = "SELECT unnest(%(scope_ids)s::bigint[])"
-NO_SCOPE_IDS = "SELECT NULL::bigint WHERE false"
+SCOPE_RANGES = "SELECT * FROM unnest(%(scope_lo)s::bigint[], %(scope_hi)s::bigint[])"
+NO_SCOPE_RANGES = "SELECT NULL::bigint, NULL::bigint WHERE false"
 NO_LEXICAL = "SELECT NULL::bigint, NULL::float8 WHERE false"
 NO_SEMANTIC = "SELECT NULL::bigint, NULL::vector WHERE false"
 
@@ -173,6 +195,19 @@ TOKENS_IN_SCOPE = """
     SELECT h.phrase, h.chunk_id, h.length, h.f
     FROM ({postings}) AS h
     JOIN scope_chunk AS s ON s.id = h.chunk_id"""
+# By range: each token's postings in each run of the scope, one range of chunk_term_by_chunk_id
+# (token, chunk_id) per token and run, index-only: a scope's postings without reading the
+# token's others (sql/004_scope_ranges.sql). OFFSET 0 keeps the LATERAL subquery a range scan
+# per (token, run).
+TOKENS_IN_RANGES = """
+    SELECT q.phrase, p.chunk_id, p.length, {f} AS f
+    FROM unnest(%({tokens})s::text[], %({phrases})s::integer[]) AS q(token, phrase)
+    CROSS JOIN scope_range AS r
+    CROSS JOIN LATERAL (
+        SELECT p.chunk_id, p.length, p.in_title, p.in_heading, p.in_body
+        FROM chunk_term AS p
+        WHERE p.token = q.token AND p.chunk_id BETWEEN r.lo AND r.hi
+        OFFSET 0) AS p"""
 # By chunk: each row's postings of the tokens, one search of the primary key (chunk_id, token)
 # per row. OFFSET 0 keeps the LATERAL subquery a per-row search: flattened, the planner may
 # read the tokens' whole ranges instead (it cannot tell how many rows a token has here).
@@ -222,11 +257,17 @@ POOL_FLOOR = """(%(min_similarity)s::float8 IS NULL
               >= %(min_similarity)s::float8 - %(floor_slack)s::float8
            OR v.chunk_id = ANY(%(floor_exempt)s::bigint[]))"""
 # The exact order is written so that no index can serve it (the planner would otherwise take
-# the approximate index for an "exact" scan).
+# the approximate index for an "exact" scan). A scope's rows are read run by run, each a range
+# of the primary key (OFFSET 0: a range scan per run).
 EXACT_POOL = """
     SELECT v.chunk_id, v.embedding
-    FROM chunk_vec AS v
-    WHERE v.chunk_id = ANY(%(scope_ids)s::bigint[]) AND {floor}
+    FROM scope_range AS r
+    CROSS JOIN LATERAL (
+        SELECT v.chunk_id, v.embedding
+        FROM chunk_vec AS v
+        WHERE v.chunk_id BETWEEN r.lo AND r.hi
+        OFFSET 0) AS v
+    WHERE {floor}
     ORDER BY 1.0::float8 - (v.embedding <=> %(query_vector)b::vector) DESC, v.chunk_id
     LIMIT %(pool_size)s"""
 EXACT_UNSCOPED_POOL = """
@@ -351,7 +392,7 @@ class RankRequest:
 
     `readable_stores`: every knowledge base and memory store the principal may read (the
     keyword statistics' rows); `searched_stores`: the stores searched (the kinds the request
-    includes); `scope_ids`: the chunk ids of a filtered scope, None when the scope is every
+    includes); `scope`: the chunk ids of a filtered scope as runs, None when the scope is every
     indexed chunk of the searched stores; `every_store`: the searched stores are every store of
     the database (fts.py's "unscoped" for the stop-word rule)."""
 
@@ -360,7 +401,7 @@ class RankRequest:
     lexical: bool  # run the keyword channel
     readable_stores: Sequence[int]
     searched_stores: Sequence[int]
-    scope_ids: np.ndarray | None
+    scope: ScopeRuns | None
     every_store: bool
     mode: str
     alpha: float
@@ -379,6 +420,7 @@ class PgRanking:
     lexical_strategy: str | None
     vector_strategy: str | None
     ceiling: float
+    scope_rows: int | None = None  # a filtered scope's chunks
 
 
 @dataclass(frozen=True)
@@ -401,14 +443,24 @@ class _Semantic:
     params: dict[str, Any] | None = None
 
 
-def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
-    """Statistics, the channels statement, exact vector scores, the ranking statement: in one
-    read-only snapshot."""
-    with read_snapshot(conn):
-        conn.execute(SEARCH_SETTINGS.format(ef=hnsw_ef_search(request.depth)))
-        scoped = request.scope_ids is not None
-        searched_rows, has_hnsw = _searched_rows(conn, request)
-        lexical = _lexical(conn, request, searched_rows) if request.lexical else _Lexical(None)
+def rank(
+    conn: psycopg.Connection[Any], request: RankRequest, scope: ScopeQuery | None = None
+) -> PgRanking:
+    """Settings, statistics and scope (one statement), the channels statement, exact vector
+    scores, the ranking statement: in one read-only snapshot. `scope`: a filtered scope to read
+    in the first statement (then `request.scope` is its runs)."""
+    phrases = _phrases(request) if request.lexical else []
+    with connection.read_snapshot(conn):
+        first = _prelude(conn, request, phrases, scope)
+        if first.scope is not None:
+            request = dataclasses.replace(request, scope=first.scope)
+        scoped = request.scope is not None
+        searched_rows, has_hnsw = first.searched_rows, first.has_hnsw
+        if request.scope is not None:  # a scope reads no index but its own rows
+            searched_rows, has_hnsw = request.scope.rows, False
+        lexical = _Lexical(None)
+        if request.lexical:
+            lexical = _lexical(conn, request, phrases, first, searched_rows)
         semantic = _semantic(request, searched_rows, has_hnsw)
         params: dict[str, Any] = {
             "depth": request.depth,
@@ -416,11 +468,11 @@ def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
             **(lexical.params or {}),
             **(semantic.params or {}),
         }
-        if scoped:
-            assert request.scope_ids is not None
-            params["scope_ids"] = bigint_array_literal(request.scope_ids)
+        if request.scope is not None:
+            params["scope_lo"] = bigint_array_literal(request.scope.lo)
+            params["scope_hi"] = bigint_array_literal(request.scope.hi)
         channels = CHANNELS.format(
-            scope=SCOPE_IDS if scoped else NO_SCOPE_IDS,
+            scope=SCOPE_RANGES if scoped else NO_SCOPE_RANGES,
             lexical_ctes=lexical.ctes,
             lexical=lexical.body,
             semantic=semantic.body,
@@ -465,29 +517,52 @@ def rank(conn: psycopg.Connection[Any], request: RankRequest) -> PgRanking:
             semantic_found=rows[0][24],
         )
     )
-    return PgRanking(ranking, lexical.strategy, semantic.strategy, lexical.ceiling)
+    scope_rows = None if request.scope is None else request.scope.rows
+    return PgRanking(ranking, lexical.strategy, semantic.strategy, lexical.ceiling, scope_rows)
 
 
-@contextlib.contextmanager
-def read_snapshot(conn: psycopg.Connection[Any]) -> Iterator[None]:
-    """The caller's snapshot when it has one open (a search runs inside the store's
-    `read_snapshot`, with its scope), else a REPEATABLE READ, READ ONLY transaction."""
-    if conn.info.transaction_status != TransactionStatus.IDLE:
-        yield
-        return
-    with conn.transaction():
-        conn.execute(READ_SNAPSHOT)
-        yield
+@dataclass(frozen=True)
+class _Prelude:
+    """What the first statement read (PRELUDE)."""
+
+    searched_rows: int
+    has_hnsw: bool
+    totals: tuple[int, int]  # the readable stores' indexed rows and tokens
+    token_rows: dict[str, int]  # single tokens' rows in the readable stores
+    scope: ScopeRuns | None
 
 
-def _searched_rows(conn: psycopg.Connection[Any], request: RankRequest) -> tuple[int, bool]:
-    """Indexed chunks in the scope (unscoped: the searched stores' keyword totals), and whether
-    an unscoped search may use the HNSW index (a scoped one never does: nothing is read)."""
-    if request.scope_ids is not None:
-        return len(request.scope_ids), False
-    stores = {"stores": sorted(request.searched_stores)}
-    rows, has_hnsw = conn.execute(SEARCHED_ROWS, stores).fetchone()
-    return int(rows), bool(has_hnsw)
+def _prelude(
+    conn: psycopg.Connection[Any],
+    request: RankRequest,
+    phrases: Sequence[Phrase],
+    scope: ScopeQuery | None,
+) -> _Prelude:
+    params: dict[str, Any] = {
+        "ef_search": str(hnsw_ef_search(request.depth)),
+        "searched_stores": sorted(request.searched_stores),
+        "readable_stores": sorted(set(request.readable_stores)),
+        "stats_tokens": keyword.single_tokens(phrases),
+    }
+    sql = PRELUDE.format(
+        ctes="" if scope is None else f"WITH {scope.ctes}",
+        settings=SEARCH_SETTINGS,
+        scope_columns=NO_SCOPE_COLUMNS if scope is None else scope.columns,
+    )
+    if scope is not None:
+        params.update(scope.params)
+    row = conn.execute(sql, params).fetchone()
+    searched_rows, has_hnsw, totals, tokens, token_rows, lo, hi, singles = row[4:]
+    token_counts: dict[str, int] = {}
+    for token, rows in zip(tokens or [], token_rows or [], strict=True):
+        token_counts[token] = token_counts.get(token, 0) + int(rows)  # a row per store
+    return _Prelude(
+        int(searched_rows),
+        bool(has_hnsw),
+        (int(totals[0]), int(totals[1])),
+        token_counts,
+        None if scope is None else runs_of(lo, hi, singles),
+    )
 
 
 def bigint_array_literal(ids: Sequence[int] | np.ndarray) -> str:
@@ -523,16 +598,24 @@ def choose_lexical_plan(
     return "postings"
 
 
-def choose_token_reads(scoped: bool, scope_rows: int, postings: int) -> str:
-    """How the exact plan reads the postings of the query's tokens: every posting of each token
-    ("searched"; "scope_tokens", joined to the scope) or each scope chunk's ("scope_chunks"),
-    whichever reads less. `postings`: the kept tokens' rows in the readable stores (at least
-    those of the scope)."""
-    if not scoped:
+def choose_token_reads(
+    scope: ScopeRuns | None, postings: int, tokens: int, indexed_rows: int
+) -> str:
+    """How the exact plan reads the postings of the query's single-token phrases: every posting
+    of each token ("searched", unscoped), or for a scope whichever reads least of each token's
+    postings in each run of the scope ("scope_ranges"), each token's every posting joined to the
+    scope ("scope_tokens") and each scope chunk's ("scope_chunks"). `postings`: the `tokens`
+    kept tokens' rows among `indexed_rows` rows (the readable set's, which hold the scope's);
+    the scope's share of them is estimated from its share of the rows."""
+    if scope is None:
         return "searched"
-    if scope_rows * CHUNK_READ_POSTINGS < postings:
-        return "scope_chunks"
-    return "scope_tokens"
+    in_scope = postings * scope.rows / max(indexed_rows, 1)
+    costs = {
+        "scope_ranges": tokens * scope.runs * RANGE_READ_POSTINGS + in_scope,
+        "scope_chunks": scope.rows * CHUNK_READ_POSTINGS,
+        "scope_tokens": postings,
+    }
+    return min(costs, key=lambda reads: costs[reads])
 
 
 def choose_vector_plan(scoped: bool, searched_rows: int, has_hnsw: bool) -> str:
@@ -546,12 +629,23 @@ def choose_vector_plan(scoped: bool, searched_rows: int, has_hnsw: bool) -> str:
 # ---------------------------------------------------------------- keyword channel
 
 
-def _lexical(conn: psycopg.Connection[Any], request: RankRequest, searched_rows: int) -> _Lexical:
+def _phrases(request: RankRequest) -> list[Phrase]:
+    """The query's phrases that have index tokens."""
     phrases: list[Phrase] = [(term, keyword.query_tokens(term)) for term in request.terms]
-    phrases = [(term, tokens) for term, tokens in phrases if tokens]
+    return [(term, tokens) for term, tokens in phrases if tokens]
+
+
+def _lexical(
+    conn: psycopg.Connection[Any],
+    request: RankRequest,
+    phrases: Sequence[Phrase],
+    first: _Prelude,
+    searched_rows: int,
+) -> _Lexical:
     if not phrases:
         return _Lexical("postings")
-    stats = keyword.keyword_stats(conn, phrases, request.readable_stores)
+    stores = sorted(set(request.readable_stores))
+    stats = keyword.stats_of(conn, phrases, stores, first.totals, first.token_rows)
     # hybrid's keyword scale: the sum of the phrases' idf in query order (lexical/ceiling.py)
     ceiling = 0.0
     if request.mode == "hybrid" and stats.rows:
@@ -559,7 +653,7 @@ def _lexical(conn: psycopg.Connection[Any], request: RankRequest, searched_rows:
             ceiling += stats.idf(term)
     if stats.rows == 0:
         return _Lexical("postings", ceiling=ceiling)
-    scoped = request.scope_ids is not None
+    scoped = request.scope is not None
     unscoped = request.every_store and not scoped
     kept, dropped = keyword.prune(
         phrases, stats, None if unscoped else searched_rows, request.depth
@@ -574,7 +668,9 @@ def _lexical(conn: psycopg.Connection[Any], request: RankRequest, searched_rows:
         ctes += LEXICAL_KEPT.format(kept=sql.rows(kept, "candidates", "kept"),
                                     contribution=contribution)  # fmt: skip
         return _Lexical("postings_bounded", ctes, LEXICAL_BODY, sql.params, ceiling)
-    reads = choose_token_reads(scoped, searched_rows, sum(kept_rows))
+    reads = choose_token_reads(
+        request.scope, sum(kept_rows), len(kept_rows), stats.rows if scoped else searched_rows
+    )
     ctes = LEXICAL_KEPT.format(kept=sql.rows(kept, reads, "kept"), contribution=contribution)
     body = LEXICAL_BODY
     if dropped:
@@ -597,8 +693,9 @@ class _PhraseSql:
         }
 
     def rows(self, selected: Sequence[Phrase], reads: str, group: str) -> str:
-        """Every posting of `selected` in the rows `reads` says ("searched", "scope_tokens",
-        "scope_chunks", "candidates"); multi-token phrases each by keyword.phrase_rows_sql."""
+        """Every posting of `selected` in the rows `reads` says ("searched", "scope_ranges",
+        "scope_tokens", "scope_chunks", "candidates"); multi-token phrases each by
+        keyword.phrase_rows_sql."""
         parts = []
         singles = [(term, tokens[0]) for term, tokens in selected if len(tokens) == 1]
         if singles and reads in ("searched", "scope_tokens"):
@@ -606,14 +703,18 @@ class _PhraseSql:
             parts.append(postings if reads == "searched"
                          else TOKENS_IN_SCOPE.format(postings=postings))  # fmt: skip
         elif singles:
-            tokens, numbers = f"{group}_tokens", f"{group}_phrases"
-            self.params[tokens] = [token for _, token in singles]
+            names, numbers = f"{group}_tokens", f"{group}_phrases"
+            self.params[names] = [token for _, token in singles]
             self.params[numbers] = [self.number[term] for term, _ in singles]
-            rows, column = (("scope_chunk", "id") if reads == "scope_chunks"
-                            else ("lexical_candidate", "chunk_id"))  # fmt: skip
-            parts.append(TOKENS_OF_ROWS.format(f=POSTING_F, rows=rows, id=column, tokens=tokens,
-                                               phrases=numbers))  # fmt: skip
-        phrase_rows = {"scope_tokens": "scope", "scope_chunks": "scope"}.get(reads, reads)
+            if reads == "scope_ranges":
+                parts.append(TOKENS_IN_RANGES.format(f=POSTING_F, tokens=names, phrases=numbers))
+            else:
+                rows, column = (("scope_chunk", "id") if reads == "scope_chunks"
+                                else ("lexical_candidate", "chunk_id"))  # fmt: skip
+                parts.append(TOKENS_OF_ROWS.format(f=POSTING_F, rows=rows, id=column,
+                                                   tokens=names, phrases=numbers))  # fmt: skip
+        phrase_rows = {"scope_tokens": "scope", "scope_chunks": "scope",
+                       "scope_ranges": "scope"}.get(reads, reads)  # fmt: skip
         for term, tokens in selected:
             if len(tokens) > 1:
                 sql, token_params = keyword.phrase_rows_sql(tokens, phrase_rows, self.number[term])
@@ -648,7 +749,7 @@ class _PhraseSql:
 def _semantic(request: RankRequest, searched_rows: int, has_hnsw: bool) -> _Semantic:
     if request.query_vector is None:
         return _Semantic(None)
-    scoped = request.scope_ids is not None
+    scoped = request.scope is not None
     strategy = choose_vector_plan(scoped, searched_rows, has_hnsw)
     pool_size = request.depth + 1 + TIE_MARGIN
     if strategy == "hnsw":

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import apsw
@@ -142,7 +144,33 @@ SELECT c.id
 FROM scope_document AS s
 JOIN chunk AS c ON c.revision_id = s.current_revision_id
 """
-ID_ARRAY = "SELECT coalesce(array_agg(id ORDER BY id), '{{}}') FROM ({rows}) AS listed(id)"
+# A scope's chunks as runs of consecutive ids (`ScopeRuns`): per document, its current
+# revision's smallest and largest chunk id and how many chunks it has (an index-only read of
+# chunk_by_revision, sql/004_scope_ranges.sql), and the ids of the revisions whose chunks are not
+# consecutive (a revision's chunks are written together, so they nearly always are). A scope of
+# 1,000 documents is then 1,000 pairs, merged into runs in Python, instead of 10,000 ids sorted,
+# sent back and forth and estimated by the planner (ranking.py reads the runs as index ranges).
+SCOPE_RUN_CTES = """scope_document AS MATERIALIZED ({documents}),
+revision_chunk AS MATERIALIZED (
+    SELECT s.current_revision_id AS revision_id, c.lo, c.hi, c.n
+    FROM scope_document AS s
+    CROSS JOIN LATERAL (SELECT min(c.id) AS lo, max(c.id) AS hi, count(*) AS n
+                        FROM chunk AS c
+                        WHERE c.revision_id = s.current_revision_id) AS c
+    WHERE c.n > 0
+)"""
+# The runs' columns (first ids, last ids, single ids), as scalar subqueries: also columns of
+# ranking.py's first statement.
+SCOPE_RUN_COLUMNS = """
+       (SELECT coalesce(array_agg(lo ORDER BY lo) FILTER (WHERE n = hi - lo + 1), '{}')
+        FROM revision_chunk),
+       (SELECT coalesce(array_agg(hi ORDER BY lo) FILTER (WHERE n = hi - lo + 1), '{}')
+        FROM revision_chunk),
+       (SELECT coalesce(array_agg(c.id), '{}')
+        FROM revision_chunk AS r
+        JOIN chunk AS c ON c.revision_id = r.revision_id
+        WHERE r.n <> r.hi - r.lo + 1)"""
+SCOPE_RUNS = "WITH {ctes}\nSELECT {columns}"
 SELECTED_DOCUMENT_CHUNKS = """
 SELECT coalesce(array_agg(chunk_id ORDER BY chunk_id), '{}')
 FROM indexed_chunk
@@ -216,13 +244,76 @@ def sqlite_real_text(value: float) -> str:
     return str(_sqlite.conn.execute("SELECT CAST(? AS TEXT)", (value,)).fetchone()[0])
 
 
-def scope_chunk_ids(conn: PgConnection, scope: Scope) -> np.ndarray | None:
-    """The allowed chunk ids (sorted int64), or None when the scope is every indexed chunk."""
+@dataclass(frozen=True)
+class ScopeRuns:
+    """A scope's chunk ids as runs: every id from lo[i] to hi[i] (int64 arrays), the runs
+    sorted, disjoint and never adjacent (adjacent runs are one)."""
+
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @property
+    def rows(self) -> int:
+        return int(np.sum(self.hi - self.lo + 1))
+
+    @property
+    def runs(self) -> int:
+        return len(self.lo)
+
+    def ids(self) -> np.ndarray:
+        """Every id, sorted."""
+        if not len(self.lo):
+            return np.zeros(0, dtype=np.int64)
+        pairs = zip(self.lo.tolist(), self.hi.tolist(), strict=True)
+        return np.concatenate([np.arange(lo, hi + 1, dtype=np.int64) for lo, hi in pairs])
+
+
+def runs_of(lo: Sequence[int], hi: Sequence[int], singles: Sequence[int] = ()) -> ScopeRuns:
+    """Runs from disjoint id ranges [lo, hi] and single ids, in any order: sorted and merged."""
+    low = np.concatenate([np.asarray(lo, dtype=np.int64), np.asarray(singles, dtype=np.int64)])
+    high = np.concatenate([np.asarray(hi, dtype=np.int64), np.asarray(singles, dtype=np.int64)])
+    order = np.argsort(low, kind="stable")
+    low, high = low[order], high[order]
+    if not len(low):
+        return ScopeRuns(low, high)
+    # A run starts where the previous one does not end just before it.
+    starts = np.flatnonzero(np.concatenate(([True], low[1:] != high[:-1] + 1)))
+    ends = np.concatenate((starts[1:] - 1, [len(low) - 1]))
+    return ScopeRuns(low[starts], high[ends])
+
+
+@dataclass(frozen=True)
+class ScopeQuery:
+    """A filtered scope's runs as SQL: the CTEs (SCOPE_RUN_CTES) and columns (SCOPE_RUN_COLUMNS)
+    of a statement, with their parameters."""
+
+    ctes: str
+    columns: str
+    params: dict[str, Any]
+
+
+def scope_query(scope: Scope) -> ScopeQuery | None:
+    """The SQL of the scope's runs, None when the scope is every indexed chunk."""
     if scope.everything:
         return None
-    rows = CHUNKS_OF_DOCUMENTS.format(documents=documents_sql(scope))
-    ids = conn.execute(ID_ARRAY.format(rows=rows), scope_params(scope)).fetchone()[0]
-    return np.asarray(ids, dtype=np.int64)
+    ctes = SCOPE_RUN_CTES.format(documents=documents_sql(scope))
+    return ScopeQuery(ctes, SCOPE_RUN_COLUMNS, scope_params(scope))
+
+
+def scope_runs(conn: PgConnection, scope: Scope) -> ScopeRuns | None:
+    """The allowed chunks as runs, or None when the scope is every indexed chunk."""
+    query = scope_query(scope)
+    if query is None:
+        return None
+    sql = SCOPE_RUNS.format(ctes=query.ctes, columns=query.columns)
+    lo, hi, singles = conn.execute(sql, query.params).fetchone()
+    return runs_of(lo, hi, singles)
+
+
+def scope_chunk_ids(conn: PgConnection, scope: Scope) -> np.ndarray | None:
+    """The allowed chunk ids (sorted int64), or None when the scope is every indexed chunk."""
+    runs = scope_runs(conn, scope)
+    return None if runs is None else runs.ids()
 
 
 def empty_filters(conn: PgConnection, scope: Scope) -> list[str]:

@@ -1,8 +1,9 @@
 """The `search` concern on PostgreSQL (the contract: kbmcp/store/search.py).
 
 - scope: scope.py, SQLite's scope statements with PostgreSQL's spellings. A filtered scope's
-  chunk ids are read once, inside the request's snapshot, and enter both channels' statements
-  as one array (an unfiltered scope is the searched stores, read from each index by store);
+  chunk ids are read once, inside the request's snapshot, as runs of consecutive ids, and enter
+  both channels' statements as two arrays (each run's first and last id), read as index ranges
+  (an unfiltered scope is the searched stores, read from each index by store);
 - ranking: ranking.py's `rank`, SQLite's ranking statement step for step, with FTS5's bm25
   from this backend's postings (keyword.py) and sqlite-vec's similarities of pgvector's
   nearest rows: the same scores as SQLite, and no in-memory copies, so every server on the
@@ -28,6 +29,7 @@ from kbmcp.store.postgres.scope import (
     resolve_ids,
     resolve_memory_store_ids,
     scope_chunk_ids,
+    scope_query,
     selected_document_chunks,
 )
 from kbmcp.store.search import Ranked, RankQuery, Tokenizer
@@ -60,7 +62,7 @@ def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranke
     """The ranking of one search, inside the caller's read snapshot. `accelerator` is always
     None here (`new_accelerator`)."""
     args, scope = query.args, query.scope
-    scope_ids = scope_chunk_ids(conn, scope) if scope.filtered else None
+    scope_sql = scope_query(scope) if scope.filtered else None
     vector = None if query.query_vector is None else unit(query.query_vector)
     exempt = query.floor.exempt
     ranked = ranking.rank(
@@ -71,7 +73,7 @@ def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranke
             lexical=args.uses_lexical,
             readable_stores=query.readable.store_ids,
             searched_stores=[*(scope.readable_kb_ids or ()), *(scope.memory_store_ids or ())],
-            scope_ids=scope_ids,
+            scope=None,
             every_store=scope.everything,
             mode=args.mode,
             alpha=args.alpha,
@@ -83,12 +85,12 @@ def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranke
             min_similarity=query.floor.value,
             floor_exempt=[] if exempt is None else exempt.tolist(),
         ),
+        scope_sql,
     )
     vector_strategy = ranked.vector_strategy
     if query.query_vector is not None and vector is None:
         vector_strategy = NO_DIRECTION
-    scope_rows = None if scope_ids is None else len(scope_ids)
-    return Ranked(ranked.ranking, ranked.lexical_strategy, vector_strategy, scope_rows)
+    return Ranked(ranked.ranking, ranked.lexical_strategy, vector_strategy, ranked.scope_rows)
 
 
 def term_tokens(conn: PgConnection, term: str) -> list[str]:

@@ -72,7 +72,6 @@ SELECT pg_is_in_recovery()
     OR current_setting('transaction_read_only')::boolean
     OR NOT has_table_privilege('knowledge_base', 'INSERT')
 """
-SNAPSHOT = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 
 # Failures of the database or the connection, not of one document's data. A lost connection,
 # a cancelled statement, a full disk, a deadlock or serialisation failure are all
@@ -176,11 +175,7 @@ class PostgresStore:
     def read_snapshot(self, conn: PgConnection) -> Iterator[None]:
         """REPEATABLE READ: every statement of the block sees the database as of its first
         statement; READ ONLY: it takes no locks a writer could wait for."""
-        if self.in_transaction(conn):
-            yield
-            return
-        with conn.transaction():
-            conn.execute(SNAPSHOT)
+        with connection.read_snapshot(conn):
             yield
 
     @contextlib.contextmanager
