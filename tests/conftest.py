@@ -4,8 +4,12 @@ snapshots/ (one per test whatever the backend: both must match it)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import signal
+import sys
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -44,6 +48,8 @@ SNAPSHOT_DIR = REPO_ROOT / "snapshots"
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", store_backends.MARKER_HELP)
+    if not hasattr(config, "workerinput"):  # the controller: before xdist starts its workers
+        _share_bytecode_with_children(config)
     # A runner started with SIGINT ignored (nohup, a script's background job) passes that on
     # to every process the tests start, and `kbmcp watch` could not be stopped with Ctrl-C:
     # the tests send SIGINT as a terminal does, so they get a terminal's disposition.
@@ -52,6 +58,25 @@ def pytest_configure(config: pytest.Config) -> None:
     if "sqlite" not in store_backends.selected_backends():
         # The SQLite-only tests do not run, so their snapshots go unused: not an error here.
         config.option.warn_unused_snapshots = True
+
+
+def _share_bytecode_with_children(config: pytest.Config) -> None:
+    """With PYTHONDONTWRITEBYTECODE set, every Python process the suite starts (xdist's workers
+    and ~150 `kbmcp` servers and commands) compiled every kbmcp module it imported, ~0.2 s of CPU
+    each, and kbmcp is usually an editable install, so no byte-code exists for it. The children
+    get a byte-code cache instead: PYTHONPYCACHEPREFIX (which keeps byte-code out of the source
+    tree) in the virtual environment, so it outlives the run, else in a temporary folder removed
+    at the end. A prefix of the user's own is kept; without PYTHONDONTWRITEBYTECODE nothing
+    changes (Python's own __pycache__ folders already do this)."""
+    if not sys.dont_write_bytecode or os.environ.get("PYTHONPYCACHEPREFIX"):
+        return
+    if sys.prefix != sys.base_prefix and os.access(sys.prefix, os.W_OK):
+        prefix = os.path.join(sys.prefix, "kbmcp-test-pycache")
+    else:
+        prefix = tempfile.mkdtemp(prefix="kbmcp-test-pycache-")
+        config.add_cleanup(lambda: shutil.rmtree(prefix, ignore_errors=True))
+    os.environ["PYTHONPYCACHEPREFIX"] = prefix
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
