@@ -23,12 +23,13 @@ from kbmcp.search.lexical import channel
 from kbmcp.search.lexical.channel import TOKENIZER, WEIGHTS
 from kbmcp.search.query_text import match_expression, quote_term
 from kbmcp.service.ingest import archive_document
-from kbmcp.store.sqlite.search.lexical.fts import ensure_vocabulary, fts_source, term_tokens
+from kbmcp.store.sqlite.search.lexical.fts import ensure_vocabulary, fts_source
 from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
 from kbmcp.store.sqlite.search.lexical.scan import scan_scope
 from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
 from kbmcp.store.sqlite.search.ranking import ChannelSource, bound, rank
 from kbmcp.store.sqlite.search.top_k import top_k
+from kbmcp.store.tokenizer import query_tokens
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest
 
@@ -105,7 +106,7 @@ def test_python_bm25_equals_fts5_on_random_scopes(corpus: Workspace) -> None:
     tokenizer = conn.fts5_tokenizer(*TOKENIZER)
     compared = 0
     for terms, allowed in _cases(conn, 60):
-        phrases = [(t, tuple(term_tokens(conn, t))) for t in terms]
+        phrases = [(t, query_tokens(t)) for t in terms]
         got = scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer, TokenCache())
         assert got is not None
         want = _fts5(conn, terms, allowed)
@@ -139,7 +140,7 @@ def test_every_source_gives_the_same_ranking(
     postings = PostingsIndex(WEIGHTS)
     depth = 20
     for terms, allowed in _cases(conn, 30):
-        phrases = [(t, tuple(term_tokens(conn, t))) for t in terms]
+        phrases = [(t, query_tokens(t)) for t in terms]
         scanned = scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer, TokenCache())
         assert scanned is not None
         sources = [

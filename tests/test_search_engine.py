@@ -19,9 +19,10 @@ from kbmcp.search.query_vector import unit
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
 from kbmcp.store.sqlite.search import engine, plan
-from kbmcp.store.sqlite.search.lexical.fts import document_tokenizer, drop_stopwords
+from kbmcp.store.sqlite.search.lexical.fts import drop_stopwords
 from kbmcp.store.sqlite.search.vector import candidates, vec0_scan
 from kbmcp.store.sqlite.search.vector.matrix import VectorMatrix
+from kbmcp.store.tokenizer import tokenize_document
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 
@@ -201,7 +202,7 @@ def test_stopword_pruning_does_not_change_the_lexical_ranking(
 @pytest.mark.sqlite_only("sqlite engine: FTS5's tables and tokenizer")
 def test_excerpt_centres_on_the_densest_match_and_marks_cuts(workspace: Workspace) -> None:
     text = ("filler " * 80) + "the rotation of keys happens here " + ("tail " * 80)
-    tokenize = document_tokenizer(workspace.conn)
+    tokenize = tokenize_document
     excerpt = make_excerpt(text, {"rotat", "kei"}, tokenize)
     assert "rotation of keys" in excerpt
     assert excerpt.startswith(ELLIPSIS) and excerpt.endswith(ELLIPSIS)

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import apsw
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -31,10 +30,10 @@ from kbmcp.search.matches import (
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest
 from kbmcp.service import memories
 from kbmcp.service.search import search
-from kbmcp.store.sqlite.search.lexical.fts import document_tokenizer
 from kbmcp.store.sqlite.search.ranking import ChannelSource, bound, rank
 from kbmcp.store.sqlite.search.vector import matrix as vector_matrix
 from kbmcp.store.sqlite.search.vector.matrix import FULL_PASS_BLOCK_ELEMENTS, all_similarities
+from kbmcp.store.tokenizer import tokenize_document
 from kbmcp.workspace import Workspace
 from tests.search_corpus import ingest, write_small_corpus
 
@@ -82,7 +81,7 @@ STEMS = (  # noqa: SIM905 - a word list reads better as text
 
 @pytest.fixture(scope="module")
 def tokenize() -> Tokenize:
-    return document_tokenizer(apsw.Connection(":memory:"))
+    return tokenize_document
 
 
 def _tokens_of(tokenize: Tokenize, words: list[str]) -> list[str]:

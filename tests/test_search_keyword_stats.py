@@ -34,7 +34,7 @@ from kbmcp.service.ingest import IngestOptions, add_paths, archive_document
 from kbmcp.service.search import search
 from kbmcp.service.tenants import act_as_tenant, create_tenant
 from kbmcp.store.sqlite.search.lexical import fts
-from kbmcp.store.sqlite.search.lexical.fts import ensure_vocabulary, fts_source, term_tokens
+from kbmcp.store.sqlite.search.lexical.fts import ensure_vocabulary, fts_source
 from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
 from kbmcp.store.sqlite.search.lexical.readable_fts import readable_fts_source
 from kbmcp.store.sqlite.search.lexical.scan import rows_containing, scan_scope
@@ -49,6 +49,7 @@ from kbmcp.store.sqlite.search.lexical.stats import (
 )
 from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
 from kbmcp.store.sqlite.search.ranking import ChannelSource, rank
+from kbmcp.store.tokenizer import query_tokens
 from kbmcp.workspace import Workspace
 from tests.mcp_support import hash_workspace, write
 
@@ -236,7 +237,7 @@ def test_statistics_of_every_store_are_the_index_own(two_tenants: TwoTenants) ->
             held = ws.accelerator.readable_rows(conn, every)
             index = fts.index_stats(conn)
             terms = [*WORDS, *PHRASES, "absent"]
-            phrases = [(t, tuple(term_tokens(conn, t))) for t in terms]
+            phrases = [(t, query_tokens(t)) for t in terms]
             whole = rows_containing(conn, phrases, {})
             for rows in (plain, held, _explicit(conn, every)):
                 assert rows.stats == index
@@ -297,7 +298,7 @@ def test_every_source_scores_with_the_readable_set_statistics(
             postings = PostingsIndex(WEIGHTS)
             for terms, allowed in _cases(explicit.ids, 30, seed=7):
                 want = _fts5(reference, terms, allowed)
-                phrases = [(t, tuple(term_tokens(conn, t))) for t in terms]
+                phrases = [(t, query_tokens(t)) for t in terms]
                 got = []
                 for rows in (readable_rows(conn, stores), _explicit(conn, stores)):
                     scanned = scan_scope(conn, phrases, allowed, WEIGHTS, tokenizer, TokenCache(),

@@ -79,15 +79,15 @@ def rank(conn: apsw.Connection, query: RankQuery, accelerator: Any | None) -> Ra
 
 
 def term_tokens(conn: apsw.Connection, term: str) -> list[str]:
-    from kbmcp.store.sqlite.search.lexical import fts
+    from kbmcp.store.tokenizer import query_tokens
 
-    return fts.term_tokens(conn, term)
+    return list(query_tokens(term))
 
 
 def document_tokenizer(conn: apsw.Connection) -> Tokenizer:
-    from kbmcp.store.sqlite.search.lexical import fts
+    from kbmcp.store.tokenizer import tokenize_document
 
-    return fts.document_tokenizer(conn)
+    return tokenize_document
 
 
 def new_accelerator() -> Any | None:

@@ -26,11 +26,12 @@ from collections import OrderedDict
 
 import apsw
 
-from kbmcp.search.lexical.channel import TOKENIZER, WEIGHTS
+from kbmcp.search.lexical.channel import WEIGHTS
 from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
 from kbmcp.store.sqlite.search.lexical.stats import ReadableRows
 from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
 from kbmcp.store.sqlite.search.vector.matrix import VectorMatrix
+from kbmcp.store.tokenizer import index_tokenizer
 
 SELECT_LOG_POSITION = "SELECT coalesce(max(seq), 0) FROM index_log"
 SELECT_LOGGED_DOCUMENTS = "SELECT DISTINCT document_id FROM index_log WHERE seq > :after"
@@ -76,7 +77,7 @@ class Accelerator:
             if self._vectors is not None and not self._vectors.update_documents(conn, documents):
                 self._vectors = None
             self.tokens.forget_documents(set(documents))
-            tokenize = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
+            tokenize = index_tokenizer()
             if not self.postings.update_documents(conn, documents, tokenize, self.tokens):
                 self.postings = PostingsIndex(WEIGHTS)
         self._position, self._model = position, model

@@ -16,7 +16,7 @@ import apsw
 import numpy as np
 
 from kbmcp.search.floor import SimilarityFloor
-from kbmcp.search.lexical.channel import TOKENIZER, WEIGHTS
+from kbmcp.search.lexical.channel import WEIGHTS
 from kbmcp.search.query_text import quote_term
 from kbmcp.search.query_vector import unit
 from kbmcp.search.request import SearchArguments
@@ -24,7 +24,7 @@ from kbmcp.search.scope import Scope
 from kbmcp.store.search import Ranked, RankQuery, ReadableStores
 from kbmcp.store.sqlite.search.accelerator import Accelerator
 from kbmcp.store.sqlite.search.lexical.ceiling import query_ceiling
-from kbmcp.store.sqlite.search.lexical.fts import fts_source, term_tokens
+from kbmcp.store.sqlite.search.lexical.fts import fts_source
 from kbmcp.store.sqlite.search.lexical.readable_fts import readable_fts_source
 from kbmcp.store.sqlite.search.lexical.scan import scan_scope
 from kbmcp.store.sqlite.search.lexical.stats import ReadableRows, readable_rows
@@ -37,6 +37,7 @@ from kbmcp.store.sqlite.search.top_k import best_through_ties, top_k
 from kbmcp.store.sqlite.search.vector.candidates import best_pool, matrix_pool
 from kbmcp.store.sqlite.search.vector.sql import has_vector_index, pool_source, sql_source
 from kbmcp.store.sqlite.search.vector.vec0_scan import scan_vec0
+from kbmcp.store.tokenizer import index_tokenizer, query_tokens
 
 
 def rank(conn: apsw.Connection, query: RankQuery, accelerator: Accelerator | None) -> Ranked:
@@ -144,7 +145,7 @@ def _sources(
         readable = _readable_rows(conn, channels, allowed, accelerator)
     lexical = _lexical_source(conn, plan, channels, allowed, accelerator, readable)
     if args.mode == "hybrid" and plan.lexical is not None:  # hybrid's keyword scale
-        phrases = [(term, tuple(term_tokens(conn, term))) for term in terms]
+        phrases = [(term, query_tokens(term)) for term in terms]
         known = accelerator.postings.row_counts if accelerator is not None else {}
         ceiling = query_ceiling(conn, phrases, known, readable)
         lexical = replace(lexical, ceiling=ceiling)
@@ -173,8 +174,8 @@ def _lexical_source(
 
     if plan.lexical == "fts5" or accelerator is None:
         return plain()
-    tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
-    phrases = [(term, tuple(term_tokens(conn, term))) for term in terms]
+    tokenizer = index_tokenizer()
+    phrases = [(term, query_tokens(term)) for term in terms]
     if any(not tokens for _, tokens in phrases):
         return plain()  # FTS5 decides what such a term means
     postings = accelerator.postings

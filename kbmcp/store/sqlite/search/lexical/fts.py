@@ -24,15 +24,14 @@ Two facts shape the SQL (both measured, see docs/search.md):
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import apsw
 
 from kbmcp.search.lexical import channel
 from kbmcp.search.lexical.bm25 import IndexStats
-from kbmcp.search.lexical.channel import TOKENIZER
 from kbmcp.search.query_text import match_expression
 from kbmcp.store.sqlite.search.ranking import ChannelSource
+from kbmcp.store.tokenizer import query_tokens
 
 # bm25() is "lower is better"; the channel reports its negation so that higher is better.
 # {in_scope} is IN_SCOPE for a scoped search and empty when every indexed chunk is in scope.
@@ -117,7 +116,7 @@ def drop_stopwords(
     if total < min_rows:
         return terms, []
     ensure_vocabulary(conn)
-    tokens = {term: term_tokens(conn, term) for term in terms}
+    tokens = {term: list(query_tokens(term)) for term in terms}
     singles = sorted({ts[0] for ts in tokens.values() if len(ts) == 1})
     rows = conn.execute(TERM_DOC_FREQUENCIES, {"terms": _json_list(singles)}).fetchall()
     frequencies = dict(rows)
@@ -150,22 +149,6 @@ def decode_varints(blob: bytes) -> list[int]:
             values.append((value << 7) | byte)
             value, length = 0, 0
     return values
-
-
-def document_tokenizer(conn: apsw.Connection) -> Callable[[bytes], list[tuple[int, int, str]]]:
-    """The index's tokenizer as a function of UTF-8 text -> (byte start, byte end, token)."""
-    tokenizer = conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
-    return lambda data: tokenizer(data, apsw.FTS5_TOKENIZE_DOCUMENT, None)
-
-
-def term_tokens(conn: apsw.Connection, term: str) -> list[str]:
-    """The index tokens of a term (stemmed, case- and diacritic-folded) as FTS5 sees them."""
-    return _tokens(conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1]), term)
-
-
-def _tokens(tokenizer: apsw.FTS5Tokenizer, term: str) -> list[str]:
-    return [token for _, _, token, *_ in tokenizer(term.encode("utf-8"),
-                                                     apsw.FTS5_TOKENIZE_QUERY, None)]  # fmt: skip
 
 
 def ensure_vocabulary(conn: apsw.Connection) -> None:

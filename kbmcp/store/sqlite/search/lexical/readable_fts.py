@@ -38,6 +38,7 @@ from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
 from kbmcp.store.sqlite.search.ranking import ChannelSource, bound
 from kbmcp.store.sqlite.search.sorted_ids import positions_of
 from kbmcp.store.sqlite.search.top_k import top_k
+from kbmcp.store.tokenizer import index_tokenizer, query_tokens
 
 # FTS5's bm25 term of one phrase for each row that contains it: every row (a short doclist,
 # filtered in numpy), or the rows of a set (`+rowid`: see fts.py; the carray's ephemeral index
@@ -81,8 +82,8 @@ def _scores(
     stats = readable.stats
     if stats.rows == 0 or len(allowed) == 0:
         return allowed[:0], np.zeros(0)
-    tokenize = conn.fts5_tokenizer(*channel.TOKENIZER)
-    phrases: list[Phrase] = [(term, tuple(fts.term_tokens(conn, term))) for term in terms]
+    tokenize = index_tokenizer()
+    phrases: list[Phrase] = [(term, query_tokens(term)) for term in terms]
     scorer = _PhraseScorer(conn, allowed, readable, phrases, tokenize)
     # As fts_source: a scope no larger than the depth would always fall back to every term.
     if len(allowed) > depth and len(terms) >= 2 and stats.rows >= channel.STOPWORD_MIN_ROWS:
