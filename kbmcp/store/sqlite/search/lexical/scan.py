@@ -27,7 +27,12 @@ from kbmcp.search.query_text import quote_term
 from kbmcp.store.index import heading_text
 from kbmcp.store.sqlite.search.lexical import fts
 from kbmcp.store.sqlite.search.lexical.stats import ReadableRows
-from kbmcp.store.sqlite.search.lexical.tokens import ChunkTokens, TokenCache
+from kbmcp.store.sqlite.search.lexical.tokens import (
+    COLUMNS,
+    ChunkTokens,
+    GatheredTokens,
+    TokenCache,
+)
 
 # The text of each allowed chunk exactly as it was indexed (store/index.py: title, heading path
 # joined with " > ", body), with FTS5's recorded column sizes for the same row.
@@ -40,7 +45,6 @@ JOIN chunk_fts_docsize AS s ON s.id = c.id
 WHERE c.id IN carray(:ids)
 ORDER BY c.id
 """
-COLUMNS = 3  # title, heading, body
 
 # Rows containing a term (fts5vocab 'row': one b-tree probe per term).
 TERM_ROWS = """
@@ -107,37 +111,31 @@ def phrase_frequencies(
     (phrases x chunks, float64, FTS5's f) and each chunk's token count over all columns (FTS5's
     D), from the chunks' text as indexed; None if some chunk's text differs from the index."""
     ids = chunk_ids.tolist()
-    chunks = {i: cache.chunks[i] for i in ids if i in cache.chunks}
-    if len(chunks) < len(ids):
-        missing = np.asarray([i for i in ids if i not in chunks], dtype=np.int64)
+    gathered = cache.gather(ids)  # every chunk already tokenised: a few numpy calls
+    if gathered is None:
+        # Those already held are taken before tokenising the rest: adding to a full cache may
+        # drop them.
+        held = {i: chunk for i in ids if (chunk := cache.get(i)) is not None}
+        missing = np.asarray([i for i in ids if i not in held], dtype=np.int64)
         tokenised = _tokenise(conn, cache, missing, tokenize)
         if tokenised is None:
             return None
-        chunks.update(tokenised)
-    ordered = [chunks[i] for i in ids]
-    lengths = np.fromiter((len(c.token_ids) for c in ordered), dtype=np.int64, count=len(ordered))
-    token_ids = np.concatenate([c.token_ids for c in ordered]) if ordered else np.zeros(0, np.int32)
-    columns = (
-        np.concatenate([c.columns for c in ordered]).astype(np.int64)
-        if ordered
-        else np.zeros(0, np.int64)
-    )
+        gathered = _joined([held.get(i) or tokenised[i] for i in ids])
+    token_ids, lengths = gathered.token_ids, gathered.lengths
     # The text (row * 3 + column) of every token, as FTS5 counts per column of each row.
-    text_of = np.repeat(np.arange(len(ordered), dtype=np.int64) * COLUMNS, lengths) + columns
-    doc_length = (
-        np.stack([c.sizes for c in ordered]).sum(axis=1) if ordered else np.zeros(0, np.int64)
-    )
-    texts = len(ordered) * COLUMNS
+    text_of = np.repeat(np.arange(len(ids), dtype=np.int64) * COLUMNS, lengths) + gathered.columns
+    doc_length = gathered.sizes.sum(axis=1)
+    texts = len(ids) * COLUMNS
     code_of = {token: code for code, token in enumerate({t for _, p in phrases for t in p})}
     codes = np.full(len(token_ids), -1, dtype=np.int32)
     for token, code in code_of.items():
         vocabulary_id = cache.vocabulary.get(token)
         if vocabulary_id is not None:
             codes[token_ids == vocabulary_id] = code
-    frequency = np.zeros((len(phrases), len(ordered)), dtype=np.float64)
+    frequency = np.zeros((len(phrases), len(ids)), dtype=np.float64)
     for i, (_, phrase) in enumerate(phrases):
         found = _phrase_starts(codes, text_of, [code_of[t] for t in phrase])
-        counts = np.bincount(text_of[found], minlength=texts).reshape(len(ordered), COLUMNS)
+        counts = np.bincount(text_of[found], minlength=texts).reshape(len(ids), COLUMNS)
         # FTS5 adds one column weight per instance, in column order; with weights that are
         # multiples of 1/1024 (checked) these sums are exact, so count * weight is the same.
         for column, weight in enumerate(weights):
@@ -183,6 +181,21 @@ def _tokenise(
         cache.add(chunk_id, document_id, chunk)
         found[chunk_id] = chunk
     return found
+
+
+def _joined(chunks: list[ChunkTokens]) -> GatheredTokens:
+    """`TokenCache.gather`'s result for chunks at hand (some just tokenised)."""
+    if not chunks:
+        return GatheredTokens(
+            np.zeros(0, np.int32), np.zeros(0, np.int8), np.zeros(0, np.int64),
+            np.zeros((0, COLUMNS), np.int64),
+        )  # fmt: skip
+    return GatheredTokens(
+        np.concatenate([c.token_ids for c in chunks]),
+        np.concatenate([c.columns for c in chunks]),
+        np.fromiter((len(c.token_ids) for c in chunks), dtype=np.int64, count=len(chunks)),
+        np.stack([c.sizes for c in chunks]),
+    )
 
 
 def _phrase_starts(codes: np.ndarray, text_of: np.ndarray, phrase: list[int]) -> np.ndarray:
