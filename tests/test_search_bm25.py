@@ -25,7 +25,7 @@ from kbmcp.search.query_text import match_expression, quote_term
 from kbmcp.service.ingest import archive_document
 from kbmcp.store.sqlite.search.lexical.fts import ensure_vocabulary, fts_source
 from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
-from kbmcp.store.sqlite.search.lexical.scan import scan_scope
+from kbmcp.store.sqlite.search.lexical.scan import _phrase_starts, scan_scope
 from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
 from kbmcp.store.sqlite.search.ranking import ChannelSource, bound, rank
 from kbmcp.store.sqlite.search.top_k import top_k
@@ -233,3 +233,22 @@ def test_postings_follow_writes_in_place_and_stay_exact(tmp_path: Path) -> None:
     finally:
         writer.close()
         server.close()
+
+
+def test_phrase_starts_from_hits_equal_a_plain_scan() -> None:
+    """The scan finds phrases from the tokens of any phrase only (`hits`); the reference tries
+    every token index. Random codes with many repeats, phrases of one to three tokens, phrases
+    that cross a text boundary and phrases longer than what is left."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        size = int(rng.integers(0, 40))
+        codes = rng.integers(-1, 3, size=size).astype(np.int32)
+        text_of = np.sort(rng.integers(0, 4, size=size)).astype(np.int64)
+        phrase = [int(c) for c in rng.integers(0, 3, size=int(rng.integers(1, 4)))]
+        expected = [
+            i
+            for i in range(size - len(phrase) + 1)
+            if all(codes[i + k] == c and text_of[i + k] == text_of[i] for k, c in enumerate(phrase))
+        ]
+        hits = np.flatnonzero(codes >= 0)
+        assert _phrase_starts(codes, text_of, phrase, hits).tolist() == expected

@@ -132,9 +132,10 @@ def phrase_frequencies(
         vocabulary_id = cache.vocabulary.get(token)
         if vocabulary_id is not None:
             codes[token_ids == vocabulary_id] = code
+    hits = np.flatnonzero(codes >= 0)  # the tokens of any phrase: few among all
     frequency = np.zeros((len(phrases), len(ids)), dtype=np.float64)
     for i, (_, phrase) in enumerate(phrases):
-        found = _phrase_starts(codes, text_of, [code_of[t] for t in phrase])
+        found = _phrase_starts(codes, text_of, [code_of[t] for t in phrase], hits)
         counts = np.bincount(text_of[found], minlength=texts).reshape(len(ids), COLUMNS)
         # FTS5 adds one column weight per instance, in column order; with weights that are
         # multiples of 1/1024 (checked) these sums are exact, so count * weight is the same.
@@ -198,17 +199,20 @@ def _joined(chunks: list[ChunkTokens]) -> GatheredTokens:
     )
 
 
-def _phrase_starts(codes: np.ndarray, text_of: np.ndarray, phrase: list[int]) -> np.ndarray:
+def _phrase_starts(
+    codes: np.ndarray, text_of: np.ndarray, phrase: list[int], hits: np.ndarray
+) -> np.ndarray:
     """Token indexes where the phrase starts: its tokens consecutive within one text (FTS5
-    phrase semantics; a one-token phrase is every instance of the token)."""
+    phrase semantics; a one-token phrase is every instance of the token). `hits`: the indexes
+    of every token that is in some phrase (codes >= 0), ascending: only those can start one,
+    so each phrase costs per hit, not per token of the scope."""
     n = len(phrase)
-    if len(codes) < n:
-        return np.zeros(0, dtype=np.intp)
-    match = codes[: len(codes) - n + 1] == phrase[0]
+    starts = hits[codes[hits] == phrase[0]]
+    starts = starts[starts <= len(codes) - n]
     for k in range(1, n):
-        match &= codes[k : len(codes) - n + 1 + k] == phrase[k]
-        match &= text_of[k : len(codes) - n + 1 + k] == text_of[: len(codes) - n + 1]
-    return np.flatnonzero(match)
+        following = starts + k
+        starts = starts[(codes[following] == phrase[k]) & (text_of[following] == text_of[starts])]
+    return starts
 
 
 def exact_weights(weights: Sequence[float]) -> bool:
