@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
+from mcp.server.mcpserver import MCPServer
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 from syrupy.location import PyTestLocation
@@ -23,11 +24,12 @@ from syrupy.types import SnapshotIndex
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.ids import TEST_KEY_ENV
+from kbmcp.server.app import build_server
 from kbmcp.workspace import Workspace
 from tests import store_backends
 from tests.cli_support import Run, cli_runner
 from tests.id_support import TEST_ID_KEY
-from tests.mcp_support import HttpServer, build_corpus, connect
+from tests.mcp_support import HttpServer, build_corpus, hash_workspace
 from tests.postgres_fixtures import (  # noqa: F401 (fixtures)
     fresh_postgres_url,
     new_postgres_url,
@@ -238,8 +240,20 @@ def http_server(corpus_db: Path | str) -> Iterator[HttpServer]:
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def inprocess_server(corpus_db: Path | str) -> Iterator[MCPServer]:
+    """The server on the module's corpus, built once per module and backend: building one
+    registers every tool with the SDK (~35 ms of CPU, which ~250 tests paid each). Its
+    workspace is the module's too, as a real server's serves every session."""
+    ws = hash_workspace(corpus_db)
+    try:
+        yield build_server(ws)
+    finally:
+        ws.close()
+
+
 @pytest.fixture
-async def client(corpus_db: Path | str) -> AsyncIterator[Client]:
-    """An SDK client talking to the server in-process."""
-    async with connect("inprocess", corpus_db) as connected:
+async def client(inprocess_server: MCPServer) -> AsyncIterator[Client]:
+    """An SDK client talking to the module's server in-process, in a session of its own."""
+    async with Client(inprocess_server) as connected:
         yield connected

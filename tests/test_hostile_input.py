@@ -6,8 +6,8 @@ The transport tests run once, on the corpus file: a malformed line, a bad id, an
 a port in use or undecodable argument bytes are dealt with before any request reaches the
 store, so the backend behind it changes nothing. The in-process CLI checks run on both backends.
 Tests that send bad lines and check the answers share one raw stdio server (`shared_stdio`):
-each reads the log lines its own input caused, and the server must still exit cleanly at EOF
-after all of them."""
+each reads the log lines its own input caused (`log_until_now`), and the server must still exit
+cleanly at EOF after all of them."""
 
 from __future__ import annotations
 
@@ -52,6 +52,7 @@ class RawStdio:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.capabilities: dict[str, Any] = {}
+        self.markers = 0
         threading.Thread(target=self._read, daemon=True).start()
 
         self.stderr_lines: list[str] = []
@@ -83,6 +84,19 @@ class RawStdio:
             time.sleep(0.01)
         return self.log_since(mark)
 
+    def log_until_now(self, mark: int) -> str:
+        """Everything logged since `mark` up to this moment, complete: a request with an
+        invalid id is logged before its reply, and stderr keeps the server's order, so once
+        that line (unique to this call) has been read, so has every line logged before it."""
+        self.markers += 1
+        marker = json.dumps([f"log-marker-{self.markers}"])
+        reply = self.reply(f'{{"jsonrpc": "2.0", "id": {marker}, "method": "ping"}}')
+        assert reply["error"]["code"] == -32600, reply
+        logged = self.wait_for_log(f"request with an invalid id on stdin: {marker}", mark)
+        head, found, _ = logged.partition(f"request with an invalid id on stdin: {marker}")
+        assert found, logged[-2000:]
+        return head.rsplit("\n", 1)[0] + "\n" if "\n" in head else ""
+
     def send(self, line: str) -> None:
         assert self.process.stdin is not None
         self.process.stdin.write(line if line.endswith("\n") else line + "\n")
@@ -112,17 +126,6 @@ class RawStdio:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-
-
-@pytest.fixture
-def raw_stdio(corpus_file: Path) -> Iterator[RawStdio]:
-    """A server of its own, for a test that closes it or counts every line it logs."""
-    server = RawStdio(corpus_file)
-    try:
-        server.initialize()
-        yield server
-    finally:
-        server.kill()
 
 
 @pytest.fixture(scope="module")
@@ -163,15 +166,16 @@ UNPARSEABLE = [
 ]  # fmt: skip
 
 
-def test_stdio_answers_unparseable_lines_and_keeps_serving(raw_stdio: RawStdio) -> None:
+def test_stdio_answers_unparseable_lines_and_keeps_serving(shared_stdio: RawStdio) -> None:
+    mark = shared_stdio.log_mark()
     for line, request_id, code, fragment in UNPARSEABLE:
-        reply = raw_stdio.reply(line)
+        reply = shared_stdio.reply(line)
         assert reply["jsonrpc"] == "2.0" and reply["id"] == request_id, line
         assert reply["error"]["code"] == code and fragment in reply["error"]["message"], line
-        listed = raw_stdio.reply(rpc_line(2, "tools/list"))  # still serving
+        listed = shared_stdio.reply(rpc_line(2, "tools/list"))  # still serving
         assert len(listed["result"]["tools"]) == len(TOOL_SCOPES)
-    stderr = raw_stdio.close()
-    assert "unparseable message on stdin" in stderr and "Traceback" not in stderr
+    logged = shared_stdio.log_until_now(mark)  # the clean exit at EOF: `shared_stdio`
+    assert "unparseable message on stdin" in logged and "Traceback" not in logged
 
 
 INVALID_IDS = ["null", "1.5", "2.0", "true", "[1]", '{"a": 1}']
@@ -192,17 +196,18 @@ def test_stdio_answers_a_request_with_an_invalid_id(
     assert "request with an invalid id on stdin" in logged and "Traceback" not in logged
 
 
-def test_stdio_deeply_nested_json_is_one_log_line(raw_stdio: RawStdio) -> None:
+def test_stdio_deeply_nested_json_is_one_log_line(shared_stdio: RawStdio) -> None:
     depth = 100_000
-    reply = raw_stdio.reply("[" * depth + "]" * depth)
+    mark = shared_stdio.log_mark()
+    reply = shared_stdio.reply("[" * depth + "]" * depth)
     assert reply["error"] == {
         "code": -32700,
         "message": "Parse error: the message is nested too deeply to read",
     }
-    assert raw_stdio.reply(rpc_line(2, "ping"))["result"] == {}
-    stderr = raw_stdio.close()
-    assert "Traceback" not in stderr and "RecursionError" not in stderr, stderr[-2000:]
-    assert len([line for line in stderr.splitlines() if "kbmcp" in line]) == 1, stderr[-2000:]
+    assert shared_stdio.reply(rpc_line(2, "ping"))["result"] == {}
+    logged = shared_stdio.log_until_now(mark)  # the clean exit at EOF: `shared_stdio`
+    assert "Traceback" not in logged and "RecursionError" not in logged, logged[-2000:]
+    assert len([line for line in logged.splitlines() if "kbmcp" in line]) == 1, logged[-2000:]
 
 
 def test_stdio_stops_at_once_when_the_client_closes_stdout(corpus_file: Path) -> None:

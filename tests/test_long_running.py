@@ -242,5 +242,6 @@ def test_the_wal_stays_small_under_continuous_reads_and_writes(
         for reader in readers:
             reader.join()
         writer.close()
-    assert sizes[-1] > 0
+    # The WAL was written (the last write may have been the one that emptied it: 0 bytes).
+    assert max(sizes) > 0
     assert max(sizes) < 8 * limit, f"the WAL reached {max(sizes) / 2**20:.1f} MiB"

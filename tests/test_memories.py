@@ -624,14 +624,23 @@ async def test_remember_and_forget_over_stdio(file_db: Path) -> None:
         assert await search(client, query="deploy key rotates", include_documents=False) == []
 
 
-@pytest.fixture
-def tenants_server(file_db: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    db = file_db
+@pytest.fixture(scope="module")
+def tenants_server(
+    built_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """One HTTP server for the module's token tests, on a copy of the file of its own with
+    tenants acme and beta (every scope) and carol (a reader's and a write-only token): each
+    test uses tenants no other test touches, so they share the server (starting one costs
+    more than either test)."""
+    db = tmp_path_factory.mktemp("tenants") / "kb.db"
+    shutil.copyfile(built_file, db)
     with workspace(db) as ws:
-        for name in ("acme", "beta"):
+        for name in ("acme", "beta", "carol"):
             create_tenant(ws, ws.local_principal(), name)
     scopes = ["knowledge:read", "memory:read", "memory:write"]
     secrets = {name: make_token(db, name, scopes)[1] for name in ("acme", "beta")}
+    secrets["carol"] = make_token(db, "carol", ["memory:read", "memory:write"])[1]
+    secrets["carol-write-only"] = make_token(db, "carol", ["memory:write"])[1]
     server = HttpServer(db)
     try:
         yield server.url, secrets
@@ -687,37 +696,32 @@ async def test_remember_takes_a_store_id_as_its_schema_says(db: Path, client: Cl
     assert (stored["memory_store"], stored["outcome"]) == ("ops", "created")
 
 
-async def test_a_write_only_token_learns_nothing_of_what_is_stored(file_db: Path) -> None:
+async def test_a_write_only_token_learns_nothing_of_what_is_stored(
+    tenants_server: tuple[str, dict[str, str]],
+) -> None:
     """`remember` with memory:write but not memory:read answers the same shape whether the
     content was new, stored already (with tags of its own) or forgotten, with only the tags it
-    sent: over HTTP, through the SDK client, with real tokens."""
-    db = file_db
-    with workspace(db) as ws:
-        create_tenant(ws, ws.local_principal(), "acme")
-    full = make_token(db, "acme", ["memory:read", "memory:write"])[1]
-    writer = make_token(db, "acme", ["memory:write"])[1]
-    server = HttpServer(db)
-    try:
-        async with connect_with_token(server.url, full) as reader:
-            await ok(reader, "remember", content=FACT, tags={"private": "yes"}, source="chat 7")
-            gone = await ok(reader, "remember", content=QUOKKA)
-            await ok(reader, "forget", memory_id=gone["memory_id"])
-        async with connect_with_token(server.url, writer) as blind:
-            answers = {
-                label: await ok(blind, "remember", content=content, tags={"topic": "x"})
-                for label, content in (
-                    ("new", "The build cache is cleared every Sunday."),
-                    ("stored already", FACT),
-                    ("forgotten", QUOKKA),
-                )
-            }
-            mine = answers["new"]["memory_id"]
-            refused = await call(blind, "remember", content=FACT, memory_id=mine)
-        async with connect_with_token(server.url, full) as reader:
-            listed = await ok(reader, "search_knowledge", include_documents=False)
-            again = await ok(reader, "remember", content=FACT)
-    finally:
-        server.stop()
+    sent: over HTTP, through the SDK client, with real tokens (tenant carol's)."""
+    url, secrets = tenants_server
+    full, writer = secrets["carol"], secrets["carol-write-only"]
+    async with connect_with_token(url, full) as reader:
+        await ok(reader, "remember", content=FACT, tags={"private": "yes"}, source="chat 7")
+        gone = await ok(reader, "remember", content=QUOKKA)
+        await ok(reader, "forget", memory_id=gone["memory_id"])
+    async with connect_with_token(url, writer) as blind:
+        answers = {
+            label: await ok(blind, "remember", content=content, tags={"topic": "x"})
+            for label, content in (
+                ("new", "The build cache is cleared every Sunday."),
+                ("stored already", FACT),
+                ("forgotten", QUOKKA),
+            )
+        }
+        mine = answers["new"]["memory_id"]
+        refused = await call(blind, "remember", content=FACT, memory_id=mine)
+    async with connect_with_token(url, full) as reader:
+        listed = await ok(reader, "search_knowledge", include_documents=False)
+        again = await ok(reader, "remember", content=FACT)
     for answer in answers.values():
         assert answer["outcome"] == "stored"
         assert answer["tags"] == [["topic", "x"]]  # never the stored memory's own tags
