@@ -19,8 +19,9 @@ from kbmcp.config import Settings
 from kbmcp.embed.base import DelegatingEmbedder
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.embed.inputs import chunk_embedding_input
-from kbmcp.errors import ModelMismatch
+from kbmcp.errors import ModelMismatch, StoreError
 from kbmcp.search.models import SearchRequest
+from kbmcp.service import reembed as reembed_service
 from kbmcp.service.admin import doctor, reembed
 from kbmcp.service.ingest import DocumentInput, add_documents, archive_document
 from kbmcp.service.search import search
@@ -334,3 +335,81 @@ def reembed_with_a_write_before_the_switch(
         assert state["stored_vectors"] == stored
         assert state["indexed_vectors"] == {i: stored[i] for i in sorted(published)}
         return {**result, "seconds": None}, state
+
+
+def test_reembed_reads_the_chunks_a_page_at_a_time(
+    both: list[Path | str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of two chunks: every current chunk still gets its new vector, no page is larger,
+    and the progress counts up to the chunks' total."""
+    monkeypatch.setattr(reembed_service, "REEMBED_PAGE", 2)
+    outcomes = [reembed_in_pages(db, monkeypatch) for db in both]
+    assert outcomes[0] == outcomes[1]
+
+
+def reembed_in_pages(
+    db: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    other = HashingEmbedder(dimension=64)
+    with Workspace(Settings(db=db, embedder="hash"), embedder=other) as ws:
+        backend = ws.store.reembed
+        real_pages = backend.current_chunks
+        pages: list[int] = []
+        progress: list[tuple[int, int]] = []
+
+        def counted(conn: Any, after: int, limit: int) -> Any:
+            found = real_pages(conn, after, limit)
+            pages.append(len(found))
+            return found
+
+        with monkeypatch.context() as patched:
+            patched.setattr(backend, "current_chunks", counted)
+            result = reembed(ws, ws.local_principal(), lambda *done: progress.append(done))
+        stored, published = expected_vectors(ws, other)
+        state = index_state(ws)
+        assert state["stored_vectors"] == stored
+        assert state["indexed_vectors"] == {i: stored[i] for i in sorted(published)}
+        assert max(pages) == 2 and sum(pages) == len(stored) == result["chunks"] > 2
+        assert progress[-1] == (len(stored), len(stored))
+        assert [done for done, _ in progress] == sorted(done for done, _ in progress)
+        return {**result, "seconds": None}, state
+
+
+def test_reembed_gives_up_on_documents_that_never_stop_changing(
+    both: list[Path | str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another writer adds a document right after every check for late chunks, so no switch
+    can happen: reembed stops after REEMBED_ROUNDS checks with an error, the model and the
+    vectors unchanged, the staging table gone (it used to embed late chunks for as long as the
+    writer kept writing)."""
+    for db in both:
+        reembed_beside_a_writer_that_never_stops(db, monkeypatch)
+
+
+def reembed_beside_a_writer_that_never_stops(
+    db: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(db=db, embedder="hash")
+    with Workspace(settings, embedder=HashingEmbedder(dimension=64)) as ws:
+        backend = ws.store.reembed
+        real_late_chunks = backend.late_chunks
+        before = index_state(ws)["stored_vectors"]
+        checks: list[int] = []
+
+        def a_write_after_each_check(conn: Any, marker: int) -> Any:
+            found = real_late_chunks(conn, marker)
+            checks.append(marker)
+            note = DocumentInput(f"note{len(checks)}.md", f"# Note\n\nNote {len(checks)}.\n")
+            with Workspace(settings, embedder=HashingEmbedder()) as other:
+                add_documents(other, other.local_principal(), "birds", [note])
+            return found
+
+        with monkeypatch.context() as patched:
+            patched.setattr(backend, "late_chunks", a_write_after_each_check)
+            with pytest.raises(StoreError, match="kept changing"):
+                reembed(ws, ws.local_principal())
+        assert len(checks) == reembed_service.REEMBED_ROUNDS
+        assert ws.store.vectors.recorded_model(ws.conn) == HashingEmbedder().fingerprint
+        after = index_state(ws)["stored_vectors"]
+        assert {i: after[i] for i in before} == before
+        assert staging_tables(ws) == 0

@@ -62,9 +62,14 @@ def input_hash(text: str) -> str:
 
 
 class Reembed(Protocol):
-    def start(self, conn: Connection) -> tuple[int, list[ChunkInput]]:
-        """An empty staging table for this connection, the change marker, and every chunk of
-        every document's current revision (ordered by id)."""
+    def start(self, conn: Connection) -> tuple[int, int]:
+        """An empty staging table for this connection, the change marker, and how many chunks
+        the documents' current revisions hold (`current_chunks` reads them)."""
+        ...
+
+    def current_chunks(self, conn: Connection, after: int, limit: int) -> list[ChunkInput]:
+        """At most `limit` chunks of the documents' current revisions with an id above `after`,
+        ordered by id: one page (the service never holds every chunk's text at once)."""
         ...
 
     def stage_vectors(self, conn: Connection, rows: Sequence[StagedVector]) -> None:

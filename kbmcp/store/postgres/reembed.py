@@ -28,10 +28,13 @@ from kbmcp.store.reembed import ChunkInput, StagedVector
 
 PgConnection = psycopg.Connection[Any]
 
+# One page of them: the service reads the current chunks a page at a time (memory stays flat).
 SELECT_CURRENT_CHUNKS = """
 SELECT c.id, d.title, c.heading_path, c.text
 FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id
+WHERE c.id > %(after)s
 ORDER BY c.id
+LIMIT %(limit)s
 """
 # A current chunk is late when no vector is staged for it, or one computed with another title.
 LATE = """
@@ -81,11 +84,16 @@ SELECT count(*) FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_
 """
 
 
-def start(conn: PgConnection) -> tuple[int, list[ChunkInput]]:
-    rows = [ChunkInput(*row) for row in conn.execute(SELECT_CURRENT_CHUNKS)]
+def start(conn: PgConnection) -> tuple[int, int]:
+    count = conn.execute(COUNT_CURRENT_CHUNKS).fetchone()[0]
     conn.execute(CREATE_STAGING)
     conn.execute(CLEAR_STAGING)
-    return 0, rows
+    return 0, count
+
+
+def current_chunks(conn: PgConnection, after: int, limit: int) -> list[ChunkInput]:
+    rows = conn.execute(SELECT_CURRENT_CHUNKS, {"after": after, "limit": limit})
+    return [ChunkInput(*row) for row in rows]
 
 
 def stage_vectors(conn: PgConnection, rows: Sequence[StagedVector]) -> None:

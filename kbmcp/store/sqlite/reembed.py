@@ -18,10 +18,13 @@ from kbmcp.store.reembed import ChunkInput, StagedVector, input_hash
 from kbmcp.store.sqlite.vectors import VEC_TABLE, record_model
 
 # Every chunk of every document's current revision, with what its vector is computed from.
+# One page of them: the service reads the current chunks a page at a time (memory stays flat).
 SELECT_CURRENT_CHUNKS = """
 SELECT c.id, d.title, c.heading_path, c.text
 FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id
+WHERE c.id > :after
 ORDER BY c.id
+LIMIT :limit
 """
 # The same, for some documents (those the index change log names).
 SELECT_CURRENT_CHUNKS_OF = """
@@ -76,12 +79,17 @@ SELECT count(*) FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_
 """
 
 
-def start(conn: apsw.Connection) -> tuple[int, list[ChunkInput]]:
+def start(conn: apsw.Connection) -> tuple[int, int]:
     position = conn.execute(SELECT_LOG_POSITION).fetchone()[0]
-    rows = [ChunkInput(*row) for row in conn.execute(SELECT_CURRENT_CHUNKS)]
+    count = conn.execute(COUNT_CURRENT_CHUNKS).fetchone()[0]
     conn.execute(CREATE_STAGING)
     conn.execute(CLEAR_STAGING)
-    return position, rows
+    return position, count
+
+
+def current_chunks(conn: apsw.Connection, after: int, limit: int) -> list[ChunkInput]:
+    rows = conn.execute(SELECT_CURRENT_CHUNKS, {"after": after, "limit": limit})
+    return [ChunkInput(*row) for row in rows]
 
 
 def stage_vectors(conn: apsw.Connection, rows: Sequence[StagedVector]) -> None:
