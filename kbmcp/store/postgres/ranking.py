@@ -501,10 +501,10 @@ def rank(
                 "limit": request.limit,
                 "half_life": request.half_life_days,
                 "now": request.now or None,
-                "lexical_ids": lexical_ids,
-                "lexical_scores": lexical_scores,
-                "semantic_ids": semantic_ids,
-                "semantic_scores": semantic_scores,
+                "lexical_ids": bigint_array_literal(lexical_ids),
+                "lexical_scores": float8_array_literal(lexical_scores),
+                "semantic_ids": bigint_array_literal(semantic_ids),
+                "semantic_scores": float8_array_literal(semantic_scores),
             },
         ).fetchall()
     ranking = (
@@ -570,6 +570,14 @@ def bigint_array_literal(ids: Sequence[int] | np.ndarray) -> str:
     A scope of 10k chunk ids as a Python list costs psycopg ~3 ms of per-element dumping under
     no load (~70 ms on a loaded machine); one string costs a join."""
     return "{" + ",".join(map(str, np.asarray(ids, dtype=np.int64).tolist())) + "}"
+
+
+def float8_array_literal(values: Sequence[float]) -> str:
+    """PostgreSQL's text form of a float8 array (cast by `::float8[]` in the SQL): each value
+    as its shortest repr, which PostgreSQL reads back to the same double (as psycopg writes a
+    float). The ranking's 200 candidates' ids and scores as lists cost psycopg ~1 ms of
+    per-element dumping per search on a loaded machine; strings cost a join."""
+    return "{" + ",".join(map(repr, map(float, values))) + "}"
 
 
 def hnsw_ef_search(depth: int) -> int:
@@ -687,7 +695,7 @@ class _PhraseSql:
     def __init__(self, stats: KeywordStats, phrases: Sequence[Phrase]) -> None:
         self.number = {term: i + 1 for i, (term, _) in enumerate(phrases)}
         self.params: dict[str, Any] = {
-            "idf": [stats.idf(term) for term, _ in phrases],
+            "idf": float8_array_literal([stats.idf(term) for term, _ in phrases]),
             **keyword.bm25_params(stats),
             **keyword.weight_params(),
         }
@@ -761,7 +769,7 @@ def _semantic(request: RankRequest, searched_rows: int, has_hnsw: bool) -> _Sema
     params = {
         "query_vector": Float32Vector(query.tobytes()),
         "min_similarity": request.min_similarity,
-        "floor_exempt": [int(i) for i in request.floor_exempt],
+        "floor_exempt": bigint_array_literal([int(i) for i in request.floor_exempt]),
         "floor_slack": FLOOR_SLACK,
         "pool_size": pool_size,
     }
