@@ -347,8 +347,9 @@ def stats_of(
         else:
             sql, params = phrase_rows_sql(tokens, "stats")
             params["stores"] = list(stores)
-            containing[term] = int(conn.execute(f"SELECT count(*) FROM ({sql}) AS hit", params)
-                                   .fetchone()[0])  # fmt: skip
+            # Planned for its tokens (see ranking.py: a generic plan knows no token's rows).
+            count = f"SELECT count(*) FROM ({sql}) AS hit"
+            containing[term] = int(conn.execute(count, params, prepare=False).fetchone()[0])
     return KeywordStats(rows, total, containing)
 
 

@@ -75,17 +75,21 @@ CHUNK_READ_POSTINGS = 40
 # of the postings it holds (an index descent and a step of the LATERAL loop).
 RANGE_READ_POSTINGS = 8
 
+# Statements whose plans depend on their parameters (the channels statement, a phrase's
+# count) are sent unprepared (`prepare=False`), so each is planned for its
+# own: psycopg prepares a statement run 5 times on a connection, and PostgreSQL may then plan it
+# once for any parameters - with no row estimate for a token and a scope array that is no longer
+# a constant. The ranking statement's plan does not (about 200 candidates joined by primary
+# keys): it is prepared, and PostgreSQL keeps one plan for it when that is no worse (its planning
+# was ~1 ms a search, a third of its time at small scopes).
+#
 # The search's settings, local to the read snapshot (set_config(name, value, true) is SET LOCAL),
 # made by the search's first statement (PRELUDE):
-# - every statement planned for its parameters: psycopg prepares a statement run 5 times on a
-#   connection, and PostgreSQL may then plan it once for any parameters - with no row estimate
-#   for a token and a scope array that is no longer a constant (so no hashed `= ANY`);
 # - no merge joins: the planner cannot know that a scope's ids are distinct, expects a join of
 #   the postings to the scope to multiply rows and sorts both sides for a merge join (~40 ms for
 #   100k postings), where hashing the scope and streaming the postings through it is the plan;
 # - the HNSW index's breadth and iterative scans (read only by a `pg_hnsw` pool).
-SEARCH_SETTINGS = """set_config('plan_cache_mode', 'force_custom_plan', true),
-       set_config('enable_mergejoin', 'off', true),
+SEARCH_SETTINGS = """set_config('enable_mergejoin', 'off', true),
        set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', %(ef_search)s::text, true)"""
 # The search's first statement, one round trip for what the channels statement is written from:
@@ -478,7 +482,7 @@ def rank(
             semantic=semantic.body,
         )
         with conn.cursor(binary=True) as cur:
-            found = cur.execute(channels, params).fetchall()
+            found = cur.execute(channels, params, prepare=False).fetchall()
         lexical_ids = [row[1] for row in found if row[0]]
         lexical_scores = [row[2] for row in found if row[0]]
         pool = [(row[1], row[3]) for row in found if not row[0]]
@@ -501,10 +505,10 @@ def rank(
                 "limit": request.limit,
                 "half_life": request.half_life_days,
                 "now": request.now or None,
-                "lexical_ids": lexical_ids,
-                "lexical_scores": lexical_scores,
-                "semantic_ids": semantic_ids,
-                "semantic_scores": semantic_scores,
+                "lexical_ids": bigint_array_literal(lexical_ids),
+                "lexical_scores": float8_array_literal(lexical_scores),
+                "semantic_ids": bigint_array_literal(semantic_ids),
+                "semantic_scores": float8_array_literal(semantic_scores),
             },
         ).fetchall()
     ranking = (
@@ -551,8 +555,10 @@ def _prelude(
     )
     if scope is not None:
         params.update(scope.params)
+    # Prepared as psycopg does (the scope statement always was): a scope's plan is index
+    # ranges and lookups whatever its values, and its planning was half its time at 0.1%.
     row = conn.execute(sql, params).fetchone()
-    searched_rows, has_hnsw, totals, tokens, token_rows, lo, hi, singles = row[4:]
+    searched_rows, has_hnsw, totals, tokens, token_rows, lo, hi, singles = row[3:]
     token_counts: dict[str, int] = {}
     for token, rows in zip(tokens or [], token_rows or [], strict=True):
         token_counts[token] = token_counts.get(token, 0) + int(rows)  # a row per store
@@ -570,6 +576,14 @@ def bigint_array_literal(ids: Sequence[int] | np.ndarray) -> str:
     A scope of 10k chunk ids as a Python list costs psycopg ~3 ms of per-element dumping under
     no load (~70 ms on a loaded machine); one string costs a join."""
     return "{" + ",".join(map(str, np.asarray(ids, dtype=np.int64).tolist())) + "}"
+
+
+def float8_array_literal(values: Sequence[float]) -> str:
+    """PostgreSQL's text form of a float8 array (cast by `::float8[]` in the SQL): each value
+    as its shortest repr, which PostgreSQL reads back to the same double (as psycopg writes a
+    float). The ranking's 200 candidates' ids and scores as lists cost psycopg ~1 ms of
+    per-element dumping per search on a loaded machine; strings cost a join."""
+    return "{" + ",".join(map(repr, map(float, values))) + "}"
 
 
 def hnsw_ef_search(depth: int) -> int:
@@ -687,7 +701,7 @@ class _PhraseSql:
     def __init__(self, stats: KeywordStats, phrases: Sequence[Phrase]) -> None:
         self.number = {term: i + 1 for i, (term, _) in enumerate(phrases)}
         self.params: dict[str, Any] = {
-            "idf": [stats.idf(term) for term, _ in phrases],
+            "idf": float8_array_literal([stats.idf(term) for term, _ in phrases]),
             **keyword.bm25_params(stats),
             **keyword.weight_params(),
         }
@@ -761,7 +775,7 @@ def _semantic(request: RankRequest, searched_rows: int, has_hnsw: bool) -> _Sema
     params = {
         "query_vector": Float32Vector(query.tobytes()),
         "min_similarity": request.min_similarity,
-        "floor_exempt": [int(i) for i in request.floor_exempt],
+        "floor_exempt": bigint_array_literal([int(i) for i in request.floor_exempt]),
         "floor_slack": FLOOR_SLACK,
         "pool_size": pool_size,
     }
