@@ -25,22 +25,24 @@ the same floats:
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import apsw
 import psycopg
 
 from kbmcp.search.lexical import bm25
 from kbmcp.search.lexical.channel import (
     STOPWORD_DOC_FRACTION,
     STOPWORD_MIN_ROWS,
-    TOKENIZER,
     WEIGHTS,
 )
 from kbmcp.store.index import heading_text
+
+# The index's tokenizer, shared with the SQLite backend; the PostgreSQL modules use it through
+# this one (keyword.query_tokens, keyword.tokenize_document).
+from kbmcp.store.tokenizer import query_tokens as query_tokens
+from kbmcp.store.tokenizer import tokenize_document as tokenize_document
 
 COLUMNS = ("title", "heading", "body")
 POSITION_SHIFT = 20  # position = column << 20 | offset: a column holds < 2^20 tokens
@@ -83,35 +85,11 @@ SELECT knowledge_base_id, rows, tokens FROM keyword_total WHERE knowledge_base_i
 # ------------------------------------------------------------------ tokens
 
 
-class _Tokenizers(threading.local):
-    """FTS5's tokenizer from an in-memory apsw connection, one per thread."""
-
-    def __init__(self) -> None:
-        self.conn = apsw.Connection(":memory:")
-        self.tokenize = self.conn.fts5_tokenizer(TOKENIZER[0], TOKENIZER[1])
-
-
-_local = _Tokenizers()
-
-
 def document_tokens(text: str) -> list[str]:
-    """The tokens FTS5 indexes for a column's text, in order."""
+    """The tokens FTS5 indexes for a column's text, in order (kbmcp/store/tokenizer.py)."""
     if not text:
         return []
-    found = _local.tokenize(text.encode("utf-8"), apsw.FTS5_TOKENIZE_DOCUMENT, None)
-    return [token for _, _, token, *_ in found]
-
-
-def tokenize_document(data: bytes) -> list[tuple[int, int, str]]:
-    """FTS5's tokenizer over a document's UTF-8 text: (byte start, byte end, token) per token
-    (what search excerpts highlight)."""
-    return _local.tokenize(data, apsw.FTS5_TOKENIZE_DOCUMENT, None)
-
-
-def query_tokens(term: str) -> tuple[str, ...]:
-    """The index tokens of one query term (fts.term_tokens without a connection)."""
-    found = _local.tokenize(term.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)
-    return tuple(token for _, _, token, *_ in found)
+    return [token for _, _, token, *_ in tokenize_document(text.encode("utf-8"))]
 
 
 class Posting(NamedTuple):
