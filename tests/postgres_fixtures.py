@@ -17,6 +17,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -201,3 +202,15 @@ def new_postgres_url(postgres_server_url: str, postgres_template: str) -> Iterat
         yield url
     finally:
         drop_database(postgres_server_url, url)
+
+
+def insert_tenant_and_two_stores(conn: Any) -> None:
+    """Raw rows for tests of PostgreSQL statements: tenant 1 and its knowledge bases 1 and 2
+    (public ids kb_1, kb_2)."""
+    conn.execute("INSERT INTO tenant VALUES (1, 'ten_1', 't', 'x')")
+    for store in (1, 2):
+        conn.execute(
+            "INSERT INTO knowledge_base (id, public_id, tenant_id, name, created_at, updated_at)"
+            " VALUES (%(id)s, %(public)s, 1, %(public)s, 'x', 'x')",
+            {"id": store, "public": f"kb_{store}"},
+        )

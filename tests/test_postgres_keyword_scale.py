@@ -12,6 +12,7 @@ import pytest
 
 from kbmcp.store.postgres import keyword, migrations
 from kbmcp.store.postgres.connection import connect
+from tests.postgres_fixtures import insert_tenant_and_two_stores
 
 VOCABULARY = [f"w{n}" for n in range(40)]
 COUNTED = """
@@ -23,13 +24,8 @@ KEPT = "SELECT token, knowledge_base_id, rows FROM keyword_token ORDER BY 1, 2"
 
 def _catalog(conn: psycopg.Connection[Any], chunks: int) -> None:
     """A tenant, two stores, one document each and `chunks` chunks (odd ids in store 1)."""
-    conn.execute("INSERT INTO tenant VALUES (1, 'ten_1', 't', 'x')")
+    insert_tenant_and_two_stores(conn)
     for store in (1, 2):
-        conn.execute(
-            "INSERT INTO knowledge_base (id, public_id, tenant_id, name, created_at, updated_at)"
-            " VALUES (%(id)s, %(public)s, 1, %(public)s, 'x', 'x')",
-            {"id": store, "public": f"kb_{store}"},
-        )
         conn.execute(
             "INSERT INTO document (id, public_id, knowledge_base_id, path, title, kind, metadata,"
             " created_at, updated_at) VALUES (%(id)s, %(public)s, %(id)s, 'a.md', 'A', 'text',"

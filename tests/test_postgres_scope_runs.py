@@ -12,19 +12,14 @@ import psycopg
 from kbmcp.search.scope import Scope
 from kbmcp.store.postgres import scope
 from kbmcp.store.postgres.connection import connect
+from tests.postgres_fixtures import insert_tenant_and_two_stores
 
 
 def _documents(conn: psycopg.Connection[Any]) -> None:
     """A tenant, two stores, documents 1-2 (store 1, interleaved chunks: odd ids are document 1's,
     even ids up to 20 document 2's) and documents 3-4 (store 2, consecutive chunks 21-25 and
     26-30), each with one revision."""
-    conn.execute("INSERT INTO tenant VALUES (1, 'ten_1', 't', 'x')")
-    for store in (1, 2):
-        conn.execute(
-            "INSERT INTO knowledge_base (id, public_id, tenant_id, name, created_at, updated_at)"
-            " VALUES (%(id)s, %(public)s, 1, %(public)s, 'x', 'x')",
-            {"id": store, "public": f"kb_{store}"},
-        )
+    insert_tenant_and_two_stores(conn)
     for document, store in ((1, 1), (2, 1), (3, 2), (4, 2)):
         conn.execute(
             "INSERT INTO document (id, public_id, knowledge_base_id, path, title, kind, metadata,"
