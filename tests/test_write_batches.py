@@ -288,6 +288,7 @@ def test_remembering_every_200ms_while_a_huge_document_is_added_and_reembedded(
                 time.sleep(0.05)
             report = add_paths(workspace, workspace.local_principal(), [folder])
             assert report.chunks_indexed > 2500
+            interleaved = memories_committed_between_the_adds_batches(workspace)
             result = reembed(workspace, workspace.local_principal())
             assert result["chunks"] >= report.chunks_indexed
             time.sleep(0.5)
@@ -298,6 +299,26 @@ def test_remembering_every_200ms_while_a_huge_document_is_added_and_reembedded(
     summary = json.loads(out.splitlines()[-1])
     assert summary["failures"] == [], summary
     assert summary["done"] >= 3
+    # The add committed in batches: a memory remembered meanwhile got a chunk id between the
+    # huge document's first and last (one transaction for the whole add would leave none).
+    assert interleaved >= 1, summary
+
+
+def memories_committed_between_the_adds_batches(workspace: Workspace) -> int:
+    """Memory chunks whose ids lie between huge.md's first and last chunk id."""
+    first, last = workspace.conn.execute(
+        "SELECT min(c.id), max(c.id) FROM chunk AS c JOIN revision AS r ON r.id = c.revision_id"
+        " JOIN document AS d ON d.id = r.document_id WHERE d.path = 'huge.md'"
+    ).fetchone()
+    return int(
+        workspace.conn.execute(
+            "SELECT count(*) FROM chunk AS c JOIN revision AS r ON r.id = c.revision_id"
+            " JOIN document AS d ON d.id = r.document_id"
+            " JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id"
+            " WHERE kb.kind = 'memories' AND c.id BETWEEN ? AND ?",
+            (first, last),
+        ).fetchone()[0]
+    )
 
 
 def test_reembed_stages_outside_the_lock_and_catches_documents_changed_meanwhile(
