@@ -37,6 +37,7 @@ import apsw
 import numpy as np
 
 from kbmcp.search.lexical import bm25
+from kbmcp.store.sqlite.search.growth import capacity_for, grown
 from kbmcp.store.sqlite.search.lexical import fts
 from kbmcp.store.sqlite.search.lexical.scan import Phrase, phrase_frequencies
 from kbmcp.store.sqlite.search.lexical.stats import ReadableRows, stats_of, varint_sums
@@ -44,7 +45,6 @@ from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
 from kbmcp.store.sqlite.search.sorted_ids import positions_of, present_positions
 
 MAX_POSTINGS = 8_000_000  # ~96 MB: every (row, term) pair of ~100k chunks of ~90 words
-GROWTH = 1.5
 
 # Every indexed row with its recorded sizes (docsize has one row per row of chunk_fts).
 SELECT_INDEXED_ROWS = "SELECT id, sz FROM chunk_fts_docsize {where} ORDER BY id"
@@ -189,10 +189,10 @@ class PostingsIndex:
         assert self._rowids is not None and self._lengths is not None and self._alive is not None
         start = self._rows
         if start + count > len(self._rowids):
-            capacity = max(start + count, int(len(self._rowids) * GROWTH) + 16)
-            self._rowids = _grown(self._rowids, capacity)
-            self._lengths = _grown(self._lengths, capacity)
-            self._alive = _grown(self._alive, capacity)
+            capacity = capacity_for(len(self._rowids), start + count)
+            self._rowids = grown(self._rowids, capacity)
+            self._lengths = grown(self._lengths, capacity)
+            self._alive = grown(self._alive, capacity)
         return start
 
     # ------------------------------------------------------------------ reads
@@ -348,9 +348,3 @@ def _phrase_tokens(tokenize: apsw.FTS5Tokenizer, phrase: str) -> tuple[str, ...]
     return tuple(
         token for _, _, token, *_ in tokenize(text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)
     )
-
-
-def _grown(array: np.ndarray, capacity: int) -> np.ndarray:
-    grown = np.zeros(capacity, dtype=array.dtype)
-    grown[: len(array)] = array
-    return grown

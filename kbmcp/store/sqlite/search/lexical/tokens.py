@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kbmcp.store.sqlite.search.growth import capacity_for, grown
+
 MAX_TOKENS = 4_000_000  # ~20 MB of arrays: ~45k chunks of ~90 tokens
 COLUMNS = 3  # title, heading, body
-GROWTH = 1.5
 
 
 @dataclass(frozen=True)
@@ -114,18 +115,18 @@ class TokenCache:
             self._forget(chunk_id)
         start = self._used
         if start + count > len(self._tokens):
-            capacity = max(start + count, int(len(self._tokens) * GROWTH) + 1024)
-            self._tokens = _grown(self._tokens, capacity)
-            self._columns = _grown(self._columns, capacity)
+            capacity = capacity_for(len(self._tokens), start + count)
+            self._tokens = grown(self._tokens, capacity)
+            self._columns = grown(self._columns, capacity)
         self._tokens[start : start + count] = chunk.token_ids
         self._columns[start : start + count] = chunk.columns
         self._used += count
         slot = self._slots
         if slot == len(self._starts):
-            capacity = int(slot * GROWTH) + 64
-            self._starts = _grown(self._starts, capacity)
-            self._lengths = _grown(self._lengths, capacity)
-            self._sizes = _grown(self._sizes, capacity)
+            capacity = capacity_for(slot, slot + 1)
+            self._starts = grown(self._starts, capacity)
+            self._lengths = grown(self._lengths, capacity)
+            self._sizes = grown(self._sizes, capacity)
         self._starts[slot], self._lengths[slot], self._sizes[slot] = start, count, chunk.sizes
         self._slots += 1
         self._slot_of[chunk_id] = slot
@@ -157,9 +158,3 @@ class TokenCache:
                 gathered.token_ids[start:stop], gathered.columns[start:stop], gathered.sizes[i]
             )
             self.add(chunk_id, document_id, chunk)
-
-
-def _grown(array: np.ndarray, capacity: int) -> np.ndarray:
-    grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
-    grown[: len(array)] = array
-    return grown

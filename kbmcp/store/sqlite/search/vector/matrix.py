@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import apsw
 import numpy as np
 
+from kbmcp.store.sqlite.search.growth import capacity_for, grown
 from kbmcp.store.sqlite.search.sorted_ids import positions_of, present_positions
 from kbmcp.store.sqlite.search.vector.blocks import run_blocks
 
@@ -41,7 +42,6 @@ GATHER_BLOCK = 256  # rows gathered and scored per step (see `similarities`)
 # Elements of the matrix per BLAS call when every row is scored (see `all_similarities`).
 FULL_PASS_BLOCK_ELEMENTS = 256 * 1024
 BUILD_BLOCK = 4096  # rows read from the file per step when the copy is built
-GROWTH = 1.5  # capacity growth factor when rows are appended
 COMPACT_DEAD_FRACTION = 0.25
 
 
@@ -177,12 +177,12 @@ class VectorMatrix:
         count = int(np.count_nonzero(new))
         needed = self._size + count
         if needed > len(self._ids):
-            capacity = max(needed, int(len(self._ids) * GROWTH) + 16)
-            self._ids = _grown(self._ids, capacity)
-            self._documents = _grown(self._documents, capacity)
-            self._stores = _grown(self._stores, capacity)
-            self._matrix = _grown(self._matrix, capacity)
-            self._alive = _grown(self._alive, capacity)
+            capacity = capacity_for(len(self._ids), needed)
+            self._ids = grown(self._ids, capacity)
+            self._documents = grown(self._documents, capacity)
+            self._stores = grown(self._stores, capacity)
+            self._matrix = grown(self._matrix, capacity)
+            self._alive = grown(self._alive, capacity)
         end = self._size + count
         self._ids[self._size : end] = fresh.ids[new]
         self._documents[self._size : end] = fresh.documents[new]
@@ -199,12 +199,6 @@ class VectorMatrix:
         self._matrix = self._matrix[keep]
         self._alive = np.ones(len(keep), dtype=bool)
         self._size = len(keep)
-
-
-def _grown(array: np.ndarray, capacity: int) -> np.ndarray:
-    grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
-    grown[: len(array)] = array
-    return grown
 
 
 def read_vectors(
