@@ -24,7 +24,7 @@ def test_soak_runs_and_fails_on_a_broken_bound(tmp_path: Path) -> None:
             sys.executable,
             str(SOAK),
             "--minutes",
-            "0.1",
+            "0.06",
             "--notes",
             "20",
             "--burst",
