@@ -355,34 +355,45 @@ fused AS (
     FROM candidate
     GROUP BY chunk_id
 ),
-decayed AS (
-    SELECT f.chunk_id, c.public_id AS chunk_public_id, d.public_id AS document_public_id,
-           r.public_id AS revision_public_id, kb.public_id AS store_public_id, d.title, d.path,
-           c.heading_path, c.char_start, c.char_end, c.line_start, c.line_end, c.text,
+-- Recency decay (memories only): per fused chunk only what the order needs is read, its public
+-- id and, in the subquery that the CASE skips when half_life is 0, its store kind and age.
+weighted AS (
+    SELECT f.chunk_id, c.public_id AS chunk_public_id,
            f.lexical_rank, f.lexical_score, f.semantic_rank, f.semantic_score, f.score,
-           d.kind AS format, r.content_hash, kb.kind AS store_kind,
-           CASE WHEN kb.kind = 'memories' AND %(half_life)s::float8 > 0
-                THEN power(2.0::float8,
-                           -greatest({julian_now} - {julian_updated}, 0.0::float8)
-                           / %(half_life)s::float8)
+           CASE WHEN %(half_life)s::float8 > 0 THEN (
+               SELECT power(2.0::float8,
+                            -greatest({julian_now} - {julian_updated}, 0.0::float8)
+                            / %(half_life)s::float8)
+               FROM revision AS r
+               JOIN document AS d ON d.id = r.document_id
+               JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+               WHERE r.id = c.revision_id AND kb.kind = 'memories')
            END AS recency_weight
     FROM fused AS f
     JOIN chunk AS c ON c.id = f.chunk_id
-    JOIN revision AS r ON r.id = c.revision_id
-    JOIN document AS d ON d.id = r.document_id
-    JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+),
+-- MATERIALIZED: the citation joins below run for the `limit` rows kept, not for every fused
+-- chunk (~180 at depth 100), whose text and heading the sort no longer carries either.
+ranked AS MATERIALIZED (
+    SELECT chunk_id, chunk_public_id, lexical_rank, lexical_score, semantic_rank,
+           semantic_score, score * coalesce(recency_weight, 1.0::float8) AS final_score,
+           recency_weight, count(*) OVER () AS fused_count
+    FROM weighted
+    ORDER BY final_score DESC, chunk_public_id COLLATE "C"
+    LIMIT %(limit)s
 )
-SELECT chunk_id, chunk_public_id, document_public_id, revision_public_id, store_public_id,
-       title, path, heading_path, char_start, char_end, line_start, line_end, text,
-       lexical_rank, lexical_score, semantic_rank, semantic_score,
-       score * coalesce(recency_weight, 1.0::float8) AS final_score, format, content_hash,
-       store_kind, recency_weight,
-       count(*) OVER () AS fused_count,
+SELECT k.chunk_id, k.chunk_public_id, d.public_id, r.public_id, kb.public_id,
+       d.title, d.path, c.heading_path, c.char_start, c.char_end, c.line_start, c.line_end,
+       c.text, k.lexical_rank, k.lexical_score, k.semantic_rank, k.semantic_score,
+       k.final_score, d.kind, r.content_hash, kb.kind, k.recency_weight, k.fused_count,
        (SELECT count(*) FROM lexical_hit) AS lexical_found,
        (SELECT count(*) FROM semantic_hit) AS semantic_found
-FROM decayed
-ORDER BY final_score DESC, chunk_public_id COLLATE "C"
-LIMIT %(limit)s
+FROM ranked AS k
+JOIN chunk AS c ON c.id = k.chunk_id
+JOIN revision AS r ON r.id = c.revision_id
+JOIN document AS d ON d.id = r.document_id
+JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+ORDER BY k.final_score DESC, k.chunk_public_id COLLATE "C"
 """
 # SQLite's julianday(): the time in whole milliseconds (rounded) since the Julian epoch, divided
 # by the milliseconds of a day; the Unix epoch is Julian day 2440587.5.
