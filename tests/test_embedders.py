@@ -162,6 +162,15 @@ def test_token_budget_batches_hold_every_text_once_within_the_budget(budget: int
         assert (len(before) + 1) * lengths[after[0]] > budget
 
 
+def test_minilm_keeps_input_order_across_tokenize_groups(
+    model: MiniLMEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = _varied_texts(14)
+    whole = model.embed(texts)
+    monkeypatch.setattr(minilm, "TOKENIZE_GROUP", 3)  # five groups, the last of two texts
+    np.testing.assert_allclose(model.embed(texts), whole, atol=1e-6)
+
+
 def test_construction_is_lazy(tmp_path: Path) -> None:
     embedder = MiniLMEmbedder(tmp_path / "missing.onnx")
     assert not embedder.loaded

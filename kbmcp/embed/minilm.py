@@ -44,6 +44,8 @@ MAX_TOKENS = 256
 #: in runs of 32 texts sorted by characters and 15 s at 2,048 tokens (one thread; on two threads
 #: 6.5-8 s wall against 11.6 s). Short texts, such as memories, still go many to a run.
 DEFAULT_BATCH_TOKENS = 512
+#: Texts tokenised together, then batched by length among themselves.
+TOKENIZE_GROUP = 1024
 
 FINGERPRINT = ModelFingerprint(
     name=MODEL_NAME,
@@ -261,10 +263,15 @@ class MiniLMEmbedder:
             return out
         self.load()
         assert self._tokenizer is not None
-        encodings = self._tokenizer.encode_batch(list(texts))
-        lengths = [len(encoding.ids) for encoding in encodings]
-        for batch in token_budget_batches(lengths, self._batch_tokens):
-            out[batch] = self._embed_batch([encodings[i] for i in batch])
+        # A group of texts is tokenised at once (the encodings hold every token's string and
+        # offsets: ~15 kB a text), so a call with a whole corpus does not hold all of them.
+        for first in range(0, len(texts), TOKENIZE_GROUP):
+            group = list(texts[first : first + TOKENIZE_GROUP])
+            encodings = self._tokenizer.encode_batch(group)
+            lengths = [len(encoding.ids) for encoding in encodings]
+            for batch in token_budget_batches(lengths, self._batch_tokens):
+                rows = [first + i for i in batch]
+                out[rows] = self._embed_batch([encodings[i] for i in batch])
         return out
 
     # -- loading and status
