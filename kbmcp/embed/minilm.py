@@ -263,8 +263,9 @@ class MiniLMEmbedder:
             return out
         self.load()
         assert self._tokenizer is not None
-        # A group of texts is tokenised at once (the encodings hold every token's string and
-        # offsets: ~15 kB a text), so a call with a whole corpus does not hold all of them.
+        # A group of texts is tokenised at once, so a call with a whole corpus does not hold
+        # every encoding: each keeps its tokens' strings, offsets and the truncated rest of the
+        # text, ~74 kB for a 256-token passage (RSS over 4,096 of them: 298 MB).
         for first in range(0, len(texts), TOKENIZE_GROUP):
             group = list(texts[first : first + TOKENIZE_GROUP])
             encodings = self._tokenizer.encode_batch(group)
