@@ -43,6 +43,7 @@ from kbmcp.store.sqlite.search.lexical.scan import Phrase, phrase_frequencies
 from kbmcp.store.sqlite.search.lexical.stats import ReadableRows, stats_of, varint_sums
 from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
 from kbmcp.store.sqlite.search.sorted_ids import positions_of, present_positions
+from kbmcp.store.tokenizer import query_tokens
 
 MAX_POSTINGS = 8_000_000  # ~96 MB: every (row, term) pair of ~100k chunks of ~90 words
 
@@ -156,9 +157,7 @@ class PostingsIndex:
         tokenize: apsw.FTS5Tokenizer,
         tokens: TokenCache,
     ) -> bool:
-        phrases: list[Phrase] = [
-            (phrase, _phrase_tokens(tokenize, phrase)) for phrase in self.phrases
-        ]
+        phrases: list[Phrase] = [(phrase, _phrase_tokens(phrase)) for phrase in self.phrases]
         found = phrase_frequencies(conn, phrases, new, self.weights, tokenize, tokens)
         if found is None:
             return False
@@ -342,9 +341,6 @@ class PostingsIndex:
         )
 
 
-def _phrase_tokens(tokenize: apsw.FTS5Tokenizer, phrase: str) -> tuple[str, ...]:
+def _phrase_tokens(phrase: str) -> tuple[str, ...]:
     """The index tokens of a quoted phrase (as kept: `"sqlite-vec"`)."""
-    text = phrase[1:-1].replace('""', '"') if phrase.startswith('"') else phrase
-    return tuple(
-        token for _, _, token, *_ in tokenize(text.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)
-    )
+    return query_tokens(phrase[1:-1].replace('""', '"') if phrase.startswith('"') else phrase)
