@@ -28,7 +28,7 @@ CATALOG = {
         SELECT id, public_id, revision_id, ordinal, heading_path, char_start, char_end,
                line_start, line_end, text
         FROM chunk""",
-    "document_tag": "SELECT document_id, key, value FROM document_tag",
+    "document_tag": "SELECT document_id, key, value, knowledge_base_id FROM document_tag",
     # (checked_ns: when a run took the signature, so it differs between two runs)
     "source_file": """
         SELECT document_id, size, mtime_ns, inode, bytes_hash, read_key, folder
@@ -36,6 +36,21 @@ CATALOG = {
     "staged_revision": "SELECT revision_id, document_id, chunking FROM staged_revision",
     "knowledge_base": "SELECT id, public_id, tenant_id, name, kind FROM knowledge_base",
 }
+# Two tenants' documents with tags and metadata, as a version before the store-scoped filters
+# (SQLite migration 11, PostgreSQL migration 5) wrote them: the upgrade tests fill these in.
+OLDER_TAGGED_ROWS = """
+INSERT INTO tenant (id, public_id, name, created_at) VALUES (1, 'ten_a', 'alice', '2026'),
+                                                            (2, 'ten_b', 'bob', '2026');
+INSERT INTO knowledge_base (id, public_id, tenant_id, name, created_at, updated_at)
+VALUES (10, 'kb_a', 1, 'a', '2026', '2026'), (20, 'kb_b', 2, 'b', '2026', '2026');
+INSERT INTO document (id, public_id, knowledge_base_id, path, title, kind, metadata, created_at,
+                      updated_at)
+VALUES (1, 'doc_1', 10, 'x.md', 'X', 'markdown', '{"team": "ops", "n": 2}', '2026', '2026'),
+       (2, 'doc_2', 20, 'x.md', 'X', 'markdown', '{"team": "ops", "ok": true}', '2026', '2026');
+INSERT INTO document_tag (document_id, key, value) VALUES (1, 't', 'x'), (2, 't', 'x'),
+                                                          (2, 'u', 'y');
+"""
+
 SQLITE_KEYWORDS = """
 SELECT v.doc, v.term, v.col, v."offset" FROM temp.kbmcp_test_vocab AS v
 """

@@ -210,8 +210,33 @@ def downgrade_to_version_6(db: Path, reference: apsw.Connection) -> None:
             "WHERE kb.id = document.knowledge_base_id)"
         )
         conn.execute(reference.execute(trigger).fetchone()[0])
+        _undo_store_scoped_filters(conn, reference)
         conn.execute("PRAGMA user_version = 6")
     conn.close()
+
+
+def _undo_store_scoped_filters(conn: apsw.Connection, reference: apsw.Connection) -> None:
+    """Migration 11 undone: tag and metadata rows without their store, their indexes, triggers
+    and the index on paths as `reference` has them."""
+    older = "SELECT sql FROM sqlite_schema WHERE tbl_name = ? AND type = ? AND sql IS NOT NULL"
+    conn.execute("DROP TRIGGER document_metadata_on_insert")
+    conn.execute("DROP TRIGGER document_metadata_on_update")
+    for table, columns in (
+        ("document_tag", "document_id, key, value"),
+        ("document_metadata", "document_id, key, type, value"),
+    ):
+        conn.execute(f"CREATE TEMP TABLE old_{table} AS SELECT {columns} FROM {table}")
+        conn.execute(f"DROP TABLE {table}")
+        for kind in ("table", "index"):
+            for (sql,) in reference.execute(older, (table, kind)).fetchall():
+                conn.execute(sql)
+        conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM temp.old_{table}")
+        conn.execute(f"DROP TABLE temp.old_{table}")
+    for (sql,) in reference.execute(
+        "SELECT sql FROM sqlite_schema WHERE name IN ('document_metadata_on_insert',"
+        " 'document_metadata_on_update', 'document_by_path')"
+    ).fetchall():
+        conn.execute(sql)
 
 
 def test_an_upgraded_file_keeps_its_ids_and_makes_keyed_ones_from_then_on(

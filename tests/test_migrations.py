@@ -13,6 +13,7 @@ from kbmcp.store.sqlite import migrations
 from kbmcp.store.sqlite.connection import BUSY_TIMEOUT_MS, open_connection, write_transaction
 from kbmcp.store.sqlite.migrations import Migration, all_migrations, current_version, latest_version
 from kbmcp.store.sqlite.vectors import VEC_TABLE, record_model
+from tests.backend_state import OLDER_TAGGED_ROWS
 
 pytestmark = pytest.mark.sqlite_only("file: the SQLite schema migrations")
 
@@ -73,6 +74,49 @@ def test_upgrade_keeps_rows_written_by_an_older_version(tmp_path: Path) -> None:
     conn = open_connection(path)
     assert current_version(conn) == latest_version()
     assert conn.execute("SELECT name FROM tenant").fetchall() == [("local",)]
+    conn.close()
+
+
+STORE_SCOPED = 11  # the migration that copies each document's store into its tag and metadata rows
+
+
+def test_tag_and_metadata_rows_learn_their_store_on_upgrade(tmp_path: Path) -> None:
+    """Rows written before migration 11 get their document's knowledge base, keep their values
+    and types, and a filter finds them within the readable store only."""
+    from kbmcp.search.scope import Scope
+    from kbmcp.store.sqlite.search.scope import filter_documents
+
+    conn = open_connection(tmp_path / "old.db", apply_migrations=False)
+    migrations.migrate(conn, target=STORE_SCOPED - 1)
+    conn.execute(OLDER_TAGGED_ROWS)
+    before = {
+        table: sorted(conn.execute(f"SELECT * FROM {table}"))
+        for table in ("document_tag", "document_metadata")
+    }
+    assert migrations.migrate(conn) == list(range(STORE_SCOPED, latest_version() + 1))
+    for table, columns in (("document_tag", "document_id, key, value"),
+                           ("document_metadata", "document_id, key, type, value")):  # fmt: skip
+        assert sorted(conn.execute(f"SELECT {columns} FROM {table}")) == before[table]
+        stores = conn.execute(
+            f"SELECT t.document_id, t.knowledge_base_id, d.knowledge_base_id FROM {table} AS t"
+            " JOIN document AS d ON d.id = t.document_id"
+        ).fetchall()
+        assert {(doc, store) for doc, store, _ in stores} == {(1, 10), (2, 20)}
+        assert all(store == owner for _, store, owner in stores)
+    for filters in ({"tags": {"t": "x"}}, {"metadata": {"team": "ops"}}):
+        (kind,) = filter_documents(conn, Scope(readable_kb_ids=[20], filters=filters))
+        assert kind.stores == [20] and kind.documents is not None
+        assert kind.documents.tolist() == [2]
+    # Written after the upgrade: the triggers fill the store in.
+    conn.execute(
+        """INSERT INTO document (id, public_id, knowledge_base_id, path, title, kind, metadata,
+                                 created_at, updated_at)
+           VALUES (3, 'doc_3', 20, 'y.md', 'Y', 'markdown', '{"team": "dev"}', '2026', '2026')"""
+    )
+    conn.execute('UPDATE document SET metadata = \'{"team": "dev"}\' WHERE id = 1')
+    assert sorted(conn.execute("SELECT document_id, knowledge_base_id, value FROM document_metadata"
+                               " WHERE key = 'team'")) == [(1, 10, "dev"), (2, 20, "ops"),
+                                                           (3, 20, "dev")]  # fmt: skip
     conn.close()
 
 

@@ -12,6 +12,7 @@ from kbmcp.errors import StoreError
 from kbmcp.store.postgres import migrations
 from kbmcp.store.postgres.connection import connect
 from kbmcp.store.postgres.url import is_postgres_url, shown_url
+from tests.backend_state import OLDER_TAGGED_ROWS
 
 
 def test_urls_are_told_from_paths() -> None:
@@ -84,6 +85,40 @@ def test_servers_starting_together_migrate_once(fresh_postgres_url: str) -> None
         conn.close()
     assert errors == []
     assert sorted(applied, key=len) == [[], [], [], list(range(1, migrations.latest_version() + 1))]
+
+
+STORE_SCOPED = 5  # the migration that copies each document's store into its tag/metadata rows
+
+
+def test_tag_and_metadata_rows_learn_their_store_on_upgrade(fresh_postgres_url: str) -> None:
+    conn = connect(fresh_postgres_url, migrate=False)
+    try:
+        migrations.migrate(conn, target=STORE_SCOPED - 1)
+        with conn.transaction():
+            conn.execute(OLDER_TAGGED_ROWS)
+        before = {
+            table: sorted(conn.execute(f"SELECT * FROM {table}").fetchall())
+            for table in ("document_tag", "document_metadata")
+        }
+        assert migrations.migrate(conn) == list(
+            range(STORE_SCOPED, migrations.latest_version() + 1)
+        )
+        for table, columns in (("document_tag", "document_id, key, value"),
+                               ("document_metadata", "document_id, key, type, value")):  # fmt: skip
+            rows = conn.execute(f"SELECT {columns} FROM {table}").fetchall()
+            assert sorted(rows) == before[table]
+            stores = conn.execute(
+                f"SELECT DISTINCT t.document_id, t.knowledge_base_id, d.knowledge_base_id"
+                f" FROM {table} AS t JOIN document AS d ON d.id = t.document_id"
+            ).fetchall()
+            assert sorted(stores) == [(1, 10, 10), (2, 20, 20)]
+        with conn.transaction():  # written after the upgrade: the trigger fills the store in
+            conn.execute('UPDATE document SET metadata = \'{"team": "dev"}\' WHERE id = 2')
+        assert conn.execute(
+            "SELECT knowledge_base_id, value #>> '{}' FROM document_metadata WHERE document_id = 2"
+        ).fetchall() == [(20, "dev")]
+    finally:
+        conn.close()
 
 
 def test_a_newer_schema_is_refused(fresh_postgres_url: str) -> None:

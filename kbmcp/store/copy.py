@@ -51,7 +51,7 @@ _TABLE_COLUMNS = (
         "id public_id revision_id ordinal heading_path char_start char_end line_start line_end "
         "text",
     ),
-    ("document_tag", "document_id key value"),
+    ("document_tag", "document_id key value knowledge_base_id"),
     (
         "source_file",
         "document_id size mtime_ns inode bytes_hash read_key folder checked_ns",

@@ -103,7 +103,9 @@ class PostgresCatalog(SqlCatalog):
     """
     DELETE_TAGS = "DELETE FROM document_tag WHERE document_id = %(document_id)s"
     INSERT_TAG = """
-    INSERT INTO document_tag (document_id, key, value) VALUES (%(document_id)s, %(key)s, %(value)s)
+    INSERT INTO document_tag (document_id, key, value, knowledge_base_id)
+    SELECT %(document_id)s, %(key)s, %(value)s, d.knowledge_base_id
+    FROM document AS d WHERE d.id = %(document_id)s
     ON CONFLICT DO NOTHING
     """
     INSERT_REVISION = """

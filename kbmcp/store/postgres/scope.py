@@ -4,8 +4,9 @@
 The rules (which filters, which kinds, the errors) are kbmcp/search/scope.py's. What differs:
 - id lists are arrays (`= ANY(%(ids)s::bigint[])`, `unnest(...) WITH ORDINALITY` where the
   request's order matters), not JSON texts;
-- a path prefix is a range of `document_by_path`, an index `COLLATE "C"` (byte order, as
-  SQLite's BINARY, whatever the database's locale), so the range is SQLite's;
+- a path prefix is a range of `document_by_store_path` per readable store, an index `COLLATE
+  "C"` (byte order, as SQLite's BINARY, whatever the database's locale), so the range is
+  SQLite's;
 - `document_metadata.value` is a jsonb atom (jsonb compares numbers numerically, 1 = 1.0, as
   SQLite compares its numbers) and booleans are JSON booleans, not SQLite's 1/0: the probes
   (`metadata_probes`) are written as jsonb, and the typed rule's text form of a number is
@@ -69,35 +70,42 @@ WHERE d.knowledge_base_id = ANY(%(readable_store_ids)s::bigint[]){published}
 PUBLISHED = "\n  AND d.status = 'published'"
 NOTHING = "SELECT NULL::bigint AS id, NULL::bigint AS current_revision_id WHERE false"
 
+# As SQLite's, every filter searches an index that leads with the store, within the readable
+# stores only (migration 5): its work follows the caller's own data, not other tenants'.
 FILTER_DOCUMENTS = {
     "document_ids": "SELECT unnest(%(document_ids)s::bigint[])",
-    # A range of document_by_path (COLLATE "C"): from the prefix up to the prefix followed by
-    # U+10FFFF, the largest code point (UTF-8 byte order is code point order); left() confirms
-    # the prefix (not LIKE: '%' and '_' in a path are literal characters).
+    # A range of document_by_store_path (COLLATE "C") per store: from the prefix up to the
+    # prefix followed by U+10FFFF, the largest code point (UTF-8 byte order is code point
+    # order); left() confirms the prefix (not LIKE: '%' and '_' in a path are literal characters).
     "document_paths": """
         SELECT pd.id
         FROM unnest(%(document_paths)s::text[]) AS p(value)
         JOIN document AS pd
-          ON pd.path COLLATE "C" >= p.value
+          ON pd.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
+         AND pd.path COLLATE "C" >= p.value
          AND pd.path COLLATE "C" < p.value || chr(1114111)
         WHERE left(pd.path, length(p.value)) = p.value""",
     "tags": """
         SELECT t.document_id
         FROM unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
-        JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
+        JOIN document_tag AS t
+          ON t.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
+         AND t.key = want.key AND t.value = want.value
         GROUP BY t.document_id
         HAVING count(*) = cardinality(%(tag_keys)s::text[])""",
-    # Each probe (see `_metadata_params`) is one search of document_metadata(key, value); the
-    # CASE then applies SQLite's typed rule to the rows found. A number's text form is the
-    # probe's, computed as SQLite's CAST gives it: the row equals the probe's number, so its
-    # text is the probe number's written as an integer or as a real.
+    # Each probe (see `_metadata_params`) is one search of document_metadata(store, key, value)
+    # per readable store; the CASE then applies SQLite's typed rule to the rows found. A
+    # number's text form is the probe's, computed as SQLite's CAST gives it: the row equals the
+    # probe's number, so its text is the probe number's written as an integer or as a real.
     "metadata": """
         SELECT m.document_id
         FROM unnest(%(metadata_keys)s::text[], %(metadata_lookups)s::text[],
                     %(metadata_types)s::text[], %(metadata_wants)s::text[],
                     %(metadata_integer_texts)s::text[], %(metadata_real_texts)s::text[])
              AS p(key, lookup, want_type, want_value, integer_text, real_text)
-        JOIN document_metadata AS m ON m.key = p.key AND m.value = p.lookup::jsonb
+        JOIN document_metadata AS m
+          ON m.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
+         AND m.key = p.key AND m.value = p.lookup::jsonb
         WHERE CASE p.want_type
               WHEN 'text' THEN
                    m.type = 'text'
@@ -116,7 +124,9 @@ MEMORY_FILTER_DOCUMENTS = {
         SELECT hit.document_id
         FROM (SELECT t.document_id, t.key
               FROM unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
-              JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
+              JOIN document_tag AS t
+                ON t.knowledge_base_id = ANY(%(readable_store_ids)s::bigint[])
+               AND t.key = want.key AND t.value = want.value
               UNION
               SELECT memory.id, want.key
               FROM knowledge_base AS store

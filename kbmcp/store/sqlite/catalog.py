@@ -82,7 +82,9 @@ class SqliteCatalog(SqlCatalog):
     """
     DELETE_TAGS = "DELETE FROM document_tag WHERE document_id = :document_id"
     INSERT_TAG = """
-    INSERT OR IGNORE INTO document_tag (document_id, key, value) VALUES (:document_id, :key, :value)
+    INSERT OR IGNORE INTO document_tag (document_id, key, value, knowledge_base_id)
+    SELECT :document_id, :key, :value, d.knowledge_base_id
+    FROM document AS d WHERE d.id = :document_id
     """
     INSERT_REVISION = """
     INSERT INTO revision (public_id, document_id, number, content, content_hash, char_count,

@@ -59,42 +59,55 @@ WHERE d.knowledge_base_id IN (SELECT value FROM json_each(:readable_store_ids)){
 PUBLISHED = "\n  AND d.status = 'published'"
 NOTHING = "SELECT NULL AS id, NULL AS current_revision_id WHERE 0"
 
-# The documents each filter selects, as a subquery of document ids, whatever their store or
-# status (the scope's base part narrows those). Index searches that read no document row, so an
-# accelerator can intersect them and find their chunks in memory (`filter_documents`).
+# The documents each filter selects among those of the readable stores, as a subquery of
+# document ids, whatever their status (the scope's base part narrows that). Index searches that
+# read no document row, so an accelerator can intersect them and find their chunks in memory
+# (`filter_documents`).
+#
+# Every search is one range per readable store of an index that leads with the store (migration
+# 11), fixed first by CROSS JOIN: the work follows the caller's own data. An index on (key,
+# value) or (path) alone would also read the matching rows of every other tenant, and the time
+# that takes would tell the caller how many there are (tests/test_scope_cost_isolation.py).
 FILTER_DOCUMENTS = {
     "document_ids": "SELECT value FROM json_each(:document_ids)",
-    # Each prefix is an index range on document(path) (migration 3): paths that start with it
-    # sort from the prefix itself up to the prefix followed by U+10FFFF, the largest code point
-    # (UTF-8 byte order is code point order). substr() confirms the prefix; it is not LIKE
+    # Each prefix is a range of UNIQUE (knowledge_base_id, path) per store: paths that start
+    # with it sort from the prefix itself up to the prefix followed by U+10FFFF, the largest code
+    # point (UTF-8 byte order is code point order). substr() confirms the prefix; it is not LIKE
     # because '%' and '_' in a path are literal characters. The one path the range leaves out is
     # one with the noncharacter U+10FFFF right after the prefix.
     "document_paths": """
         SELECT pd.id
-        FROM json_each(:document_paths) AS p
-        JOIN document AS pd
-          ON pd.path >= p.value AND pd.path < p.value || char(1114111)
-        WHERE substr(pd.path, 1, length(p.value)) = p.value""",
+        FROM json_each(:readable_kb_ids) AS store
+        CROSS JOIN json_each(:document_paths) AS p
+        CROSS JOIN document AS pd
+        WHERE pd.knowledge_base_id = store.value
+          AND pd.path >= p.value AND pd.path < p.value || char(1114111)
+          AND substr(pd.path, 1, length(p.value)) = p.value""",
     # Every requested pair must be among the document's tags: one search of the index on
-    # (key, value) per pair (migration 1), then the documents that matched all of them. Not a
-    # NOT EXISTS per document, which tested every document (~100 ms at 100k chunks).
+    # (store, key, value) per store and pair, then the documents that matched all of them. Not
+    # a NOT EXISTS per document, which tested every document (~100 ms at 100k chunks).
     "tags": """
         SELECT t.document_id
-        FROM json_each(:tags) AS want
-        JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
+        FROM json_each(:readable_kb_ids) AS store
+        CROSS JOIN json_each(:tags) AS want
+        CROSS JOIN document_tag AS t
+        WHERE t.knowledge_base_id = store.value AND t.key = want.key AND t.value = want.value
         GROUP BY t.document_id
         HAVING count(*) = (SELECT count(*) FROM json_each(:tags))""",
     # Every requested key must be present with an equal value. Equality is typed (docs/search.md):
     # numbers compare numerically (1 = 1.0), true/false/null only match themselves, and a string
     # also matches a number or boolean written the same way ("2" matches 2, "true" matches true),
     # because command-line filters are always strings. Each probe [key, value, want_type,
-    # want_value] (see `metadata_probes`) is one search of the index on document_metadata(key,
-    # value) (migration 4); the CASE then applies the typed rule to the few rows found.
+    # want_value] (see `metadata_probes`) is one search of the index on document_metadata(store,
+    # key, value) per store; the CASE then applies the typed rule to the few rows found.
     "metadata": """
         SELECT m.document_id
-        FROM json_each(:metadata) AS p
-        JOIN document_metadata AS m ON m.key = p.value ->> 0 AND m.value IS p.value ->> 1
-        WHERE CASE p.value ->> 2
+        FROM json_each(:readable_kb_ids) AS store
+        CROSS JOIN json_each(:metadata) AS p
+        CROSS JOIN document_metadata AS m
+        WHERE m.knowledge_base_id = store.value
+          AND m.key = p.value ->> 0 AND m.value IS p.value ->> 1
+          AND CASE p.value ->> 2
               WHEN 'text' THEN
                    (m.type = 'text' AND m.value = p.value ->> 3)
                 OR (m.type IN ('integer', 'real') AND CAST(m.value AS TEXT) = p.value ->> 3)
@@ -106,18 +119,22 @@ FILTER_DOCUMENTS = {
         HAVING count(DISTINCT m.key) = (SELECT count(DISTINCT value ->> 0)
                                         FROM json_each(:metadata))""",
 }
-# The memories each memory filter selects. A memory matches tags when every pair is among its
-# own tags or its store's tags (a pair may come from either): (memory, key) hits from the tag
-# index, UNION those from the tags of the readable memory stores, then memories that hit every
-# key. CROSS JOIN fixes the order of the second part: stores first (few; one JSON object each),
-# then their memories by the (knowledge_base_id, path) index. Left to itself the planner scanned
-# every document and parsed its store's tags per row (5 ms for 10k memories; 0.3 ms this way).
+# The memories each memory filter selects, among those of the readable memory stores. A memory
+# matches tags when every pair is among its own tags or its store's tags (a pair may come from
+# either): (memory, key) hits from the tag index (per store, as FILTER_DOCUMENTS' "tags"), UNION
+# those from the tags of the readable memory stores, then memories that hit every key. CROSS
+# JOIN fixes the order of the second part: stores first (few; one JSON object each), then their
+# memories by the (knowledge_base_id, path) index. Left to itself the planner scanned every
+# document and parsed its store's tags per row (5 ms for 10k memories; 0.3 ms this way).
 MEMORY_FILTER_DOCUMENTS = {
     "tags": """
         SELECT hit.document_id
         FROM (SELECT t.document_id, t.key
-              FROM json_each(:tags) AS want
-              JOIN document_tag AS t ON t.key = want.key AND t.value = want.value
+              FROM json_each(:readable_store_ids) AS store
+              CROSS JOIN json_each(:tags) AS want
+              CROSS JOIN document_tag AS t
+              WHERE t.knowledge_base_id = store.value
+                AND t.key = want.key AND t.value = want.value
               UNION
               SELECT memory.id, want.key
               FROM json_each(:readable_store_ids) AS readable
