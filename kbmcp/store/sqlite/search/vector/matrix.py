@@ -66,8 +66,10 @@ class VectorMatrix:
         self._matrix = rows.matrix
         self._alive = np.ones(self._size, dtype=bool)
         self._live_rows: np.ndarray | None = None
-        # The live rows ordered by document: (their document ids, sorted; their positions).
+        # The live rows ordered by document, and by store: (their document / store ids, sorted;
+        # their positions, ascending within each document / store).
         self._by_document: tuple[np.ndarray, np.ndarray] | None = None
+        self._by_store: tuple[np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def load(cls, conn: apsw.Connection) -> VectorMatrix:
@@ -95,7 +97,7 @@ class VectorMatrix:
         """The ids (ascending) of the indexed chunks of these knowledge bases / memory stores:
         the same rows as the scope SQL over `indexed_chunk` (every indexed chunk has a vector;
         tests/test_search_one_shot.py compares the two)."""
-        return self.ids[self._rows_of_stores(self.live_rows(), store_ids)]
+        return self.ids[np.sort(self._rows_of_whole_stores(store_ids))]
 
     def ids_of_scope(self, parts: Sequence[tuple[Sequence[int], np.ndarray | None]]) -> np.ndarray:
         """The ids (ascending) of the indexed chunks of a scope given per kind as (stores,
@@ -106,7 +108,7 @@ class VectorMatrix:
         found = []
         for stores, documents in parts:
             if documents is None:
-                found.append(self._rows_of_stores(self.live_rows(), stores))
+                found.append(self._rows_of_whole_stores(stores))
                 continue
             by_document, rows = self._document_order()
             first = np.searchsorted(by_document, documents, side="left")
@@ -121,14 +123,36 @@ class VectorMatrix:
         wanted = np.asarray(sorted(set(stores)), dtype=np.int64)
         return rows[np.isin(self._stores[rows], wanted)]
 
+    def _rows_of_whole_stores(self, stores: Sequence[int]) -> np.ndarray:
+        """The live rows of these stores (ascending within each store): each store's run of the
+        rows ordered by store, found by binary search. Not a test of every row's store: that
+        cost followed the whole file, so a tenant's search took longer the more other tenants
+        stored (tests/test_scope_cost_isolation.py)."""
+        by_store, rows = self._store_order()
+        wanted = np.unique(np.asarray(list(stores), dtype=np.int64))
+        first = np.searchsorted(by_store, wanted, side="left")
+        last = np.searchsorted(by_store, wanted, side="right")
+        runs = [rows[start:stop] for start, stop in zip(first, last, strict=True) if stop > start]
+        return np.concatenate(runs) if runs else np.zeros(0, dtype=np.intp)
+
     def _document_order(self) -> tuple[np.ndarray, np.ndarray]:
         """(document id of each live row, ascending; the rows in that order), kept until the
         rows change."""
         if self._by_document is None:
-            rows = self.live_rows()
-            order = np.argsort(self._documents[rows], kind="stable")
-            self._by_document = (self._documents[rows][order], rows[order])
+            self._by_document = self._ordered_by(self._documents)
         return self._by_document
+
+    def _store_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(store id of each live row, ascending; the rows in that order), kept until the rows
+        change."""
+        if self._by_store is None:
+            self._by_store = self._ordered_by(self._stores)
+        return self._by_store
+
+    def _ordered_by(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.live_rows()
+        order = np.argsort(keys[rows], kind="stable")
+        return keys[rows][order], rows[order]
 
     def rows_of(self, chunk_ids: np.ndarray) -> np.ndarray:
         """Positions of the live rows among `chunk_ids` (ascending ids; others are skipped: a
@@ -166,7 +190,7 @@ class VectorMatrix:
                 return False
             self._append(fresh, new)
         self._live_rows = None
-        self._by_document = None
+        self._by_document = self._by_store = None
         if self._size and np.count_nonzero(~self._alive[: self._size]) > (
             COMPACT_DEAD_FRACTION * self._size
         ):
