@@ -40,7 +40,12 @@ from kbmcp.search.lexical import bm25
 from kbmcp.store.sqlite.search.growth import capacity_for, grown
 from kbmcp.store.sqlite.search.lexical import fts
 from kbmcp.store.sqlite.search.lexical.scan import Phrase, phrase_frequencies
-from kbmcp.store.sqlite.search.lexical.stats import ReadableRows, stats_of, varint_sums
+from kbmcp.store.sqlite.search.lexical.stats import (
+    InsidePostings,
+    ReadableRows,
+    stats_of,
+    varint_sums,
+)
 from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
 from kbmcp.store.sqlite.search.sorted_ids import positions_of, present_positions
 from kbmcp.store.tokenizer import query_tokens
@@ -270,32 +275,22 @@ class PostingsIndex:
         `readable_rows`; `allowed` must lie inside it). None when a phrase's frequencies could
         not be recovered exactly, which the readable statistics need (see _fill)."""
         index = fts.index_stats(conn)
+        if readable is not None:
+            return self._score_inside(conn, match_phrases, allowed, readable, index)
         rowids = self.rowids(conn)
-        if readable is not None and readable.stats.rows == 0:  # nothing to read, nothing found
-            return rowids[:0], np.zeros(0)
         assert self._alive is not None
         total = len(rowids)
         mask = self._alive[:total].copy()
         if allowed is not None:
             mask[:] = False
             mask[present_positions(rowids, allowed)] = True
-        member = None
-        if readable is not None:
-            member = np.zeros(total, dtype=bool)
-            member[readable.positions] = True
         score = np.zeros(total, dtype=np.float64)
         hit = np.zeros(total, dtype=bool)
         for phrase in match_phrases:  # in query order, as FTS5 sums them
             postings = self.postings(conn, phrase, index)
-            if member is None:
-                stats, count = index, self._count(phrase, postings, self.row_counts, None)
-            elif not postings.solved:
-                return None
-            else:
-                assert readable is not None
-                stats, count = readable.stats, self._count(phrase, postings, readable.counts,
-                                                           member)  # fmt: skip
-            contributions = self.contributions(postings, stats, count)
+            if phrase not in self.row_counts:
+                self.row_counts[phrase] = int(np.count_nonzero(self._alive[postings.positions]))
+            contributions = self.contributions(postings, index, self.row_counts[phrase])
             positions = postings.positions
             keep = mask[positions]
             positions, contributions = positions[keep], contributions[keep]
@@ -304,24 +299,70 @@ class PostingsIndex:
         found = np.flatnonzero(hit)
         return rowids[found], score[found]
 
-    def _count(
-        self, phrase: str, postings: Postings, counts: dict[str, int], member: np.ndarray | None
-    ) -> int:
-        """n of the phrase: its live rows (`member` None) or its rows in a readable set."""
-        if phrase not in counts:
-            rows = self._alive if member is None else member
-            assert rows is not None
-            counts[phrase] = int(np.count_nonzero(rows[postings.positions]))
-        return counts[phrase]
+    def _score_inside(
+        self,
+        conn: apsw.Connection,
+        match_phrases: Sequence[str],
+        allowed: np.ndarray | None,
+        readable: ReadableRows,
+        index: bm25.IndexStats,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """`score` for a caller who reads only some stores, with arrays the size of its readable
+        set: each phrase's postings inside the set are found once per set (`inside`), so a
+        search's work follows the caller's own rows, not every tenant's rows containing the
+        phrase (the same floats: each contribution is computed element by element either way,
+        then summed in query order)."""
+        assert readable.ids is not None
+        if readable.stats.rows == 0:  # nothing to read, nothing found
+            return readable.ids[:0], np.zeros(0)
+        size = len(readable.ids)
+        mask = np.ones(size, dtype=bool)
+        if allowed is not None:
+            mask[:] = False
+            mask[present_positions(readable.ids, allowed)] = True
+        score = np.zeros(size, dtype=np.float64)
+        hit = np.zeros(size, dtype=bool)
+        for phrase in match_phrases:  # in query order, as FTS5 sums them
+            inside = self.inside(conn, phrase, readable, index)
+            if inside is None:
+                return None
+            keep = mask[inside.rows]
+            rows = inside.rows[keep]
+            score[rows] += inside.contributions[keep]
+            hit[rows] = True
+        found = np.flatnonzero(hit)
+        return readable.ids[found], score[found]
+
+    def inside(
+        self, conn: apsw.Connection, phrase: str, readable: ReadableRows, index: bm25.IndexStats
+    ) -> InsidePostings | None:
+        """The phrase's postings inside a readable set of this index, with their bm25 terms for
+        the set's statistics, kept with the set (which is dropped when the index changes). None
+        when its frequencies could not be recovered exactly (see _fill)."""
+        found = readable.inside.get(phrase)
+        if found is not None:
+            return found
+        postings = self.postings(conn, phrase, index)
+        if not postings.solved:
+            return None
+        assert readable.positions is not None and readable.lengths is not None
+        rows, where = _members(readable.positions, postings.positions)
+        count = readable.counts.setdefault(phrase, len(rows))
+        idf = bm25.idf(readable.stats.rows, count)
+        contributions = bm25.contributions(
+            idf, postings.frequencies[where], readable.lengths[rows], readable.stats.avgdl
+        )
+        found = readable.inside[phrase] = InsidePostings(rows, contributions)
+        return found
 
     def count_in(self, phrase: str, readable: ReadableRows) -> int | None:
         """n of a phrase inside a readable set from its postings, if they are held."""
+        if phrase in readable.inside:
+            return len(readable.inside[phrase].rows)
         postings = self.phrases.get(phrase)
         if postings is None or readable.positions is None:
             return None
-        member = np.zeros(self._rows, dtype=bool)
-        member[readable.positions] = True
-        return int(np.count_nonzero(member[postings.positions]))
+        return len(_members(readable.positions, postings.positions)[0])
 
     def readable_rows(self, conn: apsw.Connection, chunk_ids: np.ndarray) -> ReadableRows:
         """The readable set of these chunks (ascending; the live rows the index holds of them)
@@ -339,6 +380,16 @@ class PostingsIndex:
         return ReadableRows(
             stats_of(lengths), rowids[positions], lengths, interval, positions=positions
         )
+
+
+def _members(rows: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of `positions` (ascending), those among `rows` (ascending): where each is in `rows`, and
+    where it is in `positions`. A binary search per posting, not a mask over every row of the
+    index."""
+    at = np.searchsorted(rows, positions)
+    found = at < len(rows)
+    found[found] = rows[at[found]] == positions[found]
+    return at[found], np.flatnonzero(found)
 
 
 def _phrase_tokens(phrase: str) -> tuple[str, ...]:

@@ -145,6 +145,15 @@ def stats_of(lengths: np.ndarray) -> IndexStats:
 
 
 @dataclass
+class InsidePostings:
+    """A phrase's postings restricted to a readable set: the rows, as positions in the set's
+    rows (ascending), and the phrase's bm25 term in each for the set's statistics."""
+
+    rows: np.ndarray  # int64 positions into ReadableRows.ids / .positions
+    contributions: np.ndarray  # float64
+
+
+@dataclass
 class ReadableRows:
     """A readable set as the index holds it, in one snapshot: N and the total tokens, its rows
     (`ids` ascending, with each row's length D) or the id range that holds exactly its rows
@@ -158,6 +167,8 @@ class ReadableRows:
     counts: dict[str, int] = field(default_factory=dict)
     # Where the rows are among an accelerator's postings rows (postings.py), when it made them.
     positions: np.ndarray | None = None
+    # Each phrase's postings inside the set, once asked for (postings.py `PostingsIndex.inside`).
+    inside: dict[str, InsidePostings] = field(default_factory=dict)
     _member: np.ndarray | None = field(default=None, repr=False)  # by chunk id
 
     def containing(self, conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
