@@ -11,6 +11,7 @@ of it per readable store.
 The work is counted in SQLite virtual-machine steps (a progress handler called at every step),
 which no load on the machine changes: the same scope over the same caller's data must take the
 same number of steps. Alice's rows are written first, so her ids are the same in both files.
+PostgreSQL's counterpart: tests/test_scope_cost_isolation_postgres.py.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ MATCHING = {"tag": ("t", "x"), "metadata": ("team", "ops")}  # Alice's (Bob's to
 
 @dataclass(frozen=True)
 class Tenants:
-    db: Path
+    db: Path | str  # a file, or a PostgreSQL URL (tests/test_scope_cost_isolation_postgres.py)
     alice_kb: int
     alice_store: int
 
@@ -54,10 +55,9 @@ def _notes(folder: Path, count: int) -> Path:
     return folder
 
 
-def _build(root: Path, name: str, *, crowded: bool) -> Tenants:
+def build(root: Path, name: str, db: Path | str, *, crowded: bool) -> Tenants:
     """Alice's notes and memories; then Bob's, many and matching Alice's filters when
     `crowded`, a single non-matching one of each otherwise."""
-    db = root / f"{name}.db"
     ws = Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder())
     admin = ws.local_principal()
     for tenant, notes, memory_count, match in (
@@ -83,7 +83,10 @@ def _build(root: Path, name: str, *, crowded: bool) -> Tenants:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tenants, Tenants]]:
     root = tmp_path_factory.mktemp("isolation")
-    yield _build(root, "alone", crowded=False), _build(root, "crowded", crowded=True)
+    yield (
+        build(root, "alone", root / "alone.db", crowded=False),
+        build(root, "crowded", root / "crowded.db", crowded=True),
+    )
 
 
 def _resolve(tenants: Tenants, scope: Scope) -> tuple[int, list[int], list[object]]:
@@ -108,6 +111,13 @@ def _resolve(tenants: Tenants, scope: Scope) -> tuple[int, list[int], list[objec
     return steps, chunks.tolist(), parts
 
 
+def alice_scope(tenants: Tenants, name: str) -> Scope:
+    """Alice's scope with filter `name` (of FILTERS); the tag filter covers her memories too."""
+    memory_stores = [tenants.alice_store] if name == "tag" else None
+    return Scope(readable_kb_ids=[tenants.alice_kb], memory_store_ids=memory_stores,
+                 filters=FILTERS[name])  # fmt: skip
+
+
 FILTERS = {
     "tag": {"tags": dict([MATCHING["tag"]])},
     "metadata": {"metadata": dict([MATCHING["metadata"]])},
@@ -126,9 +136,7 @@ def test_a_filtered_scope_costs_the_same_whatever_other_tenants_store(
 ) -> None:
     alone, crowded = files
     assert (alone.alice_kb, alone.alice_store) == (crowded.alice_kb, crowded.alice_store)
-    memory_stores = [alone.alice_store] if name == "tag" else None
-    scope = Scope(readable_kb_ids=[alone.alice_kb], memory_store_ids=memory_stores,
-                  filters=FILTERS[name])  # fmt: skip
+    scope = alice_scope(alone, name)
     steps_alone, chunks_alone, kinds_alone = _resolve(alone, scope)
     steps_crowded, chunks_crowded, kinds_crowded = _resolve(crowded, scope)
     assert len(chunks_alone) == EXPECTED_CHUNKS[name]
