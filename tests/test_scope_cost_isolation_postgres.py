@@ -12,7 +12,8 @@ would not take them on tables of real size; what it then chooses must be one of 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from kbmcp.store.postgres.scope import documents_sql, scope_params
 from tests.postgres_fixtures import create_database, drop_database
 from tests.test_scope_cost_isolation import FILTERS, Tenants, alice_scope, build
 
-FILTER_TABLES = {"document", "document_tag", "document_metadata"}
+FILTER_TABLES = {"document", "document_tag", "document_metadata", "chunk_vec"}
 # An index read bounded by the caller's stores, or a lookup of ids another such read returned.
 BOUNDED = ("knowledge_base_id", "(id = ", "(document_id = ")
 
@@ -45,13 +46,22 @@ def databases(
             drop_database(postgres_server_url, url)
 
 
-def unbounded_reads(db: Path | str, sql: str, params: dict[str, Any]) -> list[str]:
+def unbounded_reads(
+    db: Path | str,
+    sql: str,
+    params: dict[str, Any],
+    configure: Callable[[psycopg.Connection[Any]], None] | None = None,
+) -> list[str]:
     """The plan's reads of the filter tables that are not bounded by the store (see BOUNDED),
     as 'node type on table: condition'."""
     with psycopg.connect(str(db), autocommit=True) as conn:
+        if configure is not None:
+            configure(conn)
         conn.execute("ANALYZE")
         conn.execute("SET enable_seqscan = off")
         (plan,) = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
+    if isinstance(plan, str):  # kbmcp's connections read json as text
+        plan = json.loads(plan)
     return list(_unbounded(plan[0]["Plan"]))
 
 
@@ -92,3 +102,29 @@ def test_an_unbounded_read_is_seen(databases: tuple[Tenants, Tenants]) -> None:
     old_filter = "SELECT document_id FROM document_tag WHERE key = %(key)s AND value = %(value)s"
     found = unbounded_reads(crowded.db, old_filter, {"key": "t", "value": "x"})
     assert found and all(" on document_tag: " in read for read in found)
+
+
+def test_an_unfiltered_search_reads_the_callers_vectors_only(
+    databases: tuple[Tenants, Tenants],
+) -> None:
+    """Alice's search without a filter (her stores, too few chunks for the HNSW index) reads
+    her stores' vectors by store, not every vector of the table (migration 6)."""
+    from kbmcp.store.postgres.connection import configure
+    from kbmcp.store.postgres.ranking import EXACT_UNSCOPED_POOL, FLOOR_SLACK, POOL_FLOOR
+    from kbmcp.store.postgres.vectors import Float32Vector
+
+    sql = EXACT_UNSCOPED_POOL.format(floor=POOL_FLOOR)
+    for tenants in databases:
+        with psycopg.connect(str(tenants.db), autocommit=True) as conn:
+            configure(conn)
+            (dimension,) = conn.execute("SELECT dimension FROM embedding_model").fetchone()
+            params = {
+                "searched_stores": [tenants.alice_kb, tenants.alice_store],
+                "query_vector": Float32Vector(b"\0\0\x80\x3f" * dimension),  # 1.0 everywhere
+                "min_similarity": None,
+                "floor_exempt": "{}",
+                "floor_slack": FLOOR_SLACK,
+                "pool_size": 133,
+            }
+            assert len(conn.execute(sql, params).fetchall()) == 30  # her 20 notes, 10 memories
+        assert unbounded_reads(tenants.db, sql, params, configure) == [], tenants.db

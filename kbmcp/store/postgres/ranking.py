@@ -274,6 +274,8 @@ EXACT_POOL = """
     WHERE {floor}
     ORDER BY 1.0::float8 - (v.embedding <=> %(query_vector)b::vector) DESC, v.chunk_id
     LIMIT %(pool_size)s"""
+# A search of whole stores: their rows through chunk_vec_by_store (migration 6) when they are
+# few, a scan of the table when they are most of it; never every tenant's rows for a few.
 EXACT_UNSCOPED_POOL = """
     SELECT v.chunk_id, v.embedding
     FROM chunk_vec AS v
