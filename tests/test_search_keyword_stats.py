@@ -34,6 +34,7 @@ from kbmcp.service.ingest import IngestOptions, add_paths, archive_document
 from kbmcp.service.search import search
 from kbmcp.service.tenants import act_as_tenant, create_tenant
 from kbmcp.store.sqlite.search.lexical import fts
+from kbmcp.store.sqlite.search.lexical import postings as postings_module
 from kbmcp.store.sqlite.search.lexical.fts import ensure_vocabulary, fts_source
 from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
 from kbmcp.store.sqlite.search.lexical.readable_fts import readable_fts_source
@@ -315,6 +316,47 @@ def test_every_source_scores_with_the_readable_set_statistics(
                     compared += len(want)
         assert compared > 500
     reference.close()
+
+
+def test_the_postings_kept_inside_readable_sets_stay_within_their_budget(
+    two_tenants: TwoTenants,
+    readable_only_index: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each phrase's postings inside a readable set are kept with the set (postings.py
+    `inside`), least recently used evicted beyond MAX_INSIDE_POSTINGS pairs over every set:
+    with a budget of a few phrases' postings, scores stay FTS5's bit for bit while entries come
+    and go, and dropping a set drops its entries."""
+    monkeypatch.setattr(postings_module, "MAX_INSIDE_POSTINGS", 60)
+    reference = {name: apsw.Connection(str(path)) for name, path in readable_only_index.items()}
+    with hash_workspace(two_tenants.db) as ws, ws.conn:
+        conn = ws.conn
+        postings = PostingsIndex(WEIGHTS)
+        sets = {name: postings.readable_rows(conn, _explicit(conn, stores).ids)
+                for name, stores in two_tenants.sets.items()}  # fmt: skip
+        largest = evicted = 0
+        for _ in range(2):  # the second round finds some phrases evicted, others kept
+            for name, held in sets.items():
+                assert held.ids is not None
+                for terms, allowed in _cases(held.ids, 15, seed=11):
+                    before = len(held.inside)
+                    scored = postings.score(conn, [quote_term(t) for t in terms], allowed, held)
+                    assert scored is not None
+                    found = zip(scored[0].tolist(), scored[1].tolist(), strict=True)
+                    assert dict(found) == _fts5(reference[name], terms, allowed)
+                    largest = max([largest, *(len(e.rows) for e in held.inside.values())])
+                    kept = sum(len(e.rows) for r in sets.values() for e in r.inside.values())
+                    assert kept == postings.inside_size <= max(60, largest)
+                    evicted += before + len(terms) > len(held.inside)
+        assert evicted and sets["ops"].inside  # (the set scored last)
+        acme = dict(sets["acme"].inside)
+        postings.forget_inside(sets["ops"])
+        assert not sets["ops"].inside and sets["acme"].inside == acme
+        assert postings.inside_size == sum(len(entry.rows) for entry in acme.values())
+        postings.forget_inside()
+        assert postings.inside_size == 0 and not sets["acme"].inside
+    for connection in reference.values():
+        connection.close()
 
 
 def _bound_pairs(source: ChannelSource) -> tuple[list[int], list[float]]:

@@ -66,6 +66,7 @@ class Accelerator:
         if model == self._model and self._position is not None and position < self._position:
             return False
         self._readable.clear()  # their rows and statistics change with the index
+        self.postings.forget_inside()
         if self._position is None or model != self._model:
             self._vectors = None
             self.tokens = TokenCache()
@@ -98,7 +99,7 @@ class Accelerator:
             found = self.postings.readable_rows(conn, chunk_ids)
             self._readable[store_ids] = found
             while len(self._readable) > READABLE_SETS:
-                self._readable.popitem(last=False)
+                self.postings.forget_inside(self._readable.popitem(last=False)[1])
         self._readable.move_to_end(store_ids)
         return found
 

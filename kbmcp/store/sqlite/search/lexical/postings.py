@@ -24,7 +24,9 @@ avgdl and n changed; nothing is fetched again. A re-indexed chunk that keeps its
 retitled or restored) drops the whole index instead (rare).
 
 Memory: 12 bytes per kept (row, phrase) pair (int32 row + float64 f); at most MAX_POSTINGS
-pairs, least recently used phrases evicted first.
+pairs, least recently used phrases evicted first. The postings inside readable sets (`inside`)
+take 12 bytes per pair too (int32 position + float64 contribution), at most MAX_INSIDE_POSTINGS
+pairs over every set, least recently used first.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from kbmcp.store.sqlite.search.sorted_ids import positions_of, present_positions
 from kbmcp.store.tokenizer import query_tokens
 
 MAX_POSTINGS = 8_000_000  # ~96 MB: every (row, term) pair of ~100k chunks of ~90 words
+MAX_INSIDE_POSTINGS = 4_000_000  # ~48 MB over every readable set
 
 # Every indexed row with its recorded sizes (docsize has one row per row of chunk_fts).
 SELECT_INDEXED_ROWS = "SELECT id, sz FROM chunk_fts_docsize {where} ORDER BY id"
@@ -95,6 +98,10 @@ class PostingsIndex:
     _alive: np.ndarray | None = None
     _rows: int = 0
     _generation: int = 0  # bumped whenever rows change: invalidates every phrase's n
+    # Every readable set's postings kept in its `inside`, least recently used first, to evict
+    # from when they hold more than MAX_INSIDE_POSTINGS pairs: (id of the set, phrase) -> set.
+    _inside_order: OrderedDict[tuple[int, str], ReadableRows] = field(default_factory=OrderedDict)
+    inside_size: int = 0  # pairs held in every readable set's `inside`
 
     # ------------------------------------------------------------------ rows
 
@@ -339,8 +346,10 @@ class PostingsIndex:
         """The phrase's postings inside a readable set of this index, with their bm25 terms for
         the set's statistics, kept with the set (which is dropped when the index changes). None
         when its frequencies could not be recovered exactly (see _fill)."""
+        key = (id(readable), phrase)
         found = readable.inside.get(phrase)
         if found is not None:
+            self._inside_order.move_to_end(key)
             return found
         postings = self.postings(conn, phrase, index)
         if not postings.solved:
@@ -352,8 +361,21 @@ class PostingsIndex:
         contributions = bm25.contributions(
             idf, postings.frequencies[where], readable.lengths[rows], readable.stats.avgdl
         )
-        found = readable.inside[phrase] = InsidePostings(rows, contributions)
+        found = readable.inside[phrase] = InsidePostings(rows.astype(np.int32), contributions)
+        self._inside_order[key] = readable  # (holding the set keeps its id from being reused)
+        self.inside_size += len(rows)
+        while self.inside_size > MAX_INSIDE_POSTINGS and len(self._inside_order) > 1:
+            (_, old_phrase), old_set = self._inside_order.popitem(last=False)
+            self.inside_size -= len(old_set.inside.pop(old_phrase).rows)
         return found
+
+    def forget_inside(self, dropped: ReadableRows | None = None) -> None:
+        """Drop the postings kept inside a readable set the caller drops (None: every set, as
+        when the index changes)."""
+        for key, readable in list(self._inside_order.items()):
+            if dropped is None or readable is dropped:
+                self.inside_size -= len(readable.inside.pop(key[1]).rows)
+                del self._inside_order[key]
 
     def count_in(self, phrase: str, readable: ReadableRows) -> int | None:
         """n of a phrase inside a readable set from its postings, if they are held."""

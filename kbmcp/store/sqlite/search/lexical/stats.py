@@ -149,7 +149,7 @@ class InsidePostings:
     """A phrase's postings restricted to a readable set: the rows, as positions in the set's
     rows (ascending), and the phrase's bm25 term in each for the set's statistics."""
 
-    rows: np.ndarray  # int64 positions into ReadableRows.ids / .positions
+    rows: np.ndarray  # int32 positions into ReadableRows.ids / .positions
     contributions: np.ndarray  # float64
 
 
