@@ -182,10 +182,12 @@ def _lexical_source(
     if plan.lexical == "scan":
         assert allowed is not None
         if readable is not None:  # n of phrases the postings hold, without walking doclists
-            for term in terms:
-                held = postings.count_in(quote_term(term), readable)
+            for phrase in map(quote_term, terms):
+                if phrase in readable.counts:  # (kept with the set until the index changes)
+                    continue
+                held = postings.count_in(phrase, readable)
                 if held is not None:
-                    readable.counts.setdefault(quote_term(term), held)
+                    readable.counts[phrase] = held
         scanned = scan_scope(
             conn, phrases, allowed, WEIGHTS, tokenizer, accelerator.tokens, postings.row_counts,
             readable,
