@@ -92,7 +92,7 @@ SELECT (SELECT coalesce(max(id), 0) FROM document), (SELECT coalesce(max(id), 0)
 COPY_DOCUMENTS = """
 COPY document (id, public_id, knowledge_base_id, path, title, kind, metadata, status,
                current_revision_id, created_at, updated_at) FROM STDIN"""
-COPY_TAGS = "COPY document_tag (document_id, key, value) FROM STDIN"
+COPY_TAGS = "COPY document_tag (document_id, key, value, knowledge_base_id) FROM STDIN"
 COPY_REVISIONS = """
 COPY revision (id, public_id, document_id, number, content, content_hash, char_count,
                line_count, created_at) FROM STDIN"""
@@ -296,7 +296,7 @@ def _write_batch(
             docs.append((doc_id, doc_public, kb_id, path, title, "text", metadata, "published",
                          doc_id, now, now))  # fmt: skip
             if bucket:
-                tags.append((doc_id, "bucket", bucket))
+                tags.append((doc_id, "bucket", bucket, kb_id))
             revisions.append((doc_id, rev_public, doc_id, 1, content, sha256(content),
                               len(content), 2 * len(texts) - 1, now))  # fmt: skip
             embedded = corpus.embed_many(chunk_words)
@@ -336,8 +336,7 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
         raise SystemExit("--clock cpu: the database's work is in another process; use wall")
     if not args.postgres_only and args.file is None:
         raise SystemExit("a PostgreSQL --db needs --file (the SQLite side) or --postgres-only")
-    corpus = bench.Corpus(args.chunks, anisotropy=args.anisotropy,
-                          chunks_per_doc=args.chunks_per_doc)  # fmt: skip
+    corpus = bench.corpus_of(args)
     pg = connect(args.db)
     held = bench_documents(pg)
     ws = reference = None
@@ -352,9 +351,7 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
                     written.append(replace(document, chunk_words=[]))
 
             def again() -> Iterator[Any]:
-                fresh = bench.Corpus(args.chunks, anisotropy=args.anisotropy,
-                                     chunks_per_doc=args.chunks_per_doc)  # fmt: skip
-                return bench.corpus_documents(fresh)
+                return bench.corpus_documents(bench.corpus_of(args))
 
             timings = build_postgres(pg, corpus, documents(), again)
             print("built: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()), flush=True)

@@ -78,14 +78,18 @@ FUNCTION_WORDS = (  # noqa: SIM905 - a word list reads better as text
     "some these than what about how use used each then such between both through after over "
     "does do i we you should why where most new first"
 ).split()
+VOCABULARY_SIZE = 40_000  # the function words and made-up words
 SYLLABLES = [c + v for c in "bcdfghklmnprstvz" for v in ("a", "e", "i", "o", "u", "ai", "ou")]
 
 
 def vocabulary(rng: np.random.Generator, size: int) -> list[str]:
+    """The function words, then made-up words of 2-4 syllables. Syllables are drawn by index
+    (`rng.choice(len(SYLLABLES), n)` draws what `rng.choice(SYLLABLES, n)` does, without
+    turning the list into an array per word: most of a corpus's start-up)."""
     words = dict.fromkeys(FUNCTION_WORDS)
     while len(words) < size:
         n = int(rng.integers(2, 5))
-        words["".join(rng.choice(SYLLABLES, n))] = None
+        words["".join([SYLLABLES[i] for i in rng.choice(len(SYLLABLES), n).tolist()])] = None
     return list(words)
 
 
@@ -107,6 +111,7 @@ class Corpus:
         seed: int = 7,
         anisotropy: float = 0.0,
         chunks_per_doc: int = CHUNKS_PER_DOC,
+        vocabulary_size: int = VOCABULARY_SIZE,
     ) -> None:
         """`anisotropy` > 0 adds a direction every vector shares (as real sentence-embedding
         models' vectors do: MiniLM's pairwise cosines of unrelated texts sit around 0.1-0.3)
@@ -115,7 +120,7 @@ class Corpus:
         self.shared = rng.standard_normal(DIM).astype(np.float32)
         self.shared /= np.linalg.norm(self.shared)
         self.anisotropy = anisotropy
-        self.words = vocabulary(rng, 40_000)
+        self.words = vocabulary(rng, vocabulary_size)
         ranks = np.arange(1, len(self.words) + 1)
         self.p = ranks**-1.07 / np.sum(ranks**-1.07)
         # rng.choice(len(words), n, p=self.p) draws exactly these (numpy's own steps), without
@@ -158,6 +163,12 @@ class Corpus:
 
     def text(self, ids: np.ndarray) -> str:
         return " ".join(self.words[i] for i in ids)
+
+
+def corpus_of(args: argparse.Namespace) -> Corpus:
+    """The corpus the command line describes (each run draws the same one)."""
+    return Corpus(args.chunks, anisotropy=args.anisotropy, chunks_per_doc=args.chunks_per_doc,
+                  vocabulary_size=args.vocabulary)  # fmt: skip
 
 
 def path_of(doc: int, docs: int) -> str:
@@ -275,8 +286,11 @@ def insert_document(
     )  # fmt: skip
     document_id = conn.last_insert_rowid()
     if bucket:
-        conn.execute("INSERT INTO document_tag (document_id, key, value) VALUES (?, 'bucket', ?)",
-                     (document_id, bucket))  # fmt: skip
+        conn.execute(
+            """INSERT INTO document_tag (document_id, key, value, knowledge_base_id)
+               VALUES (?, 'bucket', ?, ?)""",
+            (document_id, bucket, kb_id),
+        )
     rev_public = id_key_of(conn).make("revision", public_id, 1)
     conn.execute(
         """INSERT INTO revision (public_id, document_id, number, content, content_hash,
@@ -439,6 +453,13 @@ def main() -> None:
         help="Chunks per document (1: as many documents as chunks, like notes or memories). "
         "A reused --db must have been built with the same value.",
     )
+    parser.add_argument(
+        "--vocabulary",
+        type=int,
+        default=VOCABULARY_SIZE,
+        help="Distinct words of the corpus (a smaller one starts faster, for quick checks). "
+        "A reused --db must have been built with the same value.",
+    )
     parser.add_argument("--limits", default="10", help="Result limits k (comma-separated).")
     parser.add_argument(
         "--clock",
@@ -512,8 +533,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        corpus = Corpus(args.chunks, anisotropy=args.anisotropy,
-                        chunks_per_doc=args.chunks_per_doc)  # fmt: skip
+        corpus = corpus_of(args)
         db_path = Path(args.db) if args.db else Path(tmp) / "bench.db"
         reuse = db_path.exists()
         ws = Workspace(
