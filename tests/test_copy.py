@@ -201,6 +201,23 @@ def test_the_postings_get_back_their_indexes_and_key(
         )
 
 
+def test_the_copy_is_vacuumed_so_index_only_reads_need_no_heap(
+    round_trip: tuple[Path, Path, str],
+) -> None:
+    """Every page of the copied tables is marked all-visible once the copy returns (VACUUM
+    after the commit): an index-only scan of the postings or of a scope's chunk ranges then
+    reads no heap page, from the first search on."""
+    _, _, url = round_trip
+    with psycopg.connect(url) as pg:
+        rows = pg.execute(
+            "SELECT relname, relpages, relallvisible FROM pg_class"
+            " WHERE relname IN ('chunk_term', 'chunk', 'chunk_vec', 'document')"
+        ).fetchall()
+    pages = {name: (total, visible) for name, total, visible in rows}
+    assert set(pages) == {"chunk_term", "chunk", "chunk_vec", "document"}
+    assert all(total > 0 and visible == total for total, visible in pages.values()), pages
+
+
 def test_a_failed_copy_leaves_the_database_as_it_was(
     round_trip: tuple[Path, Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
