@@ -17,6 +17,7 @@ import pytest
 from kbmcp.access import readable
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search.lexical import channel
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
 from kbmcp.search.scope import Scope, resolve_scope
 from kbmcp.service import memories
@@ -162,6 +163,34 @@ def test_one_shot_large_scopes_use_vec0_and_fts5(
             if mode != "lexical":
                 assert sql_only.stats.vector_strategy == vector_pass
                 assert cached.stats.vector_strategy == "matrix_exact"
+
+
+@pytest.mark.parametrize("keyword_pass", ["scan", "postings"])
+def test_common_terms_are_dropped_alike_by_every_keyword_source(
+    pair: tuple[Workspace, Workspace], monkeypatch: pytest.MonkeyPatch, keyword_pass: str
+) -> None:
+    """The stop-word rule (kbmcp/search/lexical/channel.py) on this small file (it applies from
+    STOPWORD_MIN_ROWS chunks): the caches drop the same common terms as FTS5's query, and fall
+    back to every term when as few rows remain, so the scores stay equal bit for bit. A dropped
+    term adds ~1e-6 to a score: the caches once kept them, and at 100k chunks their scores
+    differed from the CLI's and PostgreSQL's in the sixth decimal."""
+    server, one_shot = pair
+    monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 1)
+    if keyword_pass == "postings":
+        monkeypatch.setattr(plan, "LEXICAL_SCAN_MAX_ROWS", 0)
+    else:  # scoped searches scan, even where earlier requests filled the postings
+        monkeypatch.setattr(server.accelerator, "holds_postings", lambda *_: False)
+    common = ["the of and a rotate keys", "the and of", "of the vector index backups"]
+    used = set()
+    for query, scope, mode, depth in itertools.product(
+        common, ("unscoped", "kb", "path", "tag"), ("lexical", "hybrid"), (2, None)
+    ):
+        filters = _kb_filters(server, SCOPES[scope])
+        request = SearchRequest(query, mode=mode, limit=10, candidates=depth, filters=filters)
+        cached, sql_only = _search(server, request), _search(one_shot, request)
+        _assert_same(cached, sql_only)
+        used.add(cached.stats.lexical_strategy)
+    assert keyword_pass in used
 
 
 def test_one_shot_min_similarity(pair: tuple[Workspace, Workspace]) -> None:

@@ -16,6 +16,7 @@ import apsw
 import numpy as np
 
 from kbmcp.search.floor import SimilarityFloor
+from kbmcp.search.lexical import channel
 from kbmcp.search.lexical.channel import WEIGHTS
 from kbmcp.search.query_text import quote_term
 from kbmcp.search.query_vector import unit
@@ -23,8 +24,10 @@ from kbmcp.search.request import SearchArguments
 from kbmcp.search.scope import Scope
 from kbmcp.store.search import Ranked, RankQuery, ReadableStores
 from kbmcp.store.sqlite.search.accelerator import Accelerator
+from kbmcp.store.sqlite.search.lexical import fts
 from kbmcp.store.sqlite.search.lexical.ceiling import query_ceiling
 from kbmcp.store.sqlite.search.lexical.fts import fts_source
+from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
 from kbmcp.store.sqlite.search.lexical.readable_fts import readable_fts_source
 from kbmcp.store.sqlite.search.lexical.scan import scan_scope
 from kbmcp.store.sqlite.search.lexical.stats import ReadableRows, readable_rows
@@ -179,24 +182,38 @@ def _lexical_source(
     if any(not tokens for _, tokens in phrases):
         return plain()  # FTS5 decides what such a term means
     postings = accelerator.postings
-    if plan.lexical == "scan":
-        assert allowed is not None
-        if readable is not None:  # n of phrases the postings hold, without walking doclists
-            for phrase in map(quote_term, terms):
-                if phrase in readable.counts:  # (kept with the set until the index changes)
-                    continue
+    if plan.lexical == "scan" and readable is not None:
+        # n of phrases the postings hold, without walking doclists (kept with the set until
+        # the index changes)
+        for phrase in map(quote_term, terms):
+            if phrase not in readable.counts:
                 held = postings.count_in(phrase, readable)
                 if held is not None:
                     readable.counts[phrase] = held
-        scanned = scan_scope(
-            conn, phrases, allowed, WEIGHTS, tokenizer, accelerator.tokens, postings.row_counts,
-            readable,
-        )  # fmt: skip
-    else:
-        quoted = [quote_term(t) for t in terms]
-        scanned = postings.score(conn, quoted, allowed, readable)
+
+    def accelerated(selected: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+        """(ids, scores) of the allowed rows holding any of `selected`, scored by FTS5's bm25
+        over those terms; None when the stored text differs from what FTS5 indexed."""
+        if plan.lexical == "scan":
+            assert allowed is not None
+            chosen = [(term, tokens) for term, tokens in phrases if term in selected]
+            return scan_scope(
+                conn, chosen, allowed, WEIGHTS, tokenizer, accelerator.tokens,
+                postings.row_counts, readable,
+            )  # fmt: skip
+        quoted = [quote_term(t) for t in selected]
+        scores = postings.score(conn, quoted, allowed, readable)
         accelerator.used_postings(channels.readable.store_ids, quoted)
-    if scanned is None:  # the stored text differs from what FTS5 indexed
+        return scores
+
+    # The stop-word rule of the plain paths, so that every path sums the same terms: a common
+    # term adds ~1e-6 to a score, enough to change its sixth decimal and to reorder near-ties.
+    kept = _kept_terms(conn, terms, allowed, depth, readable,
+                       postings if plan.lexical == "postings" else None)  # fmt: skip
+    scanned = accelerated(kept)
+    if scanned is not None and len(kept) < len(terms) and len(scanned[0]) <= depth:
+        scanned = accelerated(terms)  # too few rows without the common terms: every term
+    if scanned is None:
         return plain()
     best_ids, best_scores, _ = top_k(*scanned, depth + 1)
     found = None
@@ -204,6 +221,37 @@ def _lexical_source(
         found = len(best_ids)
         best_ids, best_scores = best_through_ties(best_ids, best_scores, channels.result_rows)
     return bound("lexical_candidates", plan.lexical, best_ids, best_scores, found)
+
+
+def _kept_terms(
+    conn: apsw.Connection,
+    terms: list[str],
+    allowed: np.ndarray | None,
+    depth: int,
+    readable: ReadableRows | None,
+    postings: PostingsIndex | None,
+) -> list[str]:
+    """The terms a keyword search tries first: without the common ones, by channel.py's rule
+    with the frequencies and conditions of the plain paths (fts.py's `fts_source` for a caller
+    who reads every store, readable_fts.py otherwise). A scope no larger than the depth would
+    always fall back to every term, so it keeps them all. `postings`: the index whose counts
+    give the whole index's frequencies (FTS5's, as its scores use them), instead of asking
+    fts5vocab, which reads each term's doclist (~1.5 ms a search on SciFact)."""
+    if allowed is not None and len(allowed) <= depth:
+        return terms
+    if readable is None and postings is None:
+        return fts.drop_stopwords(conn, terms, channel.STOPWORD_MIN_ROWS)[0]
+    rows = fts.index_stats(conn).rows if readable is None else readable.stats.rows
+    if len(terms) < 2 or rows < channel.STOPWORD_MIN_ROWS:
+        return terms
+    tokens = {term: list(query_tokens(term)) for term in terms}
+    singles = [term for term in terms if len(tokens[term]) == 1]
+    if readable is None:
+        assert postings is not None
+        frequency = {term: postings.rows_containing(conn, quote_term(term)) for term in singles}
+    else:
+        frequency = readable.containing(conn, singles)
+    return channel.common_terms(terms, tokens, frequency, rows)[0]
 
 
 def _readable_rows(
