@@ -201,21 +201,24 @@ def test_the_postings_get_back_their_indexes_and_key(
         )
 
 
-def test_the_copy_is_vacuumed_so_index_only_reads_need_no_heap(
-    round_trip: tuple[Path, Path, str],
-) -> None:
-    """Every page of the copied tables is marked all-visible once the copy returns (VACUUM
-    after the commit): an index-only scan of the postings or of a scope's chunk ranges then
-    reads no heap page, from the first search on."""
+def test_the_copy_vacuums_every_table_it_wrote(round_trip: tuple[Path, Path, str]) -> None:
+    """After the commit the copy runs VACUUM on each table it wrote (last_vacuum is set by an
+    explicit VACUUM only, never by autovacuum), which marks the pages all-visible: an
+    index-only scan of the postings or of a scope's chunk ranges then reads no heap page.
+    The marks themselves are not asserted: a page whose rows an older snapshot may still not
+    see (autovacuum's analyze of the new rows, running at that moment) is left unmarked."""
+    from kbmcp.store.copy import _PostgresSide
+
     _, _, url = round_trip
     with psycopg.connect(url) as pg:
         rows = pg.execute(
-            "SELECT relname, relpages, relallvisible FROM pg_class"
-            " WHERE relname IN ('chunk_term', 'chunk', 'chunk_vec', 'document')"
+            "SELECT relname, last_vacuum IS NOT NULL FROM pg_stat_user_tables"
+            " WHERE relname = ANY(%s)",
+            [list(_PostgresSide.WRITTEN_TABLES)],
         ).fetchall()
-    pages = {name: (total, visible) for name, total, visible in rows}
-    assert set(pages) == {"chunk_term", "chunk", "chunk_vec", "document"}
-    assert all(total > 0 and visible == total for total, visible in pages.values()), pages
+    vacuumed = dict(rows)
+    assert set(vacuumed) == set(_PostgresSide.WRITTEN_TABLES)
+    assert all(vacuumed.values()), vacuumed
 
 
 def test_a_failed_copy_leaves_the_database_as_it_was(
