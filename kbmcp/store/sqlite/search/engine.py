@@ -27,9 +27,8 @@ from kbmcp.store.sqlite.search.accelerator import Accelerator
 from kbmcp.store.sqlite.search.lexical import fts
 from kbmcp.store.sqlite.search.lexical.ceiling import query_ceiling
 from kbmcp.store.sqlite.search.lexical.fts import fts_source
-from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
 from kbmcp.store.sqlite.search.lexical.readable_fts import readable_fts_source
-from kbmcp.store.sqlite.search.lexical.scan import scan_scope
+from kbmcp.store.sqlite.search.lexical.scan import Phrase, rows_containing, scan_scope
 from kbmcp.store.sqlite.search.lexical.stats import ReadableRows, readable_rows
 from kbmcp.store.sqlite.search.plan import Plan, choose_plan
 from kbmcp.store.sqlite.search.ranking import ChannelSource, bound
@@ -208,8 +207,7 @@ def _lexical_source(
 
     # The stop-word rule of the plain paths, so that every path sums the same terms: a common
     # term adds ~1e-6 to a score, enough to change its sixth decimal and to reorder near-ties.
-    kept = _kept_terms(conn, terms, allowed, depth, readable,
-                       postings if plan.lexical == "postings" else None)  # fmt: skip
+    kept = _kept_terms(conn, phrases, allowed, depth, readable, postings.row_counts)
     scanned = accelerated(kept)
     if scanned is not None and len(kept) < len(terms) and len(scanned[0]) <= depth:
         scanned = accelerated(terms)  # too few rows without the common terms: every term
@@ -225,32 +223,29 @@ def _lexical_source(
 
 def _kept_terms(
     conn: apsw.Connection,
-    terms: list[str],
+    phrases: list[Phrase],
     allowed: np.ndarray | None,
     depth: int,
     readable: ReadableRows | None,
-    postings: PostingsIndex | None,
+    known: dict[str, int],
 ) -> list[str]:
     """The terms a keyword search tries first: without the common ones, by channel.py's rule
     with the frequencies and conditions of the plain paths (fts.py's `fts_source` for a caller
     who reads every store, readable_fts.py otherwise). A scope no larger than the depth would
-    always fall back to every term, so it keeps them all. `postings`: the index whose counts
-    give the whole index's frequencies (FTS5's, as its scores use them), instead of asking
-    fts5vocab, which reads each term's doclist (~1.5 ms a search on SciFact)."""
-    if allowed is not None and len(allowed) <= depth:
-        return terms
-    if readable is None and postings is None:
-        return fts.drop_stopwords(conn, terms, channel.STOPWORD_MIN_ROWS)[0]
+    always fall back to every term, so it keeps them all. `known`: the whole index's counts the
+    accelerator holds (the n its scores use; filled here where missing, as the scan fills
+    them), so a search asks fts5vocab only for terms it has not counted since the last write."""
+    terms = [term for term, _ in phrases]
     rows = fts.index_stats(conn).rows if readable is None else readable.stats.rows
-    if len(terms) < 2 or rows < channel.STOPWORD_MIN_ROWS:
+    small_scope = allowed is not None and len(allowed) <= depth
+    if small_scope or len(terms) < 2 or rows < channel.STOPWORD_MIN_ROWS:
         return terms
-    tokens = {term: list(query_tokens(term)) for term in terms}
-    singles = [term for term in terms if len(tokens[term]) == 1]
+    tokens = {term: list(found) for term, found in phrases}
+    singles = [(term, found) for term, found in phrases if len(found) == 1]
     if readable is None:
-        assert postings is not None
-        frequency = {term: postings.rows_containing(conn, quote_term(term)) for term in singles}
+        frequency = rows_containing(conn, singles, known)
     else:
-        frequency = readable.containing(conn, singles)
+        frequency = readable.containing(conn, [term for term, _ in singles])
     return channel.common_terms(terms, tokens, frequency, rows)[0]
 
 

@@ -295,7 +295,9 @@ class PostingsIndex:
         hit = np.zeros(total, dtype=bool)
         for phrase in match_phrases:  # in query order, as FTS5 sums them
             postings = self.postings(conn, phrase, index)
-            contributions = self.contributions(postings, index, self._count(phrase, postings))
+            if phrase not in self.row_counts:
+                self.row_counts[phrase] = int(np.count_nonzero(self._alive[postings.positions]))
+            contributions = self.contributions(postings, index, self.row_counts[phrase])
             positions = postings.positions
             keep = mask[positions]
             positions, contributions = positions[keep], contributions[keep]
@@ -303,17 +305,6 @@ class PostingsIndex:
             hit[positions] = True
         found = np.flatnonzero(hit)
         return rowids[found], score[found]
-
-    def rows_containing(self, conn: apsw.Connection, phrase: str) -> int:
-        """n of `phrase` in the whole index (its live rows: FTS5's count), from its postings,
-        filled if the index does not hold them yet."""
-        return self._count(phrase, self.postings(conn, phrase, fts.index_stats(conn)))
-
-    def _count(self, phrase: str, postings: Postings) -> int:
-        if phrase not in self.row_counts:
-            assert self._alive is not None
-            self.row_counts[phrase] = int(np.count_nonzero(self._alive[postings.positions]))
-        return self.row_counts[phrase]
 
     def _score_inside(
         self,
