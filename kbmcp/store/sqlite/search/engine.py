@@ -181,9 +181,9 @@ def _lexical_source(
     if any(not tokens for _, tokens in phrases):
         return plain()  # FTS5 decides what such a term means
     postings = accelerator.postings
-    if plan.lexical == "scan" and readable is not None:
+    if readable is not None:
         # n of phrases the postings hold, without walking doclists (kept with the set until
-        # the index changes)
+        # the index changes): the scan's idf and the stop-word rule (`_kept_terms`) read them
         for phrase in map(quote_term, terms):
             if phrase not in readable.counts:
                 held = postings.count_in(phrase, readable)
