@@ -236,17 +236,21 @@ def _kept_terms(
     accelerator holds (the n its scores use; filled here where missing, as the scan fills
     them), so a search asks fts5vocab only for terms it has not counted since the last write."""
     terms = [term for term, _ in phrases]
-    rows = fts.index_stats(conn).rows if readable is None else readable.stats.rows
-    small_scope = allowed is not None and len(allowed) <= depth
-    if small_scope or len(terms) < 2 or rows < channel.STOPWORD_MIN_ROWS:
+    if allowed is not None and len(allowed) <= depth:
         return terms
-    tokens = {term: list(found) for term, found in phrases}
-    singles = [(term, found) for term, found in phrases if len(found) == 1]
     if readable is None:
-        frequency = rows_containing(conn, singles, known)
-    else:
-        frequency = readable.containing(conn, [term for term, _ in singles])
-    return channel.common_terms(terms, tokens, frequency, rows)[0]
+        tokens = dict(phrases)
+
+        def count(singles: list[str]) -> dict[str, int]:
+            return rows_containing(conn, [(term, tokens[term]) for term in singles], known)
+
+        return fts.drop_stopwords(conn, terms, channel.STOPWORD_MIN_ROWS, count)[0]
+    # readable_fts.py's rule for a caller who reads part of the file
+    if len(terms) < 2 or readable.stats.rows < channel.STOPWORD_MIN_ROWS:
+        return terms
+    listed = {term: list(found) for term, found in phrases}
+    singles = readable.containing(conn, [term for term, found in phrases if len(found) == 1])
+    return channel.common_terms(terms, listed, singles, readable.stats.rows)[0]
 
 
 def _readable_rows(

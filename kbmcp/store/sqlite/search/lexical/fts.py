@@ -24,6 +24,7 @@ Two facts shape the SQL (both measured, see docs/search.md):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import apsw
 
@@ -102,12 +103,17 @@ def fts_source(
     )
 
 
+# (single-token terms) -> rows of the whole index containing each, keyed by term.
+CountTerms = Callable[[list[str]], dict[str, int]]
+
+
 def drop_stopwords(
-    conn: apsw.Connection, terms: list[str], min_rows: int
+    conn: apsw.Connection, terms: list[str], min_rows: int, count: CountTerms | None = None
 ) -> tuple[list[str], list[str]]:
     """Split terms into (kept, dropped) by `channel.common_terms`, with the whole index's
     frequencies (the caller reads every store: stats.py). Indexes of fewer than `min_rows`
-    chunks are too small to bother (and to trust the frequencies)."""
+    chunks are too small to bother (and to trust the frequencies). `count`: where the
+    frequencies come from (a server's accelerator keeps them); by default fts5vocab."""
     if len(terms) < 2:
         return terms, []
     # N from FTS5's averages record (one row), not count(*) over docsize (~20-30 ms at 100k
@@ -115,13 +121,21 @@ def drop_stopwords(
     total = index_stats(conn).rows
     if total < min_rows:
         return terms, []
-    ensure_vocabulary(conn)
     tokens = {term: list(query_tokens(term)) for term in terms}
-    singles = sorted({ts[0] for ts in tokens.values() if len(ts) == 1})
-    rows = conn.execute(TERM_DOC_FREQUENCIES, {"terms": _json_list(singles)}).fetchall()
-    frequencies = dict(rows)
-    frequency = {term: frequencies.get(ts[0], 0) for term, ts in tokens.items() if len(ts) == 1}
+    singles = [term for term, ts in tokens.items() if len(ts) == 1]
+    frequency = (count or (lambda found: _vocabulary_counts(conn, found, tokens)))(singles)
     return channel.common_terms(terms, tokens, frequency, total)
+
+
+def _vocabulary_counts(
+    conn: apsw.Connection, terms: list[str], tokens: dict[str, list[str]]
+) -> dict[str, int]:
+    """Rows containing each single-token term, from fts5vocab."""
+    ensure_vocabulary(conn)
+    wanted = sorted({tokens[term][0] for term in terms})
+    rows = conn.execute(TERM_DOC_FREQUENCIES, {"terms": _json_list(wanted)}).fetchall()
+    frequencies = dict(rows)
+    return {term: frequencies.get(tokens[term][0], 0) for term in terms}
 
 
 def index_stats(conn: apsw.Connection) -> IndexStats:
