@@ -31,13 +31,16 @@ import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from kbmcp.access import Principal, local_principal
 from kbmcp.config import Settings
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.registry import create_embedder
 from kbmcp.store.backend import Connection, Store, open_store
+
+if TYPE_CHECKING:
+    from kbmcp.search.text_tokens import TextTokenCache
 
 
 @dataclass
@@ -66,6 +69,9 @@ class Workspace:
         # The search accelerators of a long-lived process (an SQLite store's; None on PostgreSQL,
         # whose every search reads the database).
         self.accelerator: Any | None = None
+        # A long-lived process's tokens of the texts its searches returned, on either backend
+        # (kbmcp/search/text_tokens.py: keyed by the text itself, so never stale).
+        self.text_tokens: TextTokenCache | None = None
         self._long_lived = False
         self.long_lived = long_lived
         self._local = threading.local()
@@ -133,10 +139,15 @@ class Workspace:
         self._long_lived = value
         if not value:
             self.accelerator = None
-        elif self.accelerator is None:
-            # Made here, not per command: the accelerators need numpy, which a one-shot command
-            # never loads.
+            self.text_tokens = None
+            return
+        # Made here, not per command: both need numpy, which a one-shot command never loads.
+        if self.accelerator is None:
             self.accelerator = self.store.search.new_accelerator()
+        if self.text_tokens is None:
+            from kbmcp.search.text_tokens import TextTokenCache
+
+            self.text_tokens = TextTokenCache()
 
     @property
     def embedder(self) -> Embedder:

@@ -28,6 +28,7 @@ from kbmcp.search.matches import (
     reference_matches,
 )
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest
+from kbmcp.search.text_tokens import TextTokenCache
 from kbmcp.service import memories
 from kbmcp.service.search import search
 from kbmcp.store.sqlite.search.ranking import ChannelSource, bound, rank
@@ -167,6 +168,7 @@ WORDS = [
     "(paren)",
     "naïve",
 ]
+KEPT_ACROSS_EXAMPLES = TextTokenCache()
 SEPARATORS = [" ", " ", " ", "\n", ", ", ". ", " – ", "\u3000", "\x01", "/"]
 
 
@@ -186,19 +188,22 @@ def test_excerpts_equal_the_reference(
     query_tokens = {t for _, _, t, *_ in tokenize(" ".join(query).encode())}
     texts = [text, text[len(text) // 3 :], "short"]
     fast = make_excerpts(texts, query_tokens, tokenize, size)
-    assert fast == [make_excerpt(t, query_tokens, tokenize, size) for t in texts]
+    reference = [make_excerpt(t, query_tokens, tokenize, size) for t in texts]
+    assert fast == reference
     found = QueryMatches(query_tokens, tokenize).of(texts)
     assert found == [reference_matches(t, query_tokens, tokenize) for t in texts]
+    # From kept tokens: the first text returned a second time (kept) beside two returned for the
+    # first time; then all three kept. One cache over every example: a vocabulary of many texts.
+    kept = KEPT_ACROSS_EXAMPLES.of_tenant(1)
+    for batch in ([text], [text, texts[1], "short"], texts):
+        assert make_excerpts(batch, query_tokens, tokenize, size, kept=kept) == [
+            reference[texts.index(t)] for t in batch
+        ]
 
 
 def test_excerpts_of_real_prose_equal_the_reference(tokenize: Tokenize) -> None:
     """The repository's own documentation as chunks, each queried with words of another."""
-    chunks = [
-        part
-        for path in sorted((Path(__file__).parent.parent / "docs").glob("*.md"))
-        for part in path.read_text(encoding="utf-8").split("\n\n")
-        if len(part) > 100
-    ]
+    chunks = _prose_chunks()
     assert len(chunks) > 50
     for i in range(0, len(chunks), 7):
         query = " ".join(chunks[(i * 31) % len(chunks)].split()[:12])
@@ -207,6 +212,54 @@ def test_excerpts_of_real_prose_equal_the_reference(tokenize: Tokenize) -> None:
         assert make_excerpts(batch, query_tokens, tokenize, 120) == [
             make_excerpt(t, query_tokens, tokenize, 120) for t in batch
         ]
+
+
+def _prose_chunks() -> list[str]:
+    return [
+        part
+        for path in sorted((Path(__file__).parent.parent / "docs").glob("*.md"))
+        for part in path.read_text(encoding="utf-8").split("\n\n")
+        if len(part) > 100
+    ]
+
+
+@pytest.mark.parametrize("max_bytes", [64 * 1024 * 1024, 60_000, 2_000])
+def test_excerpts_from_kept_tokens_equal_the_reference(tokenize: Tokenize, max_bytes: int) -> None:
+    """Overlapping batches of prose through one cache: texts returned for the first time, kept
+    the second, found from their tokens afterwards; a small bound evicts entries (60 kB) or
+    starts the vocabulary over (2 kB) without changing an excerpt."""
+    chunks = _prose_chunks()
+    cache = TextTokenCache(max_bytes)
+    kept = cache.of_tenant(7)
+    for round_ in range(3):
+        for i in range(0, len(chunks), 5):
+            query = " ".join(chunks[(i * 31 + round_) % len(chunks)].split()[:12])
+            query_tokens = {t for _, _, t, *_ in tokenize(query.encode())}
+            batch = chunks[i : i + 12]
+            assert make_excerpts(batch, query_tokens, tokenize, 120, kept=kept) == [
+                make_excerpt(t, query_tokens, tokenize, 120) for t in batch
+            ]
+            assert cache.size_bytes <= max_bytes
+    assert cache.tokenised >= len(chunks) // 2
+    if max_bytes < 100_000:
+        assert len(cache) < len(chunks)  # the bound held by evicting
+
+
+def test_kept_tokens_are_per_tenant(tokenize: Tokenize) -> None:
+    """A tenant's search never finds another tenant's entries: its time does not tell which
+    texts another tenant's searches returned."""
+    text = "Rotate the signing keys before the backups run. " * 20
+    query_tokens = {t for _, _, t, *_ in tokenize(b"rotate keys")}
+    cache = TextTokenCache()
+    alice, bob = cache.of_tenant(1), cache.of_tenant(2)
+    expected = [make_excerpt(text, query_tokens, tokenize)]
+    for _ in range(3):
+        assert make_excerpts([text], query_tokens, tokenize, kept=alice) == expected
+    assert (cache.tokenised, cache.holds(1, text), cache.holds(2, text)) == (1, True, False)
+    assert make_excerpts([text], query_tokens, tokenize, kept=bob) == expected
+    assert (cache.tokenised, cache.holds(2, text)) == (1, False)  # first time for Bob
+    assert make_excerpts([text], query_tokens, tokenize, kept=bob) == expected
+    assert (cache.tokenised, cache.holds(2, text)) == (2, True)
 
 
 # --- The ranking statement: candidates bound as JSON, citations joined for the limit only.

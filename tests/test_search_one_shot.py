@@ -111,6 +111,9 @@ def _assert_same(cached: SearchResponse, one_shot: SearchResponse) -> None:
         assert b.lexical_score == a.lexical_score
         assert b.semantic_similarity == a.semantic_similarity
         assert b.score == a.score  # one scoring (sqlite-vec, bm25) and one fusion (SQL)
+        # The server finds a text's matches from its kept tokens once it was returned before
+        # (search/text_tokens.py); the one-shot process anew every time.
+        assert b.excerpt == a.excerpt
     assert one_shot.stats.has_more == cached.stats.has_more
     # A single channel binds only the rows its results need (store/sqlite/search/engine.py
     # `_result_rows`) and reports its whole count of candidates all the same.

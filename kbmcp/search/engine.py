@@ -31,6 +31,7 @@ from kbmcp.store.search import RankQuery, ReadableStores, Tokenizer
 
 if TYPE_CHECKING:
     from kbmcp.access import Readable
+    from kbmcp.search.text_tokens import TenantTextTokens
     from kbmcp.store.backend import Connection, Store
 
 
@@ -51,9 +52,11 @@ def run_search(
     query_vector: np.ndarray | None,
     accelerator: Any | None,
     started: float,
+    text_tokens: TenantTextTokens | None = None,
 ) -> SearchResponse:
     """`readable`: the stores the principal may read (the keyword statistics' rows);
-    `accelerator`: the workspace's in-memory copies, if any (`Store.search.new_accelerator`)."""
+    `accelerator`: the workspace's in-memory copies, if any (`Store.search.new_accelerator`);
+    `text_tokens`: a long-lived workspace's tokens of returned texts, for the caller's tenant."""
     terms = query_terms(args.query)
     # A user-selected set of documents is never emptied by a similarity floor (floor.py).
     floor = similarity_floor(store, conn, scope, args.min_similarity)
@@ -71,7 +74,7 @@ def run_search(
     ranked = store.search.rank(conn, query, accelerator)
     ranking, scope_rows = ranked.ranking, ranked.scope_rows
     query_tokens = {token for term in terms for token in store.search.term_tokens(conn, term)}
-    results = _results(ranking, query_tokens, store.search.document_tokenizer(conn))
+    results = _results(ranking, query_tokens, store.search.document_tokenizer(conn), text_tokens)
     filtered = scope.filtered
     stats = SearchStats(
         lexical_candidates=min(ranking.lexical_found, args.depth),
@@ -100,8 +103,14 @@ def run_search(
     )
 
 
-def _results(ranking: Ranking, query_tokens: set[str], tokenize: Tokenizer) -> list[SearchResult]:
-    excerpts = make_excerpts([row.text for row in ranking.rows], query_tokens, tokenize)
+def _results(
+    ranking: Ranking,
+    query_tokens: set[str],
+    tokenize: Tokenizer,
+    text_tokens: TenantTextTokens | None,
+) -> list[SearchResult]:
+    texts = [row.text for row in ranking.rows]
+    excerpts = make_excerpts(texts, query_tokens, tokenize, kept=text_tokens)
     results = []
     for row, excerpt in zip(ranking.rows, excerpts, strict=True):
         heading_path = json.loads(row.heading_path)

@@ -24,18 +24,27 @@ from kbmcp.search.matches import (
     Tokenize,
     reference_matches,
 )
+from kbmcp.search.text_tokens import TenantTextTokens
 
 EXCERPT_CHARS = 300
 ELLIPSIS = "…"
 
 
 def make_excerpts(
-    texts: Sequence[str], query_tokens: set[str], tokenize: Tokenize, size: int = EXCERPT_CHARS
+    texts: Sequence[str],
+    query_tokens: set[str],
+    tokenize: Tokenize,
+    size: int = EXCERPT_CHARS,
+    kept: TenantTextTokens | None = None,
 ) -> list[str]:
-    """The excerpt of each text, equal to `make_excerpt`'s."""
+    """The excerpt of each text, equal to `make_excerpt`'s. `kept`: a long-lived process's
+    tokens of the texts it returned (search/text_tokens.py), else the matches are found anew."""
     long = [i for i, text in enumerate(texts) if len(text) > size]
     cut = [texts[i] for i in long]
-    found = QueryMatches(query_tokens, tokenize).found(cut)
+    if kept is not None:
+        found = kept.found(cut, query_tokens, tokenize)
+    else:
+        found = QueryMatches(query_tokens, tokenize).found(cut)
     best = best_window_starts(found, [len(text) for text in cut], size)
     excerpts = list(texts)
     for i, text, start in zip(long, cut, best, strict=True):

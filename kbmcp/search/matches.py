@@ -120,7 +120,7 @@ class QueryMatches:
 
     def found(self, texts: Sequence[str]) -> FoundMatches:
         if not self.query_tokens or not texts:
-            return _no_matches()
+            return no_matches()
         # The texts in one string, each after a space, a space at the end; folded (module
         # docstring, point 1) to one byte per character, so byte offsets are character offsets;
         # padded so that every word has PREFIX_BYTES bytes.
@@ -227,6 +227,6 @@ def _holding_non_ascii(data: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return marked
 
 
-def _no_matches() -> FoundMatches:
+def no_matches() -> FoundMatches:
     empty = np.zeros(0, dtype=np.int64)
     return FoundMatches(empty, empty, empty, [])

@@ -66,8 +66,17 @@ def search(
         can_read = readable(store, conn, principal)
         scope = resolve_scope(store, conn, can_read, request.filters)
         stores = readable_stores(store, conn, can_read)
+        text_tokens = workspace.text_tokens
         response = run_search(
-            store, conn, args, scope, stores, vector, workspace.accelerator, started
+            store,
+            conn,
+            args,
+            scope,
+            stores,
+            vector,
+            workspace.accelerator,
+            started,
+            text_tokens=None if text_tokens is None else text_tokens.of_tenant(principal.tenant_id),
         )
         if args.include_content:  # a step after ranking (kbmcp/service/inline_content.py)
             response = with_content(workspace, principal, response, args.content_limit_chars)
