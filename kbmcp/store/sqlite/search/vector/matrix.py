@@ -276,7 +276,7 @@ def similarities(matrix: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.
         stop = min(start + GATHER_BLOCK, len(rows))
         np.matmul(matrix[rows[start:stop]], query, out=out[start:stop])
 
-    run_blocks(-(-len(rows) // GATHER_BLOCK), block)
+    run_blocks(-(-len(rows) // GATHER_BLOCK), block, GATHER_BLOCK * matrix.shape[1])
     return out
 
 
@@ -296,5 +296,5 @@ def all_similarities(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
         start = index * step
         np.matmul(matrix[start : start + step], query, out=out[start : start + step])
 
-    run_blocks(-(-len(matrix) // step), block)
+    run_blocks(-(-len(matrix) // step), block, step * matrix.shape[1])
     return out
