@@ -219,11 +219,14 @@ def _matches(
     position = np.searchsorted(wanted, all_codes)
     position[position == len(wanted)] = 0
     keep = wanted[position] == all_codes
+    # Only the tokens that occur, as the fast path lists them: the window choice loops over
+    # the vocabulary, and a query token the cache knows from other texts would be a pass more.
+    occurring, tokens = np.unique(position[keep], return_inverse=True)
     return FoundMatches(
         text_of[keep],
         offsets[keep].astype(np.int64),
-        position[keep].astype(np.int64),
-        [token for _, token in present],
+        tokens.astype(np.int64),
+        [present[i][1] for i in occurring.tolist()],
     )
 
 
