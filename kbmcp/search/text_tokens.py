@@ -5,17 +5,23 @@ them costs ~35-55 us a text even on the fast path (search/matches.py: folding, w
 anchors, stemming the candidate words): ~3-5 ms for a search that returns 100 abstracts. A
 server returns the same texts again and again, so a long-lived workspace keeps, per text, the
 character offset and a vocabulary code of each of its tokens; a search's matches in the texts
-it keeps are then one pass over their codes (SciFact, 100 results: ~1 ms instead of ~4).
+it keeps are then one pass over their codes (SciFact, 100 results: the excerpts ~2.7 ms instead
+of ~5.5).
 
 Admission: a text is kept the second time it is returned. Tokenising a text whole (as
 `reference_matches` does, which is what makes an entry exact) costs 2-4x what the fast path
 spends on it, so the first time a text is returned its matches are found as without this cache
 and only a digest of it is remembered; a text returned once and never again costs nothing more.
 
-What an entry holds is a function of the text alone, and the text is the key (compared whole,
-not by a digest), so an entry can never be stale: a chunk whose text changed, a chunk deleted
-and its id reused, a write by another server on the same PostgreSQL database all simply look up
-another key. Nothing is served from the cache but offsets into the text the search just read.
+What an entry holds is a function of the text alone, and the key is the text's length and its
+hash (Python's 64-bit SipHash, keyed afresh in every process), so an entry cannot be stale: a
+chunk whose text changed, a chunk deleted and its id reused, a write by another server on the
+same PostgreSQL database all look up another key. The text itself is not kept: a deleted
+document or a forgotten memory leaves no text in the process. Two texts of one length with one
+hash (~1e-10 for a full cache over a process's life) would place one excerpt's window by the
+other's tokens, still inside its own text; and as keys are per tenant, a caller who crafted
+such a pair could only misplace his own excerpts. Nothing is served from the cache but offsets
+into the text the search just read.
 
 Isolation: entries (and the record of texts seen once) are kept per tenant, the caller's, so a
 search's time never depends on which texts another tenant's searches returned (a tenant who
@@ -24,12 +30,11 @@ excerpt that someone had retrieved it). The memory bound is shared: another tena
 can evict one's entries, which tells no more than the machine's load does.
 
 Memory: at most `max_bytes` (texts, arrays and the token vocabulary together, estimated), the
-least recently used entries evicted first; SciFact's 5,183 abstracts take ~24 MB.
+least recently used entries evicted first; SciFact's 5,183 abstracts take ~15 MB.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Sequence
@@ -40,9 +45,11 @@ import numpy as np
 from kbmcp.search.matches import FoundMatches, QueryMatches, Tokenize, no_matches
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
-# What a dict entry and its tuple key cost beyond the text and arrays (measured ~230 bytes).
-ENTRY_OVERHEAD_BYTES = 256
-# How many texts seen once are remembered (~60 bytes each) before the record starts over.
+# (tenant id, the text's length, hash(text)): module docstring.
+Key = tuple[int, int, int]
+# What a dict entry, its key and the entry's objects cost beyond the arrays' data (~400 bytes).
+ENTRY_OVERHEAD_BYTES = 400
+# How many texts seen once are remembered (~150 bytes each) before the record starts over.
 MAX_SEEN_ONCE = 100_000
 # What a vocabulary entry costs: a short token's string (~55 bytes), a dict slot, a small int.
 VOCABULARY_ENTRY_BYTES = 160
@@ -66,14 +73,14 @@ class TextTokenCache:
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._entries: OrderedDict[tuple[int, str], TextTokens] = OrderedDict()
+        self._entries: OrderedDict[Key, TextTokens] = OrderedDict()
         self._entry_bytes = 0
         self._vocabulary_bytes = 0
         # token -> code; a missing token gets the next code (len() before the insert).
         self._vocabulary: defaultdict[str, int] = defaultdict()
         self._vocabulary.default_factory = self._vocabulary.__len__
-        # hash((tenant id, text)) of texts returned once and not kept (yet).
-        self._seen: set[int] = set()
+        # The keys of texts returned once and not kept (yet).
+        self._seen: set[Key] = set()
         self.tokenised = 0  # texts tokenised whole so far (tests, diagnostics)
 
     def of_tenant(self, tenant_id: int) -> TenantTextTokens:
@@ -86,7 +93,7 @@ class TextTokenCache:
 
     def holds(self, tenant_id: int, text: str) -> bool:
         with self._lock:
-            return (tenant_id, text) in self._entries
+            return _key(tenant_id, text) in self._entries
 
     def __len__(self) -> int:
         with self._lock:
@@ -106,7 +113,7 @@ class TextTokenCache:
         # come from one vocabulary, which an eviction may start over.
         with self._lock:
             for i, text in enumerate(texts):
-                key = (tenant_id, text)
+                key = _key(tenant_id, text)
                 entry = self._entries.get(key)
                 if entry is not None:
                     self._entries.move_to_end(key)
@@ -126,21 +133,18 @@ class TextTokenCache:
             found = _merged(found, more, fresh)
         return found
 
-    def _seen_before(self, key: tuple[int, str]) -> bool:
+    def _seen_before(self, key: Key) -> bool:
         """Whether the text was returned before (since the record of texts seen once last
         started over); records it if not."""
-        digest = hash(key)
-        if digest in self._seen:
-            self._seen.discard(digest)
+        if key in self._seen:
+            self._seen.discard(key)
             return True
         if len(self._seen) >= MAX_SEEN_ONCE:
             self._seen.clear()
-        self._seen.add(digest)
+        self._seen.add(key)
         return False
 
-    def _keep(
-        self, key: tuple[int, str], offsets: np.ndarray, tokens: tuple[str, ...]
-    ) -> TextTokens:
+    def _keep(self, key: Key, offsets: np.ndarray, tokens: tuple[str, ...]) -> TextTokens:
         before = len(self._vocabulary)
         codes = np.fromiter(
             map(self._vocabulary.__getitem__, tokens), dtype=np.int32, count=len(tokens)
@@ -151,9 +155,9 @@ class TextTokenCache:
         self.tokenised += 1
         previous = self._entries.pop(key, None)  # another thread's copy of the same text
         if previous is not None:
-            self._entry_bytes -= _entry_bytes(key, previous)
+            self._entry_bytes -= _entry_bytes(previous)
         self._entries[key] = entry
-        self._entry_bytes += _entry_bytes(key, entry)
+        self._entry_bytes += _entry_bytes(entry)
         return entry
 
     def _evict(self) -> None:
@@ -165,8 +169,8 @@ class TextTokenCache:
             self._entry_bytes = self._vocabulary_bytes = 0
             return
         while self._entries and self._entry_bytes + self._vocabulary_bytes > self.max_bytes:
-            key, entry = self._entries.popitem(last=False)
-            self._entry_bytes -= _entry_bytes(key, entry)
+            _, entry = self._entries.popitem(last=False)
+            self._entry_bytes -= _entry_bytes(entry)
 
 
 @dataclass(frozen=True)
@@ -200,8 +204,12 @@ def _tokens_of(text: str, tokenize: Tokenize) -> tuple[np.ndarray, tuple[str, ..
     return starts, tokens
 
 
-def _entry_bytes(key: tuple[int, str], entry: TextTokens) -> int:
-    return sys.getsizeof(key[1]) + entry.nbytes + ENTRY_OVERHEAD_BYTES
+def _key(tenant_id: int, text: str) -> Key:
+    return (tenant_id, len(text), hash(text))
+
+
+def _entry_bytes(entry: TextTokens) -> int:
+    return entry.nbytes + ENTRY_OVERHEAD_BYTES
 
 
 def _matches(
