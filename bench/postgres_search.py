@@ -122,6 +122,14 @@ WHERE i.indrelid = %(table)s::regclass
 """
 
 
+def check_postgres_built_alike(pg: Any, corpus: Any, bench: ModuleType) -> None:
+    """bench/search.py's `check_built_alike` for a reused database."""
+    row = pg.execute(
+        bench.FIRST_CHUNK_TEXT.format(path="%s"), (bench.first_chunk(corpus)[0],)
+    ).fetchone()
+    bench.check_built_alike(row and row[0], corpus, "the PostgreSQL database")
+
+
 def build_postgres(
     conn: psycopg.Connection[Any],
     corpus: Any,
@@ -359,6 +367,7 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
         elif held != corpus.docs:
             raise SystemExit(f"the database holds {held} bench documents, not {corpus.docs}")
         else:
+            check_postgres_built_alike(pg, corpus, bench)
             samples = bench.samples_of(bench.corpus_documents(corpus))
     else:
         reuse = args.file.exists()
@@ -368,6 +377,8 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
         if held != corpus.docs:
             report = copy_store(str(args.file), args.db, force=True)
             print(f"copied into PostgreSQL in {report.seconds:.0f}s", flush=True)
+        else:
+            check_postgres_built_alike(pg, corpus, bench)
     pg.close()
     print(f"corpus ready in {time.perf_counter() - started:.0f}s", flush=True)
     if args.build_only:

@@ -72,6 +72,14 @@ COUNT_BENCH_DOCUMENTS = """
 SELECT count(*) FROM document AS d JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 WHERE kb.name = 'bench' AND kb.kind = 'documents'
 """
+# The text of the first chunk of the bench document at a path (a reused file's check).
+FIRST_CHUNK_TEXT = """
+SELECT c.text
+FROM document AS d
+JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+JOIN chunk AS c ON c.revision_id = d.current_revision_id AND c.ordinal = 0
+WHERE kb.name = 'bench' AND kb.kind = 'documents' AND d.path = {path}
+"""
 FUNCTION_WORDS = (  # noqa: SIM905 - a word list reads better as text
     "the of and to a in is that for it as with was on be by this are or from at an which have "
     "not but can all will more one has their there been if when also into other its only may "
@@ -217,11 +225,37 @@ def samples_of(documents: Iterable[CorpusDocument]) -> dict[str, list[np.ndarray
     return samples
 
 
+def first_chunk(corpus: Corpus) -> tuple[str, str]:
+    """The path of the corpus's first document and the text of its first chunk, drawn by a
+    generator of its own (the corpus's own sequence is not advanced)."""
+    fresh = Corpus(
+        corpus.docs * corpus.chunks_per_doc,
+        anisotropy=corpus.anisotropy,
+        chunks_per_doc=corpus.chunks_per_doc,
+        vocabulary_size=len(corpus.words),
+    )
+    document = next(corpus_documents(fresh))
+    return document.path, fresh.text(document.chunk_words[0])
+
+
+def check_built_alike(held_text: str | None, corpus: Corpus, where: str) -> None:
+    """Exit with a clear message unless a reused corpus (its first chunk's text: `held_text`)
+    was built from this command line's corpus: queries drawn from another vocabulary would find
+    nothing they were drawn from, and the recall reference would be another corpus's."""
+    if held_text != first_chunk(corpus)[1]:
+        raise SystemExit(
+            f"{where} was built from another corpus (its first chunk differs): give the "
+            "--vocabulary and --chunks-per-doc it was built with, or build a new one"
+        )
+
+
 def cached_samples(db_path: Path, corpus: Corpus) -> dict[str, list[np.ndarray]]:
-    """The samples of a file built earlier, kept beside it (`FILE.samples-DOCSxCHUNKS.pkl`):
-    regenerating them walks the whole generator, ~40 s of CPU at 100k chunks on every reuse,
-    which is most of a short timing run's wall time on a busy machine."""
-    path = db_path.with_name(f"{db_path.name}.samples-{corpus.docs}x{corpus.chunks_per_doc}.pkl")
+    """The samples of a file built earlier, kept beside it
+    (`FILE.samples-DOCSxCHUNKS-vVOCABULARY.pkl`): regenerating them walks the whole generator,
+    ~40 s of CPU at 100k chunks on every reuse, which is most of a short timing run's wall time
+    on a busy machine."""
+    name = f"{db_path.name}.samples-{corpus.docs}x{corpus.chunks_per_doc}-v{len(corpus.words)}"
+    path = db_path.with_name(f"{name}.pkl")
     if path.exists():
         with path.open("rb") as handle:
             return pickle.load(handle)
@@ -244,6 +278,10 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[n
                 f"--chunks {corpus.docs * corpus.chunks_per_doc} --chunks-per-doc "
                 f"{corpus.chunks_per_doc}: give the flags it was built with"
             )
+        held_text = conn.execute(
+            FIRST_CHUNK_TEXT.format(path="?"), (first_chunk(corpus)[0],)
+        ).fetchone()
+        check_built_alike(held_text and held_text[0], corpus, str(ws.settings.db_path))
         return cached_samples(Path(ws.settings.db_path), corpus)
     conn.execute("BEGIN IMMEDIATE")
     record_model(conn, HashingEmbedder().fingerprint)

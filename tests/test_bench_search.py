@@ -29,14 +29,17 @@ ROW = re.compile(
 )
 
 
-def run_bench(*args: str) -> list[tuple[str, float]]:
-    done = subprocess.run(
-        [sys.executable, str(BENCH), *SMALL_RUN, *args],
+def run_bench(*args: str, small_run: list[str] = SMALL_RUN) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BENCH), *small_run, *args],
         cwd=BENCH.parent,
         capture_output=True,
         text=True,
         timeout=300,
     )
+
+
+def cells(done: subprocess.CompletedProcess[str]) -> list[tuple[str, float]]:
     assert done.returncode == 0, done.stderr[-3000:]
     return [(m[1], float(m[2])) for m in map(ROW.match, done.stdout.splitlines()) if m]
 
@@ -44,10 +47,12 @@ def run_bench(*args: str) -> list[tuple[str, float]]:
 def test_the_bench_builds_and_searches_every_scope_exactly(
     backend_db: Path | str, tmp_path: Path
 ) -> None:
-    if is_postgres(backend_db):
-        rows = run_bench("--db", str(backend_db), "--postgres-only")
-    else:
-        rows = run_bench("--db", str(tmp_path / "bench.db"))
+    where = (
+        ["--db", str(backend_db), "--postgres-only"]
+        if is_postgres(backend_db)
+        else ["--db", str(tmp_path / "bench.db")]
+    )
+    rows = cells(run_bench(*where))
     labels = [label for label, _ in rows]
     assert labels[0] == "unscoped"
     for kind in ("tag", "meta", "path"):
@@ -57,3 +62,9 @@ def test_the_bench_builds_and_searches_every_scope_exactly(
             f"{kind} 10%",
         ]
     assert all(recall == pytest.approx(1.0) for _, recall in rows), rows
+    # Reused with another vocabulary (the same count of documents), the corpus is refused:
+    # queries drawn from other words, and recall measured against another corpus, otherwise.
+    other = [*SMALL_RUN[:3], "3000", *SMALL_RUN[4:]]
+    refused = run_bench(*where, small_run=other)
+    assert refused.returncode != 0
+    assert "was built from another corpus" in refused.stderr, refused.stderr[-3000:]
