@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from kbmcp.clock import format_timestamp, now
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search import excerpt
 from kbmcp.search.excerpt import make_excerpt, make_excerpts
 from kbmcp.search.matches import (
     ANCHOR_TRIMMED,
@@ -201,8 +202,13 @@ def test_excerpts_equal_the_reference(
         ]
 
 
-def test_excerpts_of_real_prose_equal_the_reference(tokenize: Tokenize) -> None:
-    """The repository's own documentation as chunks, each queried with words of another."""
+@pytest.mark.parametrize("grid_elements", [excerpt.WINDOW_GRID_ELEMENTS, 50])
+def test_excerpts_of_real_prose_equal_the_reference(
+    tokenize: Tokenize, grid_elements: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The repository's own documentation as chunks, each queried with words of another; the
+    window choice's grid whole, and a few tokens at a time (a long query over long texts)."""
+    monkeypatch.setattr(excerpt, "WINDOW_GRID_ELEMENTS", grid_elements)
     chunks = _prose_chunks()
     assert len(chunks) > 50
     for i in range(0, len(chunks), 7):
