@@ -7,6 +7,7 @@ exactly what the straightforward version computes.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -249,6 +250,37 @@ def test_excerpts_from_kept_tokens_equal_the_reference(tokenize: Tokenize, max_b
     assert cache.tokenised >= len(chunks) // 2
     if max_bytes < 100_000:
         assert len(cache) < len(chunks)  # the bound held by evicting
+
+
+def test_kept_tokens_under_concurrent_searches() -> None:
+    """A server's request threads share one cache: six threads over overlapping batches, with a
+    bound small enough that entries are evicted and the vocabulary starts over while others
+    search, each get the reference's excerpts (every thread tokenises with its own tokenizer,
+    as the store's `document_tokenizer` does)."""
+    chunks = _prose_chunks()[:120]
+    cache = TextTokenCache(40_000)
+    failures: list[BaseException] = []
+
+    def searches(tenant: int) -> None:
+        kept = cache.of_tenant(tenant % 2)
+        try:
+            for i in range(0, len(chunks), 3):
+                query = " ".join(chunks[(i * 7 + tenant) % len(chunks)].split()[:8])
+                query_tokens = {t for _, _, t, *_ in tokenize_document(query.encode())}
+                batch = chunks[i : i + 15]
+                expected = [make_excerpt(t, query_tokens, tokenize_document, 120) for t in batch]
+                got = make_excerpts(batch, query_tokens, tokenize_document, 120, kept=kept)
+                assert got == expected
+        except BaseException as error:  # re-raised on the test's thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=searches, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures[0]
+    assert cache.tokenised > 0 and cache.size_bytes <= 40_000
 
 
 def test_kept_tokens_are_per_tenant(tokenize: Tokenize) -> None:
