@@ -126,16 +126,22 @@ class Readable:
         return [*(self.knowledge_base_ids or ()), *(self.memory_store_ids or ())]
 
 
-def readable(store: Store, conn: Connection, principal: Principal) -> Readable:
-    """Knowledge bases and memory stores the principal can read; at least one of the two read
-    scopes is required (`Forbidden` names both)."""
-    can_documents = KNOWLEDGE_READ in principal.scopes
-    can_memories = MEMORY_READ in principal.scopes
-    if not (can_documents or can_memories):
+def require_a_read_scope(principal: Principal) -> None:
+    """`Forbidden` (naming both) unless the principal has at least one of the two read scopes:
+    the check `readable` starts with, for callers that refuse before reading anything."""
+    if KNOWLEDGE_READ not in principal.scopes and MEMORY_READ not in principal.scopes:
         raise Forbidden(
             f"this operation needs the '{KNOWLEDGE_READ}' or the '{MEMORY_READ}' scope",
             details={"required_scopes": [KNOWLEDGE_READ, MEMORY_READ]},
         )
+
+
+def readable(store: Store, conn: Connection, principal: Principal) -> Readable:
+    """Knowledge bases and memory stores the principal can read; at least one of the two read
+    scopes is required (`Forbidden` names both)."""
+    require_a_read_scope(principal)
+    can_documents = KNOWLEDGE_READ in principal.scopes
+    can_memories = MEMORY_READ in principal.scopes
     return Readable(
         readable_kb_ids(store, conn, principal) if can_documents else None,
         readable_memory_store_ids(store, conn, principal) if can_memories else None,

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from kbmcp.access import Principal, readable
+from kbmcp.access import Principal, readable, require_a_read_scope
 from kbmcp.errors import InvalidRequest
 from kbmcp.search.engine import readable_stores, run_search
 from kbmcp.search.models import SearchRequest, SearchResponse
@@ -44,16 +44,16 @@ def search(
     store, conn = workspace.store, workspace.conn
     settings = workspace.settings
     # A caller without any read scope is Forbidden before all else.
-    can_read = readable(store, conn, principal)
+    require_a_read_scope(principal)
     args = check_arguments(request, settings.rrf_k, settings.recency_half_life_days)
     given = None if query_vector is None else _given_vector(query_vector)
     vector = None
     if args.uses_semantic:
-        # A bad filter is reported before the model loads, with the readable set just read: this
-        # check only reports, the ranking's snapshot reads both again. No snapshot of its own:
-        # each error comes from one statement, and on PostgreSQL a BEGIN and a COMMIT are two
-        # round trips per search.
-        resolve_scope(store, conn, can_read, request.filters)
+        # A bad filter is reported before the model loads, with the readable set read here:
+        # this check only reports, the ranking's snapshot reads both again (a search without
+        # the vector channel reads them once, there). No snapshot of its own: each error comes
+        # from one statement, and on PostgreSQL a BEGIN and a COMMIT are two round trips.
+        resolve_scope(store, conn, readable(store, conn, principal), request.filters)
         workspace.ensure_model()
         # Outside any transaction: embedding takes milliseconds to seconds of CPU.
         vector = given if given is not None else _embed_query(workspace, args.query)
