@@ -6,7 +6,8 @@ which: on an SQLite file a long-lived workspace holds the search accelerators
 tokenised chunks) that pay off over many queries; a one-shot one (the default) holds none and
 answers from SQL alone (vec0, FTS5) instead of paying a fill of ~0.5-2 s at 100k chunks for a
 single query (docs/search.md). On PostgreSQL every search reads the database: no process keeps
-a copy that another server's writes could make stale.
+a copy that another server's writes could make stale (the tokens kept for excerpts are keyed by
+the text they were computed from, which each search reads anew).
 
 The store (kbmcp/store/backend.py) is an SQLite file or a PostgreSQL database, opened from
 `settings.db`; services reach it through `workspace.store` and `workspace.conn`.
@@ -70,7 +71,7 @@ class Workspace:
         # whose every search reads the database).
         self.accelerator: Any | None = None
         # A long-lived process's tokens of the texts its searches returned, on either backend
-        # (kbmcp/search/text_tokens.py: keyed by the text itself, so never stale).
+        # (kbmcp/search/text_tokens.py: keyed by each text's length and hash, so never stale).
         self.text_tokens: TextTokenCache | None = None
         self._long_lived = False
         self.long_lived = long_lived

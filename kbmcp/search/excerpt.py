@@ -6,9 +6,11 @@ finds "runs"; search/matches.py). Without a match (a purely semantic hit) it is 
 start. The window is widened to word boundaries and marked with "…" where text was cut.
 
 `make_excerpts` is what a search runs: the excerpts of all its results at once, the matches
-found without tokenising whole texts and every window scored with numpy. `make_excerpt` is the
-reference it equals (tests/test_search_fast_paths.py): tokenise the text, try every window. On
-100 SciFact abstracts (~1,500 characters) the reference takes ~7 ms of CPU, `make_excerpts` ~2.
+found without tokenising whole texts (or, in a long-lived process, from the tokens it kept of
+texts it returned before: search/text_tokens.py) and every window scored with numpy.
+`make_excerpt` is the reference it equals (tests/test_search_fast_paths.py): tokenise the text,
+try every window. On 100 SciFact abstracts (~1,500 characters) the reference takes ~7 ms of
+CPU, `make_excerpts` ~2.
 """
 
 from __future__ import annotations
