@@ -239,7 +239,7 @@ def test_excerpts_from_kept_tokens_equal_the_reference(tokenize: Tokenize, max_b
     cache = TextTokenCache(max_bytes)
     kept = cache.of_tenant(7)
     for round_ in range(3):
-        for i in range(0, len(chunks), 5):
+        for i in range(0, len(chunks), 9):
             query = " ".join(chunks[(i * 31 + round_) % len(chunks)].split()[:12])
             query_tokens = {t for _, _, t, *_ in tokenize(query.encode())}
             batch = chunks[i : i + 12]
