@@ -29,8 +29,9 @@ guessed another tenant's text could otherwise store it, search for it, and learn
 excerpt that someone had retrieved it). The memory bound is shared: another tenant's traffic
 can evict one's entries, which tells no more than the machine's load does.
 
-Memory: at most `max_bytes` (texts, arrays and the token vocabulary together, estimated), the
-least recently used entries evicted first; SciFact's 5,183 abstracts take ~15 MB.
+Memory: at most `max_bytes` (arrays and the token vocabulary together, estimated), the least
+recently used entries evicted first, and ~4 MB at most for the record of texts seen once;
+SciFact's 5,183 abstracts take ~15 MB.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ DEFAULT_MAX_BYTES = 32 * 1024 * 1024
 Key = tuple[int, int, int]
 # What a dict entry, its key and the entry's objects cost beyond the arrays' data (~400 bytes).
 ENTRY_OVERHEAD_BYTES = 400
-# How many texts seen once are remembered (~150 bytes each) before the record starts over.
-MAX_SEEN_ONCE = 100_000
+# How many texts seen once are remembered before the record starts over: one int each (the
+# key's hash), ~4 MB for a full record, beside the entries' bound (measured: 50,000 random
+# 63-bit ints in a set, 3.9 MB by tracemalloc).
+MAX_SEEN_ONCE = 50_000
 # What a vocabulary entry costs: a short token's string (~55 bytes), a dict slot, a small int.
 VOCABULARY_ENTRY_BYTES = 160
 
@@ -82,8 +85,9 @@ class TextTokenCache:
         # token -> code; a missing token gets the next code (len() before the insert).
         self._vocabulary: defaultdict[str, int] = defaultdict()
         self._vocabulary.default_factory = self._vocabulary.__len__
-        # The keys of texts returned once and not kept (yet).
-        self._seen: set[Key] = set()
+        # hash(key) of texts returned once and not kept (yet): a collision only admits a text a
+        # return early.
+        self._seen: set[int] = set()
         self.tokenised = 0  # texts tokenised whole so far (tests, diagnostics)
 
     def of_tenant(self, tenant_id: int) -> TenantTextTokens:
@@ -139,12 +143,13 @@ class TextTokenCache:
     def _seen_before(self, key: Key) -> bool:
         """Whether the text was returned before (since the record of texts seen once last
         started over); records it if not."""
-        if key in self._seen:
-            self._seen.discard(key)
+        digest = hash(key)
+        if digest in self._seen:
+            self._seen.discard(digest)
             return True
         if len(self._seen) >= MAX_SEEN_ONCE:
             self._seen.clear()
-        self._seen.add(key)
+        self._seen.add(digest)
         return False
 
     def _keep(self, key: Key, offsets: np.ndarray, tokens: tuple[str, ...]) -> TextTokens:
