@@ -15,6 +15,8 @@ more chunks than the candidate depth, the query with every term runs instead.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 # bm25 column weights (title, heading, body). Equal, by measurement (bench/tune_scifact.py,
 # docs/retrieval-quality.md): on SciFact, where a document's title is also its heading, lexical
 # nDCG@10 is 0.685 with (1, 1, 1), 0.676 with (2, 1.5, 1) and 0.671 with (10, 0, 1); weighting
@@ -32,7 +34,10 @@ TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
 
 
 def common_terms(
-    terms: list[str], tokens: dict[str, list[str]], frequency: dict[str, int], rows: int
+    terms: Sequence[str],
+    tokens: Mapping[str, Sequence[str]],
+    frequency: Mapping[str, int],
+    rows: int,
 ) -> tuple[list[str], list[str]]:
     """Split terms into (kept, dropped): a single-token term found in more than
     STOPWORD_DOC_FRACTION of `rows` is dropped, unless nothing that may match would remain (a
@@ -44,5 +49,5 @@ def common_terms(
     common = [t for t in terms if len(tokens[t]) == 1 and frequency[t] > ceiling]
     rest = [t for t in terms if t not in common]
     if not any(len(tokens[t]) > 1 or frequency.get(t, 0) > 0 for t in rest):
-        return terms, []
+        return list(terms), []
     return rest, common

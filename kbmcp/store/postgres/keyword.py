@@ -33,9 +33,9 @@ import psycopg
 
 from kbmcp.search.lexical import bm25
 from kbmcp.search.lexical.channel import (
-    STOPWORD_DOC_FRACTION,
     STOPWORD_MIN_ROWS,
     WEIGHTS,
+    common_terms,
 )
 from kbmcp.store.index import heading_text
 
@@ -329,20 +329,6 @@ def stats_of(
             count = f"SELECT count(*) FROM ({sql}) AS hit"
             containing[term] = int(conn.execute(count, params, prepare=False).fetchone()[0])
     return KeywordStats(rows, total, containing)
-
-
-def common_terms(
-    terms: Sequence[str], tokens: dict[str, tuple[str, ...]], frequency: dict[str, int], rows: int
-) -> tuple[list[str], list[str]]:
-    """Split terms into (kept, dropped) by fts.py's stop-word rule: a single-token term found in
-    more than STOPWORD_DOC_FRACTION of `rows` is dropped, unless nothing that may match would
-    remain (a single-token term found at all, or a phrase). A phrase is never dropped."""
-    ceiling = STOPWORD_DOC_FRACTION * rows
-    common = [t for t in terms if len(tokens[t]) == 1 and frequency[t] > ceiling]
-    rest = [t for t in terms if t not in common]
-    if not any(len(tokens[t]) > 1 or frequency.get(t, 0) > 0 for t in rest):
-        return list(terms), []
-    return rest, common
 
 
 def prune(

@@ -248,9 +248,8 @@ def _kept_terms(
     # readable_fts.py's rule for a caller who reads part of the file
     if len(terms) < 2 or readable.stats.rows < channel.STOPWORD_MIN_ROWS:
         return terms
-    listed = {term: list(found) for term, found in phrases}
     singles = readable.containing(conn, [term for term, found in phrases if len(found) == 1])
-    return channel.common_terms(terms, listed, singles, readable.stats.rows)[0]
+    return channel.common_terms(terms, dict(phrases), singles, readable.stats.rows)[0]
 
 
 def _readable_rows(

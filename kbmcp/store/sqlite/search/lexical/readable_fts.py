@@ -87,9 +87,8 @@ def _scores(
     scorer = _PhraseScorer(conn, allowed, readable, phrases, tokenize)
     # As fts_source: a scope no larger than the depth would always fall back to every term.
     if len(allowed) > depth and len(terms) >= 2 and stats.rows >= channel.STOPWORD_MIN_ROWS:
-        tokens = {term: list(tokens) for term, tokens in phrases}
         singles = {term: scorer.frequency(term) for term, tokens in phrases if len(tokens) == 1}
-        kept, dropped = channel.common_terms(terms, tokens, singles, stats.rows)
+        kept, dropped = channel.common_terms(terms, dict(phrases), singles, stats.rows)
         if dropped:
             score, hit = _sum(scorer, kept, len(allowed))
             if np.count_nonzero(hit) > depth:
