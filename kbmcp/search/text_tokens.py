@@ -81,7 +81,6 @@ class TextTokenCache:
         self._lock = threading.Lock()
         self._entries: OrderedDict[Key, TextTokens] = OrderedDict()
         self._entry_bytes = 0
-        self._vocabulary_bytes = 0
         # token -> code; a missing token gets the next code (len() before the insert).
         self._vocabulary: defaultdict[str, int] = defaultdict()
         self._vocabulary.default_factory = self._vocabulary.__len__
@@ -97,6 +96,11 @@ class TextTokenCache:
     def size_bytes(self) -> int:
         with self._lock:
             return self._entry_bytes + self._vocabulary_bytes
+
+    @property
+    def _vocabulary_bytes(self) -> int:
+        # Tokens are short: their size by count, not each.
+        return len(self._vocabulary) * VOCABULARY_ENTRY_BYTES
 
     def holds(self, tenant_id: int, text: str) -> bool:
         with self._lock:
@@ -153,17 +157,12 @@ class TextTokenCache:
         return False
 
     def _keep(self, key: Key, offsets: np.ndarray, tokens: tuple[str, ...]) -> TextTokens:
-        before = len(self._vocabulary)
+        """Keep a text not kept yet (`found` looked it up in the same lock section)."""
         codes = np.fromiter(
             map(self._vocabulary.__getitem__, tokens), dtype=np.int32, count=len(tokens)
         )
-        if len(self._vocabulary) > before:  # tokens are short: their size by count, not each
-            self._vocabulary_bytes += (len(self._vocabulary) - before) * VOCABULARY_ENTRY_BYTES
         entry = TextTokens(offsets, codes)
         self.tokenised += 1
-        previous = self._entries.pop(key, None)  # another thread's copy of the same text
-        if previous is not None:
-            self._entry_bytes -= _entry_bytes(previous)
         self._entries[key] = entry
         self._entry_bytes += _entry_bytes(entry)
         return entry
@@ -174,7 +173,7 @@ class TextTokenCache:
             # texts hold millions of distinct tokens; entries would otherwise be the smaller part).
             self._entries.clear()
             self._vocabulary.clear()
-            self._entry_bytes = self._vocabulary_bytes = 0
+            self._entry_bytes = 0
             return
         while self._entries and self._entry_bytes + self._vocabulary_bytes > self.max_bytes:
             _, entry = self._entries.popitem(last=False)
