@@ -137,8 +137,9 @@ class TextTokenCache:
                     entries.append(entry)
             # Before evicting: starting the vocabulary over would change the codes.
             codes = {token: self._vocabulary.get(token) for token in query_tokens}
+            vocabulary_size = len(self._vocabulary)
             self._evict()
-        found = _matches(entries, kept, codes)
+        found = _matches(entries, kept, codes, vocabulary_size)
         if fresh:  # first seen: found as a search without this cache finds them
             more = QueryMatches(query_tokens, tokenize).found([texts[i] for i in fresh])
             found = _merged(found, more, fresh)
@@ -220,28 +221,36 @@ def _entry_bytes(entry: TextTokens) -> int:
 
 
 def _matches(
-    entries: list[TextTokens], texts: list[int], codes: dict[str, int | None]
+    entries: list[TextTokens],
+    texts: list[int],
+    codes: dict[str, int | None],
+    vocabulary_size: int,
 ) -> FoundMatches:
     """The matches of the query's tokens (`codes`: each one's vocabulary code, None if no kept
-    text holds it) in the kept texts `entries`, which are the batch's texts `texts`."""
+    text holds it) in the kept texts `entries`, which are the batch's texts `texts`; their
+    codes are below `vocabulary_size`."""
     present = sorted((code, token) for token, code in codes.items() if code is not None)
     if not entries or not present:
         return no_matches()
     all_codes = np.concatenate([entry.codes for entry in entries])
-    offsets = np.concatenate([entry.offsets for entry in entries])
-    text_of = np.repeat(np.asarray(texts, dtype=np.int64), [len(e.codes) for e in entries])
-    wanted = np.array([code for code, _ in present], dtype=np.int32)
-    position = np.searchsorted(wanted, all_codes)
-    position[position == len(wanted)] = 0
-    keep = wanted[position] == all_codes
+    # Each code's query token (an index into `present`), -1 for the others: one gather a token
+    # (100 abstracts, ~23k tokens: ~0.9 ms with searchsorted and np.unique, ~0.2 this way).
+    query_token = np.full(vocabulary_size, -1, dtype=np.int32)
+    query_token[[code for code, _ in present]] = np.arange(len(present), dtype=np.int32)
+    position = query_token[all_codes]
+    keep = np.flatnonzero(position >= 0)
+    hit = position[keep]
     # Only the tokens that occur, as the fast path lists them: the window choice loops over
     # the vocabulary, and a query token the cache knows from other texts would be a pass more.
-    occurring, tokens = np.unique(position[keep], return_inverse=True)
+    occurs = np.bincount(hit, minlength=len(present)) > 0
+    renumbered = np.cumsum(occurs, dtype=np.int64) - 1
+    text_of = np.repeat(np.asarray(texts, dtype=np.int64), [len(e.codes) for e in entries])
+    offsets = np.concatenate([entry.offsets for entry in entries])
     return FoundMatches(
         text_of[keep],
         offsets[keep].astype(np.int64),
-        tokens.astype(np.int64),
-        [present[i][1] for i in occurring.tolist()],
+        renumbered[hit],
+        [present[i][1] for i in np.flatnonzero(occurs).tolist()],
     )
 
 
