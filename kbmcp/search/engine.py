@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from kbmcp.store.backend import Connection, Store
 
 
+# Heading paths are JSON arrays the store wrote (no surrounding whitespace): `raw_decode` reads
+# one without json.loads's wrapper and whitespace checks (~0.26 against ~1 us a result).
+_HEADINGS = json.JSONDecoder()
+
+
 def readable_stores(store: Store, conn: Connection, readable: Readable) -> ReadableStores:
     """The stores whose chunks the keyword statistics cover (docs/search.md, "Keyword
     statistics"). Call inside the request's read snapshot (the count and the readable set must
@@ -113,7 +118,7 @@ def _results(
     excerpts = make_excerpts(texts, query_tokens, tokenize, kept=text_tokens)
     results = []
     for row, excerpt in zip(ranking.rows, excerpts, strict=True):
-        heading_path = json.loads(row.heading_path)
+        heading_path = _HEADINGS.raw_decode(row.heading_path)[0]
         results.append(
             SearchResult(
                 kind=RESULT_KIND[row.store_kind],
