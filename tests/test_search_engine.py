@@ -236,3 +236,30 @@ def test_search_with_a_given_query_vector_equals_embedding_the_query(
         search(workspace, principal, SearchRequest("x", mode="semantic"), query_vector=[0.1, 0.2])
     with pytest.raises(InvalidRequest, match="finite"):
         search(workspace, principal, SearchRequest("x"), query_vector=[float("nan")] * 384)
+
+
+@pytest.mark.sqlite_only("sqlite engine: apsw's statement cache")
+def test_a_server_answering_many_kinds_of_search_in_turn_keeps_its_statements_prepared(
+    workspace: Workspace, tmp_path: Path
+) -> None:
+    """apsw's statement cache is a ring of the last statement runs (connection.py,
+    STATEMENT_CACHE_SIZE): with its default of 100, twelve kinds of search asked in turn (each
+    ~13 statements) pushed every ranking statement out before its kind came round again, and
+    each search planned it anew (~0.35 ms). After one round, no search prepares anything."""
+    ingest(workspace, write_small_corpus(tmp_path))
+    principal = workspace.local_principal()
+    kinds = [
+        SearchRequest("bearer token rotation", mode=mode, limit=limit, filters=filters)
+        for mode in ("hybrid", "lexical", "semantic")
+        for limit in (5, 50)
+        for filters in (SearchFilters(), SearchFilters(document_paths=["handbook/"]))
+    ]
+    for request in kinds:
+        search(workspace, principal, request)
+    before = workspace.conn.cache_stats()
+    for _ in range(3):
+        for request in kinds:
+            search(workspace, principal, request)
+    after = workspace.conn.cache_stats()
+    assert after["hits"] - before["hits"] >= 3 * len(kinds) * 5
+    assert after["misses"] == before["misses"]

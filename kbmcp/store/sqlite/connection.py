@@ -36,6 +36,16 @@ from kbmcp.store.sqlite.wal import WAL_SIZE_LIMIT, keep_wal_small
 BUSY_TIMEOUT_MS = 10_000
 logger = logging.getLogger(__name__)
 MMAP_BYTES = 1 << 30
+# apsw's statement cache is a ring: every statement run goes back into the next slot and pushes
+# out whatever was there, so a prepared statement survives only while fewer than this many
+# statement runs follow it. A search runs ~13; with apsw's default of 100, a server answering
+# eight kinds of request in turn (modes, limits, scopes) re-prepared its ranking statement at
+# every search (~0.35 ms of planning the CTEs: SciFact semantic k=10 spent ~1 ms in the
+# statement interleaved, ~0.25 alone). 512 slots keep ~40 searches' statements. Memory: a slot
+# holds at most one prepared statement, a ranking statement ~50 KB (one per mode's channel
+# shape, scope form and limit), most others a few KB: a few MB in use, ~25 MB at worst for a
+# connection whose callers cycle through hundreds of shapes.
+STATEMENT_CACHE_SIZE = 512
 # Tables every kbmcp file has since migration 1: how a kbmcp file is told from a foreign one.
 KBMCP_TABLES = frozenset({"tenant", "knowledge_base", "document", "revision", "chunk"})
 MEMORY = ":memory:"
@@ -64,7 +74,7 @@ def open_connection(
     newer schema is a StoreError.
     """
     if str(path) == MEMORY:
-        conn = apsw.Connection(MEMORY)
+        conn = apsw.Connection(MEMORY, statementcachesize=STATEMENT_CACHE_SIZE)
         return _prepare(
             conn, Path(MEMORY), read_only=False, create=True, apply_migrations=apply_migrations
         )
@@ -145,7 +155,7 @@ def _create_file(db_path: Path) -> bool:
 def _connect(db_path: Path, read_only: bool) -> apsw.Connection:
     try:
         if not read_only:
-            return apsw.Connection(str(db_path))
+            return apsw.Connection(str(db_path), statementcachesize=STATEMENT_CACHE_SIZE)
         return _connect_read_only(db_path)
     except apsw.CantOpenError as exc:
         raise StoreError(
@@ -164,7 +174,9 @@ def _connect_read_only(db_path: Path) -> apsw.Connection:
     and change detection, so a later write by anyone makes it read garbage:
     "database disk image is malformed")."""
     flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-    conn = apsw.Connection(_uri(db_path) + "?mode=ro", flags=flags)
+    conn = apsw.Connection(
+        _uri(db_path) + "?mode=ro", flags=flags, statementcachesize=STATEMENT_CACHE_SIZE
+    )
     try:
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
     except apsw.CantOpenError:
@@ -200,7 +212,11 @@ def _connect_immutable(db_path: Path) -> apsw.Connection:
         )
     flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
     try:
-        return apsw.Connection(_uri(db_path) + "?mode=ro&immutable=1", flags=flags)
+        return apsw.Connection(
+            _uri(db_path) + "?mode=ro&immutable=1",
+            flags=flags,
+            statementcachesize=STATEMENT_CACHE_SIZE,
+        )
     except apsw.CantOpenError as exc:
         raise StoreError(
             f"cannot open database file {db_path}: {exc}", details={"path": str(db_path)}
