@@ -32,6 +32,7 @@ from psycopg.types import TypeInfo
 from kbmcp.clock import now_iso
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search.lexical import channel
 from kbmcp.search.models import SearchFilters, SearchRequest, SearchResponse, SearchResult
 from kbmcp.service.ingest_batch import sha256
 from kbmcp.service.search import search
@@ -62,13 +63,13 @@ def strategies(response: SearchResponse) -> str:
 def exact_postgres() -> Iterator[None]:
     """Brute force on PostgreSQL: every term scored (no stop-word pruning, every posting), the
     vector channel an exact scan of the whole scope (never the HNSW index)."""
-    saved = keyword.STOPWORD_MIN_ROWS, ranking.VECTOR_EXACT_MAX_ROWS
-    keyword.STOPWORD_MIN_ROWS = 10**12
+    saved = channel.STOPWORD_MIN_ROWS, ranking.VECTOR_EXACT_MAX_ROWS
+    channel.STOPWORD_MIN_ROWS = 10**12
     ranking.VECTOR_EXACT_MAX_ROWS = 10**12
     try:
         yield
     finally:
-        keyword.STOPWORD_MIN_ROWS, ranking.VECTOR_EXACT_MAX_ROWS = saved
+        channel.STOPWORD_MIN_ROWS, ranking.VECTOR_EXACT_MAX_ROWS = saved
 
 
 def bench_documents(conn: psycopg.Connection[Any]) -> int:

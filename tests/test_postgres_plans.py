@@ -15,7 +15,7 @@ from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.lexical import channel
 from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.store import copy
-from kbmcp.store.postgres import keyword, ranking
+from kbmcp.store.postgres import ranking
 from kbmcp.store.postgres.scope import ScopeRuns, runs_of
 from kbmcp.workspace import Workspace
 from tests.postgres_search import (
@@ -52,7 +52,6 @@ def stores(tmp_path_factory: pytest.TempPathFactory, postgres_url: str) -> Itera
 def _pruning_on_small_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stop-word pruning from 5 rows on, on both backends (as test_postgres_ranking.py)."""
     monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 5)
-    monkeypatch.setattr(keyword, "STOPWORD_MIN_ROWS", 5)
 
 
 def _compare(stores: tuple, mode: str, filters: SearchFilters) -> set[str | None]:

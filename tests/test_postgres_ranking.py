@@ -62,7 +62,6 @@ def _pruning_on_small_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
     """fts.py prunes stop words from indexes of 1000 chunks on; this corpus is smaller, so the
     threshold is lowered on both backends to compare the pruned path too."""
     monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 5)
-    monkeypatch.setattr(keyword, "STOPWORD_MIN_ROWS", 5)
 
 
 @pytest.mark.parametrize("mode", MODES)

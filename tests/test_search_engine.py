@@ -151,7 +151,7 @@ def test_vec0_scan_refuses_a_layout_it_does_not_know(workspace: Workspace, tmp_p
 
 @pytest.mark.sqlite_only("sqlite engine: FTS5's tables and tokenizer")
 def test_stopwords_are_only_terms_in_more_than_half_the_chunks(
-    workspace: Workspace, tmp_path: Path
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     folder = tmp_path / "stop"
     folder.mkdir()
@@ -159,17 +159,20 @@ def test_stopwords_are_only_terms_in_more_than_half_the_chunks(
         extra = " rare" if i == 0 else ""
         (folder / f"d{i}.txt").write_text(f"common words here number{i}{extra}\n")
     ingest(workspace, folder)
-    kept, dropped = drop_stopwords(workspace.conn, ["common", "rare", "absent"], min_rows=0)
+    monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 0)
+    kept, dropped = drop_stopwords(workspace.conn, ["common", "rare", "absent"], None, 100)
     assert kept == ["rare", "absent"] and dropped == ["common"]
     # Nothing rarer that occurs: keep everything rather than search for nothing.
-    assert drop_stopwords(workspace.conn, ["common", "absent"], min_rows=0) == (
+    assert drop_stopwords(workspace.conn, ["common", "absent"], None, 100) == (
         ["common", "absent"],
         [],
     )
 
 
 @pytest.mark.sqlite_only("sqlite engine: FTS5's tables and tokenizer")
-def test_a_phrase_of_common_words_is_never_dropped(workspace: Workspace, tmp_path: Path) -> None:
+def test_a_phrase_of_common_words_is_never_dropped(
+    workspace: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both words are in every chunk, the phrase in 4 of 10: its idf is positive, so dropping
     it (as its rarest word's frequency would suggest) would change the ranking."""
     folder = tmp_path / "stop"
@@ -179,7 +182,8 @@ def test_a_phrase_of_common_words_is_never_dropped(workspace: Workspace, tmp_pat
         (folder / f"d{i}.txt").write_text(f"{text} number{i}{' rare' if i == 0 else ''}\n")
     ingest(workspace, folder)
     terms = ["common words", "rare", "common"]
-    assert drop_stopwords(workspace.conn, terms, min_rows=0) == (
+    monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 0)
+    assert drop_stopwords(workspace.conn, terms, None, 100) == (
         ["common words", "rare"],
         ["common"],
     )
@@ -263,3 +267,20 @@ def test_a_server_answering_many_kinds_of_search_in_turn_keeps_its_statements_pr
     after = workspace.conn.cache_stats()
     assert after["hits"] - before["hits"] >= 3 * len(kinds) * 5
     assert after["misses"] == before["misses"]
+
+
+@pytest.mark.parametrize(
+    ("terms", "rows", "scope_rows", "prunes"),
+    [
+        (2, 1000, None, True),
+        (1, 1000, None, False),  # one term is never dropped for another
+        (2, 999, None, False),  # below STOPWORD_MIN_ROWS: every term
+        (2, 1000, 101, True),
+        (2, 1000, 100, False),  # a scope no larger than the depth always falls back
+    ],
+)
+def test_every_path_prunes_under_the_same_conditions(
+    terms: int, rows: int, scope_rows: int | None, prunes: bool
+) -> None:
+    assert channel.STOPWORD_MIN_ROWS == 1000
+    assert channel.prunes(terms, rows, scope_rows, depth=100) is prunes

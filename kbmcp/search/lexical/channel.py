@@ -33,6 +33,16 @@ STOPWORD_MIN_ROWS = 1000  # smaller indexes are cheap to search with every term
 TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
 
 
+def prunes(terms: int, rows: int, scope_rows: int | None, depth: int) -> bool:
+    """Whether a keyword search tries its terms without the common ones at all: `terms` (the
+    query's) two or more, `rows` (of the index, or of the caller's readable set, whose
+    frequencies decide) at least STOPWORD_MIN_ROWS, as smaller indexes are cheap to search with
+    every term, and a scope (`scope_rows`; None: unscoped) larger than the depth, as a smaller
+    one would always fall back to every term. Every path of both backends asks this before
+    `common_terms`."""
+    return terms >= 2 and rows >= STOPWORD_MIN_ROWS and (scope_rows is None or scope_rows > depth)
+
+
 def common_terms(
     terms: Sequence[str],
     tokens: Mapping[str, Sequence[str]],

@@ -32,11 +32,7 @@ from typing import Any, NamedTuple
 import psycopg
 
 from kbmcp.search.lexical import bm25
-from kbmcp.search.lexical.channel import (
-    STOPWORD_MIN_ROWS,
-    WEIGHTS,
-    common_terms,
-)
+from kbmcp.search.lexical.channel import WEIGHTS, common_terms, prunes
 from kbmcp.store.index import heading_text
 
 # The index's tokenizer, shared with the SQLite backend; the PostgreSQL modules use it through
@@ -335,11 +331,8 @@ def prune(
     phrases: Sequence[Phrase], stats: KeywordStats, scope_rows: int | None, depth: int
 ) -> tuple[list[Phrase], list[Phrase]]:
     """(kept, dropped) phrases, as fts.py's pruning decides for a scope of `scope_rows` chunks
-    (None: every indexed chunk of the file): only for two terms or more, an index of at least
-    STOPWORD_MIN_ROWS and a scope larger than the depth."""
-    if len(phrases) < 2 or stats.rows < STOPWORD_MIN_ROWS:
-        return list(phrases), []
-    if scope_rows is not None and scope_rows <= depth:
+    (None: every indexed chunk of the file), when `prunes` says a search prunes at all."""
+    if not prunes(len(phrases), stats.rows, scope_rows, depth):
         return list(phrases), []
     tokens = dict(phrases)
     terms = [term for term, _ in phrases]

@@ -24,9 +24,8 @@ from kbmcp.search.request import SearchArguments
 from kbmcp.search.scope import Scope
 from kbmcp.store.search import Ranked, RankQuery, ReadableStores
 from kbmcp.store.sqlite.search.accelerator import Accelerator
-from kbmcp.store.sqlite.search.lexical import fts
 from kbmcp.store.sqlite.search.lexical.ceiling import query_ceiling
-from kbmcp.store.sqlite.search.lexical.fts import fts_source
+from kbmcp.store.sqlite.search.lexical.fts import drop_stopwords, fts_source
 from kbmcp.store.sqlite.search.lexical.readable_fts import readable_fts_source
 from kbmcp.store.sqlite.search.lexical.scan import Phrase, rows_containing, scan_scope
 from kbmcp.store.sqlite.search.lexical.stats import ReadableRows, readable_rows
@@ -236,17 +235,16 @@ def _kept_terms(
     accelerator holds (the n its scores use; filled here where missing, as the scan fills
     them), so a search asks fts5vocab only for terms it has not counted since the last write."""
     terms = [term for term, _ in phrases]
-    if allowed is not None and len(allowed) <= depth:
-        return terms
+    scope_rows = None if allowed is None else len(allowed)
     if readable is None:
         tokens = dict(phrases)
 
         def count(singles: list[str]) -> dict[str, int]:
             return rows_containing(conn, [(term, tokens[term]) for term in singles], known)
 
-        return fts.drop_stopwords(conn, terms, channel.STOPWORD_MIN_ROWS, count)[0]
+        return drop_stopwords(conn, terms, scope_rows, depth, count)[0]
     # readable_fts.py's rule for a caller who reads part of the file
-    if len(terms) < 2 or readable.stats.rows < channel.STOPWORD_MIN_ROWS:
+    if not channel.prunes(len(terms), readable.stats.rows, scope_rows, depth):
         return terms
     singles = readable.containing(conn, [term for term, found in phrases if len(found) == 1])
     return channel.common_terms(terms, dict(phrases), singles, readable.stats.rows)[0]

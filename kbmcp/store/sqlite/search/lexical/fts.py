@@ -88,11 +88,8 @@ def fts_source(
         "w_heading": channel.HEADING_WEIGHT,
         "w_body": channel.BODY_WEIGHT,
     }
-    # A scope no larger than the depth would always fall back to every term: skip the pruning.
-    pruned = None
-    if scope_rows is None or scope_rows > depth:
-        kept, dropped = drop_stopwords(conn, terms, channel.STOPWORD_MIN_ROWS)
-        pruned = match_expression(kept) if dropped else None
+    kept, dropped = drop_stopwords(conn, terms, scope_rows, depth)
+    pruned = match_expression(kept) if dropped else None
     if pruned is None:
         return ChannelSource("fts5", SEARCH.format(in_scope=in_scope), params)
     return ChannelSource(
@@ -108,18 +105,22 @@ CountTerms = Callable[[list[str]], dict[str, int]]
 
 
 def drop_stopwords(
-    conn: apsw.Connection, terms: list[str], min_rows: int, count: CountTerms | None = None
+    conn: apsw.Connection,
+    terms: list[str],
+    scope_rows: int | None,
+    depth: int,
+    count: CountTerms | None = None,
 ) -> tuple[list[str], list[str]]:
     """Split terms into (kept, dropped) by `channel.common_terms`, with the whole index's
-    frequencies (the caller reads every store: stats.py). Indexes of fewer than `min_rows`
-    chunks are too small to bother (and to trust the frequencies). `count`: where the
-    frequencies come from (a server's accelerator keeps them); by default fts5vocab."""
-    if len(terms) < 2:
+    frequencies (the caller reads every store: stats.py), when `channel.prunes` says that a
+    search of a scope of `scope_rows` chunks (None: the whole index) prunes at all. `count`:
+    where the frequencies come from (a server's accelerator keeps them); by default fts5vocab."""
+    if len(terms) < 2:  # before reading N: a one-term query never prunes
         return terms, []
     # N from FTS5's averages record (one row), not count(*) over docsize (~20-30 ms at 100k
     # chunks in a fresh process, where the b-tree is not in the page cache yet).
     total = index_stats(conn).rows
-    if total < min_rows:
+    if not channel.prunes(len(terms), total, scope_rows, depth):
         return terms, []
     tokens = {term: list(query_tokens(term)) for term in terms}
     singles = [term for term, ts in tokens.items() if len(ts) == 1]

@@ -85,8 +85,7 @@ def _scores(
     tokenize = index_tokenizer()
     phrases: list[Phrase] = [(term, query_tokens(term)) for term in terms]
     scorer = _PhraseScorer(conn, allowed, readable, phrases, tokenize)
-    # As fts_source: a scope no larger than the depth would always fall back to every term.
-    if len(allowed) > depth and len(terms) >= 2 and stats.rows >= channel.STOPWORD_MIN_ROWS:
+    if channel.prunes(len(terms), stats.rows, len(allowed), depth):
         singles = {term: scorer.frequency(term) for term, tokens in phrases if len(tokens) == 1}
         kept, dropped = channel.common_terms(terms, dict(phrases), singles, stats.rows)
         if dropped:
