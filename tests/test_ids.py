@@ -210,21 +210,24 @@ def downgrade_to_version_6(db: Path, reference: apsw.Connection) -> None:
             "WHERE kb.id = document.knowledge_base_id)"
         )
         conn.execute(reference.execute(trigger).fetchone()[0])
-        _undo_store_scoped_filters(conn, reference)
+        _undo_rebuilt_tables(conn, reference)
         conn.execute("PRAGMA user_version = 6")
     conn.close()
 
 
-def _undo_store_scoped_filters(conn: apsw.Connection, reference: apsw.Connection) -> None:
-    """Migration 11 undone: tag and metadata rows without their store, their indexes, triggers
-    and the index on paths as `reference` has them."""
+def _undo_rebuilt_tables(conn: apsw.Connection, reference: apsw.Connection) -> None:
+    """Migrations 11 and 12 undone: tag and metadata rows without their store, their indexes,
+    triggers and the index on paths as `reference` has them; revisions with their text before
+    content_hash again (foreign keys are off: the ids stay, so references hold)."""
     older = "SELECT sql FROM sqlite_schema WHERE tbl_name = ? AND type = ? AND sql IS NOT NULL"
     conn.execute("DROP TRIGGER document_metadata_on_insert")
     conn.execute("DROP TRIGGER document_metadata_on_update")
     for table, columns in (
         ("document_tag", "document_id, key, value"),
         ("document_metadata", "document_id, key, type, value"),
-    ):
+        ("revision", "id, public_id, document_id, number, content, content_hash, char_count, "
+                     "line_count, created_at"),
+    ):  # fmt: skip
         conn.execute(f"CREATE TEMP TABLE old_{table} AS SELECT {columns} FROM {table}")
         conn.execute(f"DROP TABLE {table}")
         for kind in ("table", "index"):

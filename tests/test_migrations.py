@@ -120,6 +120,84 @@ def test_tag_and_metadata_rows_learn_their_store_on_upgrade(tmp_path: Path) -> N
     conn.close()
 
 
+TEXT_LAST = 12  # the migration that rebuilds `revision` with its text as the last column
+REVISION_ROWS = """
+INSERT INTO tenant (id, public_id, name, created_at) VALUES (1, 'ten_a', 'alice', '2026');
+INSERT INTO knowledge_base (id, public_id, tenant_id, name, created_at, updated_at)
+VALUES (10, 'kb_a', 1, 'a', '2026', '2026');
+INSERT INTO document (id, public_id, knowledge_base_id, path, title, kind, created_at, updated_at)
+VALUES (1, 'doc_1', 10, 'big.md', 'Big', 'markdown', '2026', '2026'),
+       (2, 'doc_2', 10, 'small.md', 'Small', 'markdown', '2026', '2026');
+INSERT INTO revision (id, public_id, document_id, number, content, content_hash, char_count,
+                      line_count, created_at)
+VALUES (5, 'rev_5', 1, 1, :big, 'hash-5', length(:big), 1, '2026'),
+       (6, 'rev_6', 1, 2, :big || 'more', 'hash-6', length(:big) + 4, 1, '2027'),
+       (7, 'rev_7', 2, 1, 'small text', 'hash-7', 10, 1, '2026');
+UPDATE document SET current_revision_id = 6 WHERE id = 1;
+UPDATE document SET current_revision_id = 7 WHERE id = 2;
+INSERT INTO chunk (id, public_id, revision_id, ordinal, char_start, char_end, line_start,
+                   line_end, text)
+VALUES (50, 'chk_50', 5, 0, 0, 5, 1, 1, 'xxxxx'), (60, 'chk_60', 6, 0, 0, 5, 1, 1, 'xxxxx'),
+       (70, 'chk_70', 7, 0, 0, 5, 1, 1, 'small');
+INSERT INTO staged_revision (revision_id, document_id, chunking, updated_at)
+VALUES (6, 1, 'c', '2027');
+"""
+REVISION_COLUMNS = (
+    "id, public_id, document_id, number, content, content_hash, char_count, line_count, created_at"
+)
+
+
+def test_an_upgraded_file_keeps_every_revision_with_its_text_last(tmp_path: Path) -> None:
+    """Migration 12 rebuilds `revision` (a large document's content_hash and char_count were
+    behind its whole text, on overflow pages): every row and every reference survives, the text
+    is the last column, and the references still cascade afterwards."""
+    conn = open_connection(tmp_path / "old.db", apply_migrations=False)
+    migrations.migrate(conn, target=TEXT_LAST - 1)
+    conn.execute(REVISION_ROWS, {"big": "x" * 200_000})  # ~50 overflow pages
+    tables = {"revision": REVISION_COLUMNS, "chunk": "*", "staged_revision": "*",
+              "document": "id, current_revision_id"}  # fmt: skip
+    before = {t: sorted(conn.execute(f"SELECT {c} FROM {t}")) for t, c in tables.items()}
+    assert migrations.migrate(conn) == list(range(TEXT_LAST, latest_version() + 1))
+    assert {t: sorted(conn.execute(f"SELECT {c} FROM {t}")) for t, c in tables.items()} == before
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(revision)")]
+    assert columns[-1] == "content" and len(columns) == 9
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1  # back on after migrating
+    assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+    conn.execute("DELETE FROM document WHERE id = 1")
+    assert conn.execute("SELECT id FROM revision").fetchall() == [(7,)]
+    assert conn.execute("SELECT id FROM chunk").fetchall() == [(70,)]
+    assert conn.execute("SELECT count(*) FROM staged_revision").fetchone()[0] == 0
+    conn.close()
+
+
+def test_a_migration_that_would_break_references_is_refused_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migrations run with foreign keys off (a rebuilt table is dropped and renamed), so they
+    are checked before COMMIT: a step that leaves a dangling reference rolls everything back."""
+    path = tmp_path / "old.db"
+    conn = open_connection(path, apply_migrations=False)
+    migrations.migrate(conn, target=1)
+    conn.close()
+    first = all_migrations()[0]
+    dangling = Migration(
+        2,
+        "dangling",
+        "CREATE TABLE parent (id INTEGER PRIMARY KEY);"
+        "CREATE TABLE child (parent_id INTEGER REFERENCES parent(id));"
+        "INSERT INTO child VALUES (7);",
+    )
+    monkeypatch.setattr(migrations, "all_migrations", lambda: [first, dangling])
+    with pytest.raises(StoreError, match="references do not resolve"):
+        open_connection(path)
+    monkeypatch.undo()
+    conn = open_connection(path, apply_migrations=False)
+    assert current_version(conn) == 1
+    assert not {"parent", "child"} & {row[1] for row in schema(conn)}
+    assert conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+    conn.close()
+
+
 def test_a_failing_migration_is_rolled_back_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

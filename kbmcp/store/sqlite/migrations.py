@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import apsw
 
+from kbmcp.errors import StoreError
 from kbmcp.store.migrations import Migration, read_migrations
 
 
@@ -41,18 +42,39 @@ def migrate(
     goal = len(migrations) if target is None else target
     if current_version(conn) >= goal:
         return []
-    conn.execute("BEGIN IMMEDIATE")
+    # Foreign keys are off while migrations run (set outside the transaction: SQLite ignores the
+    # pragma inside one) and checked before COMMIT instead: a migration that rebuilds a table
+    # drops the old one, which with them on deletes its rows first, cascading (012).
+    enforced = bool(conn.execute("PRAGMA foreign_keys").fetchone()[0])
+    conn.execute("PRAGMA foreign_keys = OFF")
     try:
-        # Re-read under the write lock: another process may have migrated meanwhile.
-        pending = migrations[current_version(conn) : goal]
-        for migration in pending:
-            conn.execute(migration.sql)
-            conn.execute(f"PRAGMA user_version = {migration.version}")
-        if pending and finish is not None:
-            finish(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Re-read under the write lock: another process may have migrated meanwhile.
+            pending = migrations[current_version(conn) : goal]
+            broken_before = _broken_references(conn) if pending else 0
+            for migration in pending:
+                conn.execute(migration.sql)
+                conn.execute(f"PRAGMA user_version = {migration.version}")
+            if pending and _broken_references(conn) > broken_before:
+                raise StoreError(
+                    f"migrations {pending[0].version}-{pending[-1].version} would leave rows "
+                    "whose references do not resolve; the file is unchanged"
+                )
+            if pending and finish is not None:
+                finish(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.execute(f"PRAGMA foreign_keys = {'ON' if enforced else 'OFF'}")
     return [migration.version for migration in pending]
+
+
+def _broken_references(conn: apsw.Connection) -> int:
+    """Rows whose foreign keys do not resolve (PRAGMA foreign_key_check). Compared before and
+    after the migrations, so a file that already held some (written by another tool with
+    foreign keys off) can still be upgraded."""
+    return len(conn.execute("PRAGMA foreign_key_check").fetchall())
