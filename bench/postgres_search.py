@@ -125,12 +125,7 @@ WHERE i.indrelid = %(table)s::regclass
 
 def check_postgres_built_alike(pg: Any, corpus: Any, bench: ModuleType) -> None:
     """bench/search.py's `check_built_alike` for a reused database."""
-
-    def held_text_at(path: str) -> str | None:
-        row = pg.execute(bench.FIRST_CHUNK_TEXT.format(path="%s"), (path,)).fetchone()
-        return row and row[0]
-
-    bench.check_built_alike(held_text_at, corpus, "the PostgreSQL database")
+    bench.check_built_alike(pg, "%s", corpus, "the PostgreSQL database")
 
 
 def build_postgres(

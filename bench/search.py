@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import apsw
 import numpy as np
@@ -238,15 +239,15 @@ def first_chunk(corpus: Corpus) -> tuple[str, str]:
     return document.path, fresh.text(document.chunk_words[0])
 
 
-def check_built_alike(
-    held_text_at: Callable[[str], str | None], corpus: Corpus, where: str
-) -> None:
-    """Exit with a clear message unless a reused corpus (`held_text_at(path)`: the text of the
-    first chunk it holds at a path) was built from this command line's corpus: queries drawn
-    from another vocabulary would find nothing they were drawn from, and the recall reference
-    would be another corpus's. `first_chunk` once: it draws a corpus (~3 s at 100k chunks)."""
+def check_built_alike(conn: Any, placeholder: str, corpus: Corpus, where: str) -> None:
+    """Exit with a clear message unless the reused corpus `conn` reads (an SQLite file or a
+    PostgreSQL database, whose driver writes parameters as `placeholder`) was built from this
+    command line's corpus: queries drawn from another vocabulary would find nothing they were
+    drawn from, and the recall reference would be another corpus's. `first_chunk` once: it
+    draws a corpus (~3 s at 100k chunks)."""
     path, text = first_chunk(corpus)
-    if held_text_at(path) != text:
+    row = conn.execute(FIRST_CHUNK_TEXT.format(path=placeholder), (path,)).fetchone()
+    if (row and row[0]) != text:
         raise SystemExit(
             f"{where} was built from another corpus (its first chunk differs): give the "
             "--vocabulary and --chunks-per-doc it was built with, or build a new one"
@@ -282,12 +283,7 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[n
                 f"--chunks {corpus.docs * corpus.chunks_per_doc} --chunks-per-doc "
                 f"{corpus.chunks_per_doc}: give the flags it was built with"
             )
-
-        def held_text_at(path: str) -> str | None:
-            row = conn.execute(FIRST_CHUNK_TEXT.format(path="?"), (path,)).fetchone()
-            return row and row[0]
-
-        check_built_alike(held_text_at, corpus, str(ws.settings.db_path))
+        check_built_alike(conn, "?", corpus, str(ws.settings.db_path))
         return cached_samples(Path(ws.settings.db_path), corpus)
     conn.execute("BEGIN IMMEDIATE")
     record_model(conn, HashingEmbedder().fingerprint)
