@@ -74,7 +74,7 @@ def open_connection(
     newer schema is a StoreError.
     """
     if str(path) == MEMORY:
-        conn = apsw.Connection(MEMORY, statementcachesize=STATEMENT_CACHE_SIZE)
+        conn = _apsw_connection(MEMORY)
         return _prepare(
             conn, Path(MEMORY), read_only=False, create=True, apply_migrations=apply_migrations
         )
@@ -100,6 +100,14 @@ def open_connection(
         if created:
             _remove_unfinished(db_path)
         raise
+
+
+def _apsw_connection(
+    filename: str, flags: int = apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+) -> apsw.Connection:
+    """A connection to a knowledge base (every way of opening one comes through here, so each
+    keeps STATEMENT_CACHE_SIZE statements prepared); `flags` default to apsw's own."""
+    return apsw.Connection(filename, flags=flags, statementcachesize=STATEMENT_CACHE_SIZE)
 
 
 def _remove_unfinished(db_path: Path) -> None:
@@ -155,7 +163,7 @@ def _create_file(db_path: Path) -> bool:
 def _connect(db_path: Path, read_only: bool) -> apsw.Connection:
     try:
         if not read_only:
-            return apsw.Connection(str(db_path), statementcachesize=STATEMENT_CACHE_SIZE)
+            return _apsw_connection(str(db_path))
         return _connect_read_only(db_path)
     except apsw.CantOpenError as exc:
         raise StoreError(
@@ -174,9 +182,7 @@ def _connect_read_only(db_path: Path) -> apsw.Connection:
     and change detection, so a later write by anyone makes it read garbage:
     "database disk image is malformed")."""
     flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-    conn = apsw.Connection(
-        _uri(db_path) + "?mode=ro", flags=flags, statementcachesize=STATEMENT_CACHE_SIZE
-    )
+    conn = _apsw_connection(_uri(db_path) + "?mode=ro", flags)
     try:
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
     except apsw.CantOpenError:
@@ -212,11 +218,7 @@ def _connect_immutable(db_path: Path) -> apsw.Connection:
         )
     flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
     try:
-        return apsw.Connection(
-            _uri(db_path) + "?mode=ro&immutable=1",
-            flags=flags,
-            statementcachesize=STATEMENT_CACHE_SIZE,
-        )
+        return _apsw_connection(_uri(db_path) + "?mode=ro&immutable=1", flags)
     except apsw.CantOpenError as exc:
         raise StoreError(
             f"cannot open database file {db_path}: {exc}", details={"path": str(db_path)}
