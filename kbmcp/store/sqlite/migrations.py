@@ -52,17 +52,18 @@ def migrate(
         try:
             # Re-read under the write lock: another process may have migrated meanwhile.
             pending = migrations[current_version(conn) : goal]
-            broken_before = _broken_references(conn) if pending else 0
-            for migration in pending:
-                conn.execute(migration.sql)
-                conn.execute(f"PRAGMA user_version = {migration.version}")
-            if pending and _broken_references(conn) > broken_before:
-                raise StoreError(
-                    f"migrations {pending[0].version}-{pending[-1].version} would leave rows "
-                    "whose references do not resolve; the file is unchanged"
-                )
-            if pending and finish is not None:
-                finish(conn)
+            if pending:
+                broken_before = _broken_references(conn)
+                for migration in pending:
+                    conn.execute(migration.sql)
+                    conn.execute(f"PRAGMA user_version = {migration.version}")
+                if _broken_references(conn) > broken_before:
+                    raise StoreError(
+                        f"migrations {pending[0].version}-{pending[-1].version} would leave "
+                        "rows whose references do not resolve; the file is unchanged"
+                    )
+                if finish is not None:
+                    finish(conn)
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
