@@ -23,7 +23,7 @@ from mcp.server.auth.settings import AuthSettings
 
 from kbmcp.access import Principal, principal_for_secret, principal_for_token_id, readable_ids
 from kbmcp.errors import Forbidden
-from kbmcp.server.host_check import is_loopback_name
+from kbmcp.server.host_check import binds_loopback_only
 from kbmcp.store.backend import Connection, Store
 from kbmcp.workspace import Workspace
 
@@ -168,6 +168,6 @@ def principal_from_access_token(token: AccessToken) -> Principal:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether binding `host` keeps the server reachable from this machine only (the same
-    normalisation as the DNS-rebinding check of Host headers)."""
-    return is_loopback_name(host)
+    """Whether binding `host` keeps the server reachable from this machine only: the address
+    the name resolves to is a loopback address (kbmcp/server/host_check.py)."""
+    return binds_loopback_only(host)

@@ -22,7 +22,7 @@ from mcp.server.mcpserver import MCPServer
 
 from kbmcp.errors import KbError
 from kbmcp.server.auth import StoreTokenVerifier
-from kbmcp.server.host_check import is_loopback_name
+from kbmcp.server.host_check import binds_loopback_only, listen_address
 from kbmcp.server.http_app import MCP_PATH, http_app
 from kbmcp.server.http_sessions import session_limits_from_env
 from kbmcp.server.stdio import serve_stdio
@@ -117,7 +117,7 @@ def run_http(
     listener = bind_listener(host, port)
     if warm_up is not None:
         warm_up()
-    if verifier is not None and not is_loopback_name(host):
+    if verifier is not None and not binds_loopback_only(host):
         print(
             f"kbmcp: bearer tokens travel in clear text over plain HTTP on {host}: put a "
             'TLS-terminating reverse proxy in front (docs/security.md, "On a network")',
@@ -143,9 +143,7 @@ class ListenError(KbError):
 def bind_listener(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (port 0: one the OS picks)."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
+        family, kind, proto, address = listen_address(host, port)
     except socket.gaierror as exc:
         raise ListenError(
             f"cannot listen on {host}:{port}: unknown host ({exc.strerror})"
