@@ -29,15 +29,17 @@ def _documents(conn: psycopg.Connection[Any]) -> None:
              "path": f"d{document}/a.md"},
         )  # fmt: skip
         conn.execute(
-            "INSERT INTO revision VALUES (%(id)s, %(public)s, %(id)s, 1, 'x', 'h', 1, 1, 'x')",
-            {"id": document, "public": f"rev_{document}"},
+            "INSERT INTO revision VALUES (%(id)s, %(public)s, %(id)s, 1, 'x', 'h', 1, 1, 'x',"
+            " %(store)s)",
+            {"id": document, "public": f"rev_{document}", "store": store},
         )
     for chunk in range(1, 31):
         revision = (2 - chunk % 2) if chunk <= 20 else (3 if chunk <= 25 else 4)
         conn.execute(
             "INSERT INTO chunk (id, public_id, revision_id, ordinal, char_start, char_end,"
-            " line_start, line_end, text) VALUES (%s, %s, %s, %s, 0, 1, 1, 1, 'x')",
-            (chunk, f"chk_{chunk}", revision, chunk),
+            " line_start, line_end, text, knowledge_base_id)"
+            " VALUES (%s, %s, %s, %s, 0, 1, 1, 1, 'x', %s)",
+            (chunk, f"chk_{chunk}", revision, chunk, 1 if revision <= 2 else 2),
         )
 
 
@@ -56,8 +58,10 @@ def test_runs_hold_the_scopes_chunks(fresh_postgres_url: str) -> None:
                        (17, 17), (19, 19)],
             ("d1/", "d2/"): [(1, 20)],
             ("d3/", "d4/"): [(21, 30)],
+            # chunk 20 (store 1) and 21 (store 2) are adjacent ids, not one run: a run is in
+            # one store (a range of its rows, on Citus of its shard)
             ("d2/", "d3/"): [(2, 2), (4, 4), (6, 6), (8, 8), (10, 10), (12, 12), (14, 14),
-                             (16, 16), (18, 18), (20, 25)],
+                             (16, 16), (18, 18), (20, 20), (21, 25)],
             ("d9/",): [],
         }  # fmt: skip
         for paths, want in cases.items():
@@ -65,6 +69,7 @@ def test_runs_hold_the_scopes_chunks(fresh_postgres_url: str) -> None:
             runs = scope.scope_runs(conn, found)
             assert runs is not None
             assert list(zip(runs.lo.tolist(), runs.hi.tolist(), strict=True)) == want, paths
+            assert runs.store.tolist() == [1 if hi <= 20 else 2 for _, hi in want], paths
             assert runs.ids().tolist() == _listed(conn, found), paths
             assert runs.rows == len(_listed(conn, found))
         assert scope.scope_runs(conn, Scope([1, 2], None, {}, everything=True)) is None

@@ -64,7 +64,8 @@ class PostgresCatalog(SqlCatalog):
     SELECT d.id, d.public_id, d.path, d.title, d.status, d.source, d.attributes_hash,
            r.id, r.content_hash
     FROM document AS d
-    LEFT JOIN revision AS r ON r.id = d.current_revision_id
+    LEFT JOIN revision AS r
+           ON r.knowledge_base_id = d.knowledge_base_id AND r.id = d.current_revision_id
     WHERE d.knowledge_base_id = %(kb_id)s
     """
     # Multi-writer: two servers adding one path at once both found no document there; the second
@@ -83,7 +84,8 @@ class PostgresCatalog(SqlCatalog):
     SELECT d.id, d.public_id, d.status, d.current_revision_id, r.content_hash, d.attributes_hash,
            d.source
     FROM document AS d
-    LEFT JOIN revision AS r ON r.id = d.current_revision_id
+    LEFT JOIN revision AS r
+           ON r.knowledge_base_id = d.knowledge_base_id AND r.id = d.current_revision_id
     WHERE d.knowledge_base_id = %(kb_id)s AND d.path = %(path)s
     FOR UPDATE OF d
     """
@@ -108,18 +110,24 @@ class PostgresCatalog(SqlCatalog):
     FROM document AS d WHERE d.id = %(document_id)s
     ON CONFLICT DO NOTHING
     """
+    # A revision and a chunk are in their document's store (migration 8): it is read from the
+    # row they belong to, so a caller names the document or revision only. On Citus the row's
+    # store is then found by asking every shard (an index probe each) and the insert is routed
+    # to the store's shard; the new id comes from the coordinator's sequence.
     INSERT_REVISION = """
     INSERT INTO revision (public_id, document_id, number, content, content_hash, char_count,
-                          line_count, created_at)
-    VALUES (%(public_id)s, %(document_id)s, %(number)s, %(content)s, %(content_hash)s,
-            %(char_count)s, %(line_count)s, %(now)s)
+                          line_count, created_at, knowledge_base_id)
+    SELECT %(public_id)s, d.id, %(number)s, %(content)s, %(content_hash)s, %(char_count)s,
+           %(line_count)s, %(now)s, d.knowledge_base_id
+    FROM document AS d WHERE d.id = %(document_id)s
     RETURNING id
     """
     INSERT_CHUNK = """
     INSERT INTO chunk (public_id, revision_id, ordinal, heading_path, char_start, char_end,
-                       line_start, line_end, text)
-    VALUES (%(public_id)s, %(revision_id)s, %(ordinal)s, %(heading_path)s, %(char_start)s,
-            %(char_end)s, %(line_start)s, %(line_end)s, %(text)s)
+                       line_start, line_end, text, knowledge_base_id)
+    SELECT %(public_id)s, r.id, %(ordinal)s, %(heading_path)s, %(char_start)s, %(char_end)s,
+           %(line_start)s, %(line_end)s, %(text)s, r.knowledge_base_id
+    FROM revision AS r WHERE r.id = %(revision_id)s
     RETURNING id
     """
     SELECT_STORED_CHUNKS = """
@@ -128,7 +136,8 @@ class PostgresCatalog(SqlCatalog):
     """
     SELECT_CHUNKS_WITH_VECTORS = """
     SELECT c.heading_path, c.text, v.embedding
-    FROM chunk AS c JOIN chunk_vector AS v ON v.chunk_id = c.id
+    FROM chunk AS c
+    JOIN chunk_vector AS v ON v.knowledge_base_id = c.knowledge_base_id AND v.chunk_id = c.id
     WHERE c.revision_id = %(revision_id)s
     """
 

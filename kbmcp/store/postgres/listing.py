@@ -33,11 +33,13 @@ class PostgresListing(SqlListing):
     SELECT d.public_id, kb.public_id, d.path, d.title, d.status, r.public_id, r.number,
            r.char_count, d.updated_at, d.metadata,
            ARRAY(SELECT ARRAY[t.key, t.value] FROM document_tag AS t
-                 WHERE t.document_id = d.id ORDER BY t.key COLLATE "C", t.value COLLATE "C")
+                 WHERE t.knowledge_base_id = d.knowledge_base_id AND t.document_id = d.id
+                 ORDER BY t.key COLLATE "C", t.value COLLATE "C")
     FROM scope_document AS s
-    JOIN document AS d ON d.id = s.id
+    JOIN document AS d ON d.knowledge_base_id = s.knowledge_base_id AND d.id = s.id
     JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-    LEFT JOIN revision AS r ON r.id = d.current_revision_id
+    LEFT JOIN revision AS r
+           ON r.knowledge_base_id = d.knowledge_base_id AND r.id = d.current_revision_id
     WHERE %(cursor_updated)s::text IS NULL
        OR d.updated_at COLLATE "C" < %(cursor_updated)s
        OR (d.updated_at = %(cursor_updated)s AND d.public_id COLLATE "C" > %(cursor_id)s)

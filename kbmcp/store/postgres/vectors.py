@@ -48,9 +48,11 @@ CLEAR_VECTORS = "TRUNCATE chunk_vec, chunk_vector"
 SET_DIMENSION = """
 ALTER TABLE chunk_vec ALTER COLUMN embedding TYPE vector({dimension})
 """
+# The vector is in its chunk's store (migration 8), read from the chunk.
 INSERT_STORED_VECTOR = """
-INSERT INTO chunk_vector (chunk_id, embedding) VALUES (%(chunk_id)s, %(embedding)b)
-ON CONFLICT (chunk_id) DO UPDATE SET embedding = excluded.embedding
+INSERT INTO chunk_vector (chunk_id, knowledge_base_id, embedding)
+SELECT c.id, c.knowledge_base_id, %(embedding)b FROM chunk AS c WHERE c.id = %(chunk_id)s
+ON CONFLICT (chunk_id, knowledge_base_id) DO UPDATE SET embedding = excluded.embedding
 """
 DELETE_STORED_VECTORS = "DELETE FROM chunk_vector WHERE chunk_id = ANY(%(chunk_ids)s::bigint[])"
 INSERT_INDEXED_VECTOR = """
