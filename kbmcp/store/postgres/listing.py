@@ -13,12 +13,21 @@ class PostgresListing(SqlListing):
     dialect = POSTGRES
     scope_sql = scope
 
+    # The counts are per-store aggregates joined to the knowledge bases, not subqueries
+    # correlated with them: on Citus, knowledge_base is a reference table and the counted
+    # tables are distributed, and Citus plans an aggregate grouped by the store on the shards
+    # but not a subquery correlated with a reference table's row.
     SELECT_KNOWLEDGE_BASES = """
     SELECT kb.public_id, kb.name, kb.description, kb.tags, kb.created_at, kb.updated_at,
-           (SELECT count(*) FROM document AS d
-            WHERE d.knowledge_base_id = kb.id AND d.status = 'published') AS documents,
-           (SELECT count(*) FROM indexed_chunk AS i WHERE i.knowledge_base_id = kb.id) AS chunks
+           coalesce(d.documents, 0), coalesce(i.chunks, 0)
     FROM knowledge_base AS kb
+    LEFT JOIN (SELECT knowledge_base_id, count(*) AS documents FROM document
+               WHERE status = 'published'
+                 AND knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
+               GROUP BY knowledge_base_id) AS d ON d.knowledge_base_id = kb.id
+    LEFT JOIN (SELECT knowledge_base_id, count(*) AS chunks FROM indexed_chunk
+               WHERE knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
+               GROUP BY knowledge_base_id) AS i ON i.knowledge_base_id = kb.id
     WHERE kb.id = ANY(%(readable_kb_ids)s::bigint[])
     ORDER BY kb.name COLLATE "C", kb.public_id COLLATE "C"
     """

@@ -11,11 +11,18 @@ from kbmcp.store.postgres.dialect import POSTGRES
 class PostgresMemories(SqlMemories):
     dialect = POSTGRES
 
+    # The count is a per-store aggregate joined to the stores (see listing.py's
+    # SELECT_KNOWLEDGE_BASES: Citus plans it on the shards).
     SELECT_STORES = """
-    SELECT s.id, s.public_id, s.name, s.tags, s.created_at,
-           (SELECT count(*) FROM document AS m
-            WHERE m.knowledge_base_id = s.id AND m.status = 'published')
+    SELECT s.id, s.public_id, s.name, s.tags, s.created_at, coalesce(m.memories, 0)
     FROM knowledge_base AS s
+    LEFT JOIN (SELECT m.knowledge_base_id, count(*) AS memories
+               FROM document AS m
+               WHERE m.status = 'published'
+                 AND m.knowledge_base_id IN (SELECT id FROM knowledge_base
+                                             WHERE tenant_id = %(tenant_id)s
+                                               AND kind = 'memories')
+               GROUP BY m.knowledge_base_id) AS m ON m.knowledge_base_id = s.id
     WHERE s.tenant_id = %(tenant_id)s AND s.kind = 'memories'
     ORDER BY s.name COLLATE "C"
     """

@@ -326,6 +326,11 @@ HNSW_POOL = """
 
 # ---------------------------------------------------------------- the ranking statement
 
+# Every read of a store table names the searched stores (`= ANY(%(searched_stores)s)`), besides
+# the joins on the store: Citus routes a statement to one shard only when each table in it is
+# filtered on the distribution column by a value (a join to another table's column is not
+# enough), so a search of one store is then one router query.
+#
 # SQLite's RANKING with PostgreSQL spellings: least() for the scalar min, greatest() for the
 # scalar max, `COLLATE "C"` wherever public ids break ties (byte order, as SQLite's BINARY,
 # whatever the database's locale), float8 parameters, and julianday() as SQLite computes it
@@ -402,6 +407,7 @@ weighted AS (
                  ON d.knowledge_base_id = r.knowledge_base_id AND d.id = r.document_id
                JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
                WHERE r.knowledge_base_id = c.knowledge_base_id AND r.id = c.revision_id
+                 AND r.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
                  AND kb.kind = 'memories')
            END AS recency_weight
     FROM fused AS f
@@ -430,6 +436,8 @@ JOIN chunk AS c
 JOIN revision AS r ON r.knowledge_base_id = c.knowledge_base_id AND r.id = c.revision_id
 JOIN document AS d ON d.knowledge_base_id = r.knowledge_base_id AND d.id = r.document_id
 JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+WHERE r.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
+  AND d.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
 ORDER BY k.final_score DESC, k.chunk_public_id COLLATE "C"
 """
 # SQLite's julianday(): the time in whole milliseconds (rounded) since the Julian epoch, divided

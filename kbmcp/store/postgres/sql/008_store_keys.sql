@@ -19,7 +19,10 @@
 -- 4. The keyword triggers aggregate their transition table into arrays first and write from
 --    those: on Citus a statement that reads a transition table and writes a distributed table
 --    is planned as a distributed INSERT ... SELECT, which cannot see the transition table
---    ("could not find named tuplestore"); from arrays it is routed row by row. Same rows, same
+--    ("could not find named tuplestore"); from arrays it is routed row by row. Their UPDATE
+--    and DELETE name one store each (a loop over the statement's stores, nearly always one):
+--    a trigger runs on a shard, where Citus runs a statement only when it is routed to one
+--    shard ("cannot execute a distributed query from a query on a shard"). Same rows, same
 --    lock order, on plain PostgreSQL too.
 --
 -- On a large database the UPDATEs below rewrite revision, chunk and chunk_vector once (VACUUM
@@ -194,6 +197,7 @@ END $$;
 
 CREATE OR REPLACE FUNCTION keyword_total_remove() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
+    i integer;
     stores bigint[];
     counts bigint[];
     lengths bigint[];
@@ -204,10 +208,11 @@ BEGIN
     FROM (SELECT o.knowledge_base_id AS store, count(*) AS rows,
                  sum(o.title_tokens + o.heading_tokens + o.body_tokens) AS tokens
           FROM removed AS o GROUP BY o.knowledge_base_id) AS g;
-    UPDATE keyword_total AS t
-    SET rows = t.rows - o.rows, tokens = t.tokens - o.tokens
-    FROM unnest(stores, counts, lengths) AS o(store, rows, tokens)
-    WHERE t.knowledge_base_id = o.store AND t.knowledge_base_id = ANY(stores);
+    FOR i IN 1 .. coalesce(array_length(stores, 1), 0) LOOP
+        UPDATE keyword_total
+        SET rows = rows - counts[i], tokens = tokens - lengths[i]
+        WHERE knowledge_base_id = stores[i];
+    END LOOP;
     RETURN NULL;
 END $$;
 
@@ -230,6 +235,8 @@ END $$;
 
 CREATE OR REPLACE FUNCTION keyword_token_remove() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
+    store bigint;
+    store_tokens text[];
     tokens text[];
     stores bigint[];
     counts bigint[];
@@ -243,9 +250,11 @@ BEGIN
     SELECT * FROM unnest(tokens, stores, counts)
     ON CONFLICT (token, knowledge_base_id) DO UPDATE SET rows = k.rows + excluded.rows;
     -- A token no longer in the store: its row goes (this transaction holds its lock).
-    DELETE FROM keyword_token AS k
-    USING unnest(tokens, stores) AS r(token, store)
-    WHERE k.token = r.token AND k.knowledge_base_id = r.store
-      AND k.knowledge_base_id = ANY(stores) AND k.rows = 0;
+    FOR store IN SELECT DISTINCT s FROM unnest(stores) AS s ORDER BY s LOOP
+        store_tokens := ARRAY(SELECT r.t FROM unnest(tokens, stores) AS r(t, s)
+                              WHERE r.s = store);
+        DELETE FROM keyword_token
+        WHERE knowledge_base_id = store AND rows = 0 AND token = ANY(store_tokens);
+    END LOOP;
     RETURN NULL;
 END $$;
