@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 
+from kbmcp.errors import StoreError
 from kbmcp.store.catalog import ChunkWithVector, NewChunk, SqlCatalog, chunk_parameters
 from kbmcp.store.postgres.dialect import POSTGRES
 from kbmcp.store.postgres.id_key import ID_KEYS
@@ -122,12 +123,15 @@ class PostgresCatalog(SqlCatalog):
     FROM document AS d WHERE d.id = %(document_id)s
     RETURNING id
     """
+    # A revision's chunks name its store, read once for all of them (REVISION_STORE): on Citus
+    # the inserts then go to the store's shard, where reading the store per chunk would ask
+    # every shard once a chunk.
+    REVISION_STORE = "SELECT knowledge_base_id FROM revision WHERE id = %(revision_id)s"
     INSERT_CHUNK = """
     INSERT INTO chunk (public_id, revision_id, ordinal, heading_path, char_start, char_end,
                        line_start, line_end, text, knowledge_base_id)
-    SELECT %(public_id)s, r.id, %(ordinal)s, %(heading_path)s, %(char_start)s, %(char_end)s,
-           %(line_start)s, %(line_end)s, %(text)s, r.knowledge_base_id
-    FROM revision AS r WHERE r.id = %(revision_id)s
+    VALUES (%(public_id)s, %(revision_id)s, %(ordinal)s, %(heading_path)s, %(char_start)s,
+            %(char_end)s, %(line_start)s, %(line_end)s, %(text)s, %(kb_id)s)
     RETURNING id
     """
     SELECT_STORED_CHUNKS = """
@@ -148,11 +152,13 @@ class PostgresCatalog(SqlCatalog):
         RETURNING row is its own result set, read in the order given."""
         if not chunks:
             return []
+        store = conn.execute(self.REVISION_STORE, {"revision_id": revision_id}).fetchone()
+        if store is None:
+            raise StoreError(f"revision {revision_id} does not exist: its chunks cannot be written")
+        params = [{**row, "kb_id": store[0]} for row in chunk_parameters(revision_id, chunks)]
         chunk_ids = []
         with conn.cursor() as cur:
-            cur.executemany(
-                self.INSERT_CHUNK, chunk_parameters(revision_id, chunks), returning=True
-            )
+            cur.executemany(self.INSERT_CHUNK, params, returning=True)
             while True:
                 chunk_ids.append(int(cur.fetchone()[0]))
                 if not cur.nextset():
