@@ -44,10 +44,10 @@ from kbmcp.store.copy import copy_store
 from kbmcp.store.postgres import citus, ranking
 from kbmcp.store.postgres.connection import connect
 from kbmcp.workspace import Workspace
-from tests.access_support import build_two_tenants, make_token
+from tests.access_support import build_two_tenants
 from tests.citus_cluster import CitusCluster, skip_reason, tarball
 from tests.cli_support import Run
-from tests.mcp_support import HttpServer, hash_workspace, payload, pinned_clock, write
+from tests.mcp_support import hash_workspace, payload, pinned_clock, write
 from tests.postgres_fixtures import RUN_ID, server_root
 from tests.postgres_search import (
     MODES,
@@ -68,6 +68,7 @@ from tests.test_multi_server import (  # noqa: F401 (tests collected here)
     test_a_memory_remembered_on_one_server_is_found_and_forgotten_on_the_other,
     test_a_share_and_its_end_reach_both_servers_on_their_next_request,
     test_a_token_revoked_is_refused_by_both_servers_on_their_next_request,
+    two_servers,
 )
 
 pytestmark = [
@@ -525,27 +526,8 @@ def servers(cluster: CitusCluster, tmp_path_factory: pytest.TempPathFactory) -> 
     build_two_tenants(root / "files", source)
     db = cluster.new_database("kbmcp_servers")
     copy_store(str(source), db, force=True)
-    tokens = {
-        "acme": make_token(db, "acme", ["knowledge:read"]),  # type: ignore[arg-type]
-        "acme-memory": make_token(db, "acme", ["memory:read", "memory:write"]),  # type: ignore[arg-type]
-        "to-revoke": make_token(db, "beta", ["knowledge:read"]),  # type: ignore[arg-type]
-    }
-    first = HttpServer(db)  # type: ignore[arg-type]
-    try:
-        second = HttpServer(db)  # type: ignore[arg-type]
-    except BaseException:
-        first.stop()
-        raise
-    try:
-        yield Servers(
-            db,
-            (first.url, second.url),
-            {label: secret for label, (_, secret) in tokens.items()},
-            {label: token_id for label, (token_id, _) in tokens.items()},
-        )
-    finally:
-        first.stop()
-        second.stop()
+    with two_servers(db) as running:
+        yield running
 
 
 # ------------------------------------------------------------------ copy and doctor
