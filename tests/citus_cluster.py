@@ -250,3 +250,30 @@ class CitusCluster:
             for setting, value in (settings or {}).items():
                 conn.execute(f'ALTER DATABASE "{name}" SET {setting} = {value}')
         return self.coordinator.admin_url(name)
+
+
+STALE_SECONDS = 3600
+
+
+def remove_stale_clusters(parent: Path, keep: Path) -> None:
+    """Clusters of runs killed before they stopped theirs (their servers would hold memory and
+    ports until the machine restarts): untouched for an hour, their nodes are stopped and their
+    folders removed. `keep` (this run's) is never touched."""
+    import time
+
+    if not parent.is_dir():
+        return
+    for root in parent.iterdir():
+        try:
+            stale = root != keep and time.time() - root.stat().st_mtime > STALE_SECONDS
+        except OSError:
+            continue
+        if not stale or not (root / "pg").is_dir():
+            continue
+        cluster = CitusCluster(root)
+        if os.geteuid() == 0:
+            cluster.system_user = "embedded_postgres"
+        for data in root.iterdir():
+            if (data / "postmaster.pid").exists():
+                cluster.stop_node(Node(data.name, data, 0))
+        shutil.rmtree(root, ignore_errors=True)

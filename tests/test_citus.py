@@ -45,7 +45,7 @@ from kbmcp.store.postgres import citus, ranking
 from kbmcp.store.postgres.connection import connect
 from kbmcp.workspace import Workspace
 from tests.access_support import build_two_tenants
-from tests.citus_cluster import CitusCluster, skip_reason, tarball
+from tests.citus_cluster import CitusCluster, remove_stale_clusters, skip_reason, tarball
 from tests.cli_support import Run
 from tests.mcp_support import hash_workspace, payload, pinned_clock, write
 from tests.postgres_fixtures import RUN_ID, server_root
@@ -85,6 +85,7 @@ def cluster() -> Iterator[CitusCluster]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     root = server_root() / f"kbmcp-test-citus-{os.getuid()}" / f"{RUN_ID}-{worker}"
     root.parent.mkdir(mode=0o755, exist_ok=True)
+    remove_stale_clusters(root.parent, keep=root)
     made = CitusCluster(root)
     made.install(build)
     try:

@@ -12,6 +12,8 @@ One search is, in one snapshot (a REPEATABLE READ, READ ONLY transaction):
 4. the ranking statement (RANKING): both channels' candidates as parameters, as an
    accelerator's candidates enter SQLite's statement; ranks, fusion, decay, the limit and the
    cited rows.
+On a Citus cluster (citus.py) a search over several stores runs these steps with the channels
+statement once per store and merges the candidates (shards.py); `rank` here is the rest.
 
 The channels and their plans (reported as the search's strategies):
 - keyword, "postings": FTS5's bm25 from every posting of the kept phrases in the scope
@@ -47,7 +49,7 @@ import psycopg
 from kbmcp.search.ranking import WEAK_KEYWORD_SHARE, RankedRow, Ranking
 from kbmcp.store.postgres import citus, connection, keyword
 from kbmcp.store.postgres.keyword import CONTRIBUTION, KeywordStats, Phrase
-from kbmcp.store.postgres.scope import ScopeQuery, ScopeRuns, runs_of
+from kbmcp.store.postgres.scope import ScopeQuery, ScopeRuns, runs_of_rows
 from kbmcp.store.postgres.vectors import Float32Vector
 
 # Unscoped searches over more indexed chunks than this use the HNSW index and the bounded
@@ -112,7 +114,7 @@ SELECT {settings},
           AND knowledge_base_id = ANY(%(readable_stores)s::bigint[])),
        {scope_columns}
 """
-NO_SCOPE_COLUMNS = "NULL::bigint[], NULL::bigint[], NULL::bigint[], NULL::bigint[], NULL::bigint[]"
+NO_SCOPE_COLUMNS = "NULL::bigint[], NULL::bigint[]"
 
 # ---------------------------------------------------------------- the channels statement
 
@@ -226,7 +228,9 @@ POSTING_STORE = ", p.knowledge_base_id AS store"
 # By range: each token's postings in each run of the scope, one range of chunk_term_by_chunk_id
 # (token, chunk_id) per token and run, index-only: a scope's postings without reading the
 # token's others (sql/004_scope_ranges.sql). OFFSET 0 keeps the LATERAL subquery a range scan
-# per (token, run).
+# per (token, run). Every id of a run is a chunk of the run's store (scope.py's ScopeRuns), so
+# the range names no store; the searched stores are named for Citus's routing (RANKING's note)
+# and cost one comparison per posting.
 TOKENS_IN_RANGES = """
     SELECT q.phrase, p.chunk_id, p.length, {f} AS f
     FROM unnest(%({tokens})s::text[], %({phrases})s::integer[]) AS q(token, phrase)
@@ -235,7 +239,6 @@ TOKENS_IN_RANGES = """
         SELECT p.chunk_id, p.length, p.in_title, p.in_heading, p.in_body
         FROM chunk_term AS p
         WHERE p.token = q.token AND p.chunk_id BETWEEN r.lo AND r.hi
-          AND p.knowledge_base_id = r.store
           AND p.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
         OFFSET 0) AS p"""
 # By chunk: each row's postings of the tokens, one search of the primary key (chunk_id, token)
@@ -297,7 +300,7 @@ EXACT_POOL = """
     CROSS JOIN LATERAL (
         SELECT v.chunk_id, v.embedding
         FROM chunk_vec AS v
-        WHERE v.chunk_id BETWEEN r.lo AND r.hi AND v.knowledge_base_id = r.store
+        WHERE v.chunk_id BETWEEN r.lo AND r.hi
           AND v.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
         OFFSET 0) AS v
     WHERE {floor}
@@ -661,7 +664,7 @@ def prelude(
         bool(has_hnsw),
         (int(totals[0]), int(totals[1])),
         token_counts,
-        None if scope is None else runs_of(*runs),
+        None if scope is None else runs_of_rows(*runs),
     )
 
 

@@ -181,21 +181,14 @@ revision_chunk AS MATERIALIZED (
                           AND c.knowledge_base_id = ANY(%(scope_stores)s::bigint[])) AS c
     WHERE c.n > 0
 )"""
-# The runs' columns (`runs_of`'s arguments: the runs' first and last ids, the single ids, the
-# runs' stores, the single ids' stores), as scalar subqueries: also columns of ranking.py's first
-# statement.
+# The runs' columns (`runs_of_rows`'s arguments): each run as [first id, last id, store], in
+# one sorted pass, and the single ids of revisions whose chunks are not consecutive as [id,
+# store]; scalar subqueries, also columns of ranking.py's first statement.
 SCOPE_RUN_COLUMNS = """
-       (SELECT coalesce(array_agg(lo ORDER BY lo) FILTER (WHERE n = hi - lo + 1), '{}')
+       (SELECT coalesce(array_agg(ARRAY[lo, hi, store] ORDER BY lo)
+                        FILTER (WHERE n = hi - lo + 1), '{}')
         FROM revision_chunk),
-       (SELECT coalesce(array_agg(hi ORDER BY lo) FILTER (WHERE n = hi - lo + 1), '{}')
-        FROM revision_chunk),
-       (SELECT coalesce(array_agg(c.id ORDER BY c.id), '{}')
-        FROM revision_chunk AS r
-        JOIN chunk AS c ON c.knowledge_base_id = r.store AND c.revision_id = r.revision_id
-        WHERE r.n <> r.hi - r.lo + 1 AND c.knowledge_base_id = ANY(%(scope_stores)s::bigint[])),
-       (SELECT coalesce(array_agg(store ORDER BY lo) FILTER (WHERE n = hi - lo + 1), '{}')
-        FROM revision_chunk),
-       (SELECT coalesce(array_agg(c.knowledge_base_id ORDER BY c.id), '{}')
+       (SELECT coalesce(array_agg(ARRAY[c.id, c.knowledge_base_id] ORDER BY c.id), '{}')
         FROM revision_chunk AS r
         JOIN chunk AS c ON c.knowledge_base_id = r.store AND c.revision_id = r.revision_id
         WHERE r.n <> r.hi - r.lo + 1 AND c.knowledge_base_id = ANY(%(scope_stores)s::bigint[]))"""
@@ -337,6 +330,15 @@ def runs_of(
     return ScopeRuns(low[starts], high[ends], store[starts])
 
 
+def runs_of_rows(runs: Sequence[Sequence[int]] | None, singles: Sequence[Sequence[int]] | None
+                 ) -> ScopeRuns:  # fmt: skip
+    """Runs from SCOPE_RUN_COLUMNS' rows: [first, last, store] per run, [id, store] per single
+    id (None: no rows)."""
+    found = np.asarray(runs or [], dtype=np.int64).reshape(-1, 3)
+    alone = np.asarray(singles or [], dtype=np.int64).reshape(-1, 2)
+    return runs_of(found[:, 0], found[:, 1], alone[:, 0], found[:, 2], alone[:, 1])
+
+
 def _stores(stores: Sequence[int] | None, count: int) -> np.ndarray:
     if stores is None:
         return np.zeros(count, dtype=np.int64)
@@ -367,7 +369,7 @@ def scope_runs(conn: PgConnection, scope: Scope) -> ScopeRuns | None:
     if query is None:
         return None
     sql = SCOPE_RUNS.format(ctes=query.ctes, columns=query.columns)
-    return runs_of(*conn.execute(sql, query.params).fetchone())
+    return runs_of_rows(*conn.execute(sql, query.params).fetchone())
 
 
 def scope_chunk_ids(conn: PgConnection, scope: Scope) -> np.ndarray | None:

@@ -129,10 +129,11 @@ ALTER TABLE staged_revision ADD FOREIGN KEY (document_id, knowledge_base_id)
     REFERENCES document (id, knowledge_base_id) ON DELETE CASCADE;
 
 -- A scope's runs (kbmcp/store/postgres/scope.py) and a run's postings (ranking.py,
--- TOKENS_IN_RANGES) now say which store they read: the store is INCLUDEd, so both stay
--- index-only.
+-- TOKENS_IN_RANGES) now say which store they read: the store is in these indexes, so both stay
+-- index-only (in chunk_by_revision's key: the conditions on it are then index conditions, not
+-- a filter evaluated for every chunk of the scope).
 DROP INDEX chunk_by_revision;
-CREATE INDEX chunk_by_revision ON chunk (revision_id) INCLUDE (id, knowledge_base_id);
+CREATE INDEX chunk_by_revision ON chunk (revision_id, knowledge_base_id) INCLUDE (id);
 DROP INDEX chunk_term_by_chunk_id;
 CREATE INDEX chunk_term_by_chunk_id ON chunk_term (token, chunk_id)
     INCLUDE (length, in_title, in_heading, in_body, knowledge_base_id);
