@@ -29,6 +29,7 @@ from kbmcp.server.http_limits import MAX_REQUEST_BYTES, RequestSizeLimit
 from kbmcp.server.http_sessions import EvictIdleSessions, session_limits_from_env
 from kbmcp.server.protocol import lowlevel
 from kbmcp.server.stdio import serve_stdio
+from kbmcp.server.stdio_lines import max_line_bytes_from_env
 
 MCP_PATH = "/mcp"
 LOG_FORMAT = "%(asctime)s kbmcp %(levelname)s %(name)s: %(message)s"
@@ -61,12 +62,13 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def run_stdio(server: MCPServer, warm_up: Callable[[], None] | None = None) -> None:
+    max_line_bytes = max_line_bytes_from_env()  # a bad setting is an error before anything starts
     if warm_up is not None:
         with stdout_to_stderr():
             warm_up()
     # The SDK diverts fd 1 to stderr while it serves and writes protocol messages to a private
     # duplicate of the original stdout.
-    anyio.run(serve_stdio, server)
+    anyio.run(serve_stdio, server, max_line_bytes)
 
 
 class _AnnouncingServer(uvicorn.Server):
