@@ -332,18 +332,27 @@ def unparseable_reply(error: Exception) -> JSONRPCError:
     not_json = not isinstance(error, ValidationError) or any(
         e["type"] == "json_invalid" for e in error.errors()
     )
+    request_id = _request_id(raw)
     if not_json:
         code, message = PARSE_ERROR, "Parse error: the message is not valid JSON"
         if _too_deep(error):
             message = "Parse error: the message is nested too deeply to read"
+            # No parser reads it whole, but its id is readable: the client waits for that id.
+            # (Invalid JSON keeps id null, as JSON-RPC asks: its id cannot be trusted.)
+            request_id = _deep_request_id(raw)
         elif _lone_surrogate(raw):
             message = "Parse error: the message contains a lone surrogate (\\ud800-\\udfff escape)"
     else:
         code = INVALID_REQUEST
         message = "Invalid request: not a JSON-RPC 2.0 request, notification or response"
-    return JSONRPCError(
-        jsonrpc="2.0", id=_request_id(raw), error=ErrorData(code=code, message=message)
-    )
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+
+
+def _deep_request_id(raw: Any) -> str | int | None:
+    """The top-level id of a line nested too deeply to parse (kbmcp/server/stdio_lines.py)."""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", errors="replace")
+    return top_level_id(raw) if isinstance(raw, str) else None
 
 
 def _too_deep(error: Exception) -> bool:
@@ -376,10 +385,6 @@ def _lone_surrogate(raw: Any) -> bool:
 
 def _request_id(raw: Any) -> str | int | None:
     parsed = _parsed(raw)
-    if parsed is None and isinstance(raw, str | bytes):
-        # Not parseable whole (nested too deeply, or cut short): the id may still be readable.
-        text = raw if isinstance(raw, str) else raw.decode("utf-8", errors="replace")
-        return top_level_id(text)
     if not isinstance(parsed, dict):
         return None
     request_id = parsed.get("id")
