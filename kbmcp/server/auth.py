@@ -23,7 +23,6 @@ from mcp.server.auth.settings import AuthSettings
 from kbmcp.access import Principal, principal_for_secret
 from kbmcp.errors import Forbidden
 from kbmcp.server.host_check import is_loopback_name
-from kbmcp.store.backend import Store
 from kbmcp.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -48,7 +47,7 @@ class LocalOwner:
 
     def current(self) -> Principal:
         if self._principal is None:
-            self._principal = self._workspace.local_principal()
+            self._principal = self._workspace.run_request(self._workspace.local_principal)
         return self._principal
 
 
@@ -60,10 +59,10 @@ class TokenPrincipals:
         self._secret = secret
 
     def current(self) -> Principal:
-        with self._workspace.lock:
-            principal = principal_for_secret(
-                self._workspace.store, self._workspace.conn, self._secret
-            )
+        workspace = self._workspace
+        principal = workspace.run_request(
+            lambda: principal_for_secret(workspace.store, workspace.conn, self._secret)
+        )
         if principal is None:
             raise Forbidden(
                 "KBMCP_TOKEN is not a usable token (unknown, expired or revoked)",
@@ -86,33 +85,24 @@ class BearerPrincipals:
 class StoreTokenVerifier:
     """The SDK's `TokenVerifier`, checking secrets against the token table of the database.
 
-    It has its own read connection, used only from the event loop's thread, so verifying a
-    request never waits for the workspace lock held by a running search (WAL: readers never
-    block). The lookup is one indexed row and a constant-time hash comparison. A connection the
-    PostgreSQL server dropped is replaced, and the request checked on the new one."""
+    The lookup is one indexed row and a constant-time hash comparison, a read: it runs on the
+    event loop's thread with that thread's connection and never waits for the workspace lock
+    held by a writer (WAL: readers never block). As a request of its own (`run_request`), it
+    is made again on a new connection when the PostgreSQL server dropped the old one (a
+    restart, a failover)."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._conn = store.connect()
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        try:
-            principal = principal_for_secret(self._store, self._conn, token)
-        except self._store.driver_errors:
-            if self._store.usable(self._conn):
-                raise
-            # Dropped by the PostgreSQL server (a restart, a failover): the lookup is a read,
-            # so it is simply made again on a new connection.
-            self._store.close([self._conn])
-            self._conn = self._store.connect()
-            principal = principal_for_secret(self._store, self._conn, token)
+        workspace = self._workspace
+        principal = workspace.run_request(
+            lambda: principal_for_secret(workspace.store, workspace.conn, token)
+        )
         if principal is None:
             logger.info("refused a bearer token (malformed, unknown, expired or revoked)")
             return None
         return access_token_for(principal)
-
-    def close(self) -> None:
-        self._store.close([self._conn])
 
 
 def access_token_for(principal: Principal) -> AccessToken:

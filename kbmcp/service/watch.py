@@ -89,6 +89,9 @@ def watch_paths(
                 deferred.update(report.deferred)
                 if on_report is not None:
                     on_report(report)
+            # Until the next sync, the connection may be closed when idle (`serve --watch` on
+            # PostgreSQL: kbmcp/leases.py).
+            workspace.release_connection()
             # Next: what changed since (first), else what was deferred, else wait for a change.
             changes = feed.take(stop, wait=not deferred)
             if changes is None:
