@@ -25,6 +25,7 @@ from starlette.types import ASGIApp
 from kbmcp.errors import KbError
 from kbmcp.server.event_store import RETRY_MS, BoundedEventStore
 from kbmcp.server.host_check import LoopbackOnly, is_loopback_name
+from kbmcp.server.http_body import BodyDeadline
 from kbmcp.server.http_limits import MAX_REQUEST_BYTES, RequestSizeLimit
 from kbmcp.server.http_sessions import EvictIdleSessions, session_limits_from_env
 from kbmcp.server.protocol import lowlevel
@@ -138,7 +139,7 @@ def run_http(
     )
     low = lowlevel(server)
     sessions = EvictIdleSessions(app, lambda: low._session_manager, limits.max_sessions)
-    guarded: ASGIApp = RequestSizeLimit(sessions)
+    guarded: ASGIApp = RequestSizeLimit(BodyDeadline(sessions))  # (kbmcp/server/http_body.py)
     if not authenticated:
         guarded = LoopbackOnly(guarded)
     elif not is_loopback_name(host):
