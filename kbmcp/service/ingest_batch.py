@@ -234,6 +234,10 @@ class IngestBatch:
         except Exception as error:
             if self.store.is_disk_full(error):  # sqlite-vec's full disk is a plain SQLError
                 raise
+            if not self.store.in_transaction(self.conn):
+                # The database rolled the whole batch back (SQLite does on some errors): the
+                # other documents are not written either, so the batch ends here.
+                raise
             self._fail(document, error)
             return None
 

@@ -96,6 +96,13 @@ class Store(Protocol):
         schema up to date first (the first connection of a process does)."""
         ...
 
+    def remove_if_created_and_empty(self) -> bool:
+        """After a command that created the database failed, with every connection closed:
+        remove the database if it holds no document or memory and nobody else has it open, so
+        a new database is complete or absent; whether it was removed (SQLite: the new file
+        and its -wal and -shm; PostgreSQL: never, the database existed before)."""
+        ...
+
     def usable(self, conn: Connection) -> bool:
         """False once the connection is closed or broken (a PostgreSQL server restarted): the
         workspace then opens a new one for the thread."""

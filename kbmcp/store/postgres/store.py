@@ -144,6 +144,9 @@ class PostgresStore:
                 details={"db": self.shown},
             )
 
+    def remove_if_created_and_empty(self) -> bool:
+        return False  # the database existed before kbmcp (its schema is kbmcp's to keep)
+
     def usable(self, conn: PgConnection) -> bool:
         return not (conn.closed or conn.broken)
 

@@ -24,6 +24,7 @@ from kbmcp.store.sqlite import (
     ingest,
     listing,
     memories,
+    new_file,
     reads,
     reembed,
     scan,
@@ -93,11 +94,18 @@ class SqliteStore:
         self.immutable = immutable
         self.shown = str(path)
         self._writes = threading.local()
+        self._created = False  # the file did not exist before this store's first connection
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> apsw.Connection:
-        return connection.open_connection(
+        existed = self.path.exists()
+        conn = connection.open_connection(
             self.path, create=create, apply_migrations=migrate, immutable=self.immutable
         )
+        self._created = self._created or not existed
+        return conn
+
+    def remove_if_created_and_empty(self) -> bool:
+        return self._created and new_file.remove_if_empty(self.path)
 
     def usable(self, conn: apsw.Connection) -> bool:
         return True  # a file does not go away under an open connection
