@@ -21,14 +21,12 @@ replaced when its thread next needs one, like a dropped one.
 from __future__ import annotations
 
 import logging
-import math
-import os
 import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kbmcp.errors import InvalidRequest
+from kbmcp.config import seconds_from_env
 from kbmcp.store.backend import Connection, Store
 
 logger = logging.getLogger(__name__)
@@ -42,21 +40,7 @@ DEFAULT_IDLE_SECONDS = 30.0
 
 def idle_seconds_from_env(environ: Mapping[str, str] | None = None) -> float:
     """IDLE_ENV (seconds > 0) or the default."""
-    env = os.environ if environ is None else environ
-    text = env.get(IDLE_ENV, "").strip()
-    if not text:
-        return DEFAULT_IDLE_SECONDS
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise InvalidRequest(
-            f"{IDLE_ENV}={text!r} must be a number of seconds > 0 (default "
-            f"{DEFAULT_IDLE_SECONDS:g})",
-            details={"argument": IDLE_ENV},
-        )
-    return seconds
+    return seconds_from_env(IDLE_ENV, DEFAULT_IDLE_SECONDS, environ)
 
 
 @dataclass

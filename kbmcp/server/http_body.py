@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
-import os
 import time
 from collections.abc import Mapping
 
@@ -26,8 +24,8 @@ import anyio
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kbmcp.errors import InvalidRequest
-from kbmcp.server.http_limits import send_error_and_close
+from kbmcp.config import seconds_from_env
+from kbmcp.server.http_limits import content_length, send_error_and_close
 
 logger = logging.getLogger(__name__)
 
@@ -38,21 +36,7 @@ SDK_HTTP_LOGGER = "mcp.server.streamable_http"
 
 def body_timeout_from_env(environ: Mapping[str, str] | None = None) -> float:
     """BODY_TIMEOUT_ENV (seconds > 0) or the default."""
-    env = os.environ if environ is None else environ
-    text = env.get(BODY_TIMEOUT_ENV, "").strip()
-    if not text:
-        return DEFAULT_BODY_TIMEOUT_SECONDS
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise InvalidRequest(
-            f"{BODY_TIMEOUT_ENV}={text!r} must be a number of seconds > 0 (default "
-            f"{DEFAULT_BODY_TIMEOUT_SECONDS:g})",
-            details={"argument": BODY_TIMEOUT_ENV},
-        )
-    return seconds
+    return seconds_from_env(BODY_TIMEOUT_ENV, DEFAULT_BODY_TIMEOUT_SECONDS, environ)
 
 
 class BodyDeadline:
@@ -136,19 +120,9 @@ class _Body:
         return f"{method} {path} from {who}"
 
     def _progress(self) -> str:
-        expected = _content_length(self._scope)
+        expected = content_length(self._scope)
         of = f" of {expected}" if expected is not None else ""
         return f"{self._received}{of} bytes received"
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope.get("headers", []):
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
 
 
 class QuietClientDisconnect(logging.Filter):

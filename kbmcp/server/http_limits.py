@@ -26,7 +26,7 @@ class RequestSizeLimit:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        size = _content_length(scope) if scope["type"] == "http" else None
+        size = content_length(scope) if scope["type"] == "http" else None
         if size is None or size <= self.max_bytes:
             await self.app(scope, receive, send)
             return
@@ -64,7 +64,8 @@ async def _discard_body(receive: Receive, limit: int) -> None:
             return
 
 
-def _content_length(scope: Scope) -> int | None:
+def content_length(scope: Scope) -> int | None:
+    """The request's Content-Length header (None: absent or not a number)."""
     for name, value in scope.get("headers", []):
         if name == b"content-length":
             try:

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from kbmcp.errors import InvalidRequest
+from kbmcp.config import number_from_env
 
 MAX_LINE_ENV = "KBMCP_STDIO_MAX_LINE_BYTES"
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -43,21 +43,14 @@ class LongLine:
 
 def max_line_bytes_from_env(environ: Mapping[str, str] | None = None) -> int:
     """The line limit of stdio: MAX_LINE_ENV (bytes, >= 1024) or the default."""
-    env = os.environ if environ is None else environ
-    text = env.get(MAX_LINE_ENV, "").strip()
-    if not text:
-        return DEFAULT_MAX_LINE_BYTES
-    try:
-        limit = int(text)
-    except ValueError:
-        limit = 0
-    if limit < 1024:
-        raise InvalidRequest(
-            f"{MAX_LINE_ENV}={text!r} must be a whole number of bytes >= 1024 "
-            f"(default {DEFAULT_MAX_LINE_BYTES})",
-            details={"argument": MAX_LINE_ENV},
-        )
-    return limit
+    return number_from_env(
+        MAX_LINE_ENV,
+        DEFAULT_MAX_LINE_BYTES,
+        int,
+        lambda limit: limit >= 1024,
+        "a whole number of bytes >= 1024",
+        environ,
+    )
 
 
 def read_lines(fd: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[str | LongLine]:
