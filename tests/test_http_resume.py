@@ -12,21 +12,10 @@ import pytest
 from mcp_types import JSONRPCResponse
 
 from kbmcp.server.event_store import RETRY_MS, ResumptionEvents
-from tests.mcp_support import HttpServer, rpc_line
+from tests.mcp_support import HttpServer, rpc_line, sse_events
 
 pytestmark = pytest.mark.anyio
 VERSION = "2025-11-25"  # the first protocol version with SSE polling (SEP-1699)
-
-
-def sse_events(text: str) -> list[dict[str, str]]:
-    events = []
-    for block in text.replace("\r\n", "\n").strip().split("\n\n"):
-        event: dict[str, str] = {}
-        for line in block.splitlines():
-            field, _, value = line.partition(":")
-            event[field] = value.removeprefix(" ")
-        events.append(event)
-    return events
 
 
 async def test_a_response_stream_opens_with_a_priming_event(http_server: HttpServer) -> None:

@@ -25,7 +25,7 @@ import pytest
 from kbmcp.service.tenants import share_knowledge_base, unshare_knowledge_base
 from kbmcp.service.tokens import revoke_token
 from tests.access_support import MARKERS, admin_workspace, build_two_tenants, make_token
-from tests.mcp_support import HttpServer, rpc_line
+from tests.mcp_support import HttpServer, rpc_line, sse_events
 from tests.store_backends import database_on
 
 pytestmark = pytest.mark.anyio
@@ -68,18 +68,6 @@ def served(
         )
     finally:
         server.stop()
-
-
-def sse_events(text: str) -> list[dict[str, str]]:
-    events = []
-    for block in text.replace("\r\n", "\n").strip().split("\n\n"):
-        event: dict[str, str] = {}
-        for line in block.splitlines():
-            field, _, value = line.partition(":")
-            event[field] = value.removeprefix(" ")
-        if event:
-            events.append(event)
-    return events
 
 
 class Session:
