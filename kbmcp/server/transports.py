@@ -78,9 +78,10 @@ class _AnnouncingServer(uvicorn.Server):
     was neither checkpointed nor removed (a 138 MiB -wal left behind). Here the signal counts
     as handled: run() returns, and `kbmcp serve` closes the file as on any other exit."""
 
-    def __init__(self, config: uvicorn.Config, display_host: str) -> None:
+    def __init__(self, config: uvicorn.Config, display_host: str, page: bool = False) -> None:
         super().__init__(config)
         self.display_host = display_host
+        self.page = page
         self.bound_port: int | None = None
 
     @contextlib.contextmanager
@@ -103,6 +104,12 @@ class _AnnouncingServer(uvicorn.Server):
             file=sys.stderr,
             flush=True,
         )
+        if self.page:
+            print(
+                f"kbmcp: the web page is at http://{self.display_host}:{self.bound_port}/",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def run_http(
@@ -112,9 +119,12 @@ def run_http(
     port: int,
     warm_up: Callable[[], None] | None = None,
     log_level: str = "warning",
+    web: Callable[[ASGIApp], ASGIApp] | None = None,
 ) -> None:
     """Serve HTTP. The socket is bound first, so a port in use or an unknown host is one
-    ListenError line (before the model loads) instead of uvicorn's log and exit."""
+    ListenError line (before the model loads) instead of uvicorn's log and exit. `web` puts
+    the web page next to the MCP app (kbmcp/web/app.py `with_web_ui`), inside the same Host
+    check and size limit."""
     limits = session_limits_from_env()  # a bad setting is an error before anything starts
     listener = bind_listener(host, port)
     if warm_up is not None:
@@ -136,7 +146,7 @@ def run_http(
     )
     low = lowlevel(server)
     sessions = EvictIdleSessions(app, lambda: low._session_manager, limits.max_sessions)
-    guarded: ASGIApp = RequestSizeLimit(sessions)
+    guarded: ASGIApp = RequestSizeLimit(sessions if web is None else web(sessions))
     if not authenticated:
         guarded = LoopbackOnly(guarded)
     elif not is_loopback_name(host):
@@ -155,7 +165,7 @@ def run_http(
         lifespan="on",
     )
     display_host = f"[{host}]" if ":" in host else host
-    _AnnouncingServer(config, display_host).run(sockets=[listener])
+    _AnnouncingServer(config, display_host, page=web is not None).run(sockets=[listener])
 
 
 class ListenError(KbError):
