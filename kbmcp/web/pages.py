@@ -180,6 +180,7 @@ class Pages:
         tags = forms.tags(params)
         archived = params.get("archived") == "1"
         cursor = forms.text(params, "cursor")
+        size = forms.whole_number(params, "limit") or DOCUMENT_PAGE
 
         def gather() -> tuple[listing.KnowledgeBaseInfo, listing.DocumentPage]:
             kb = self._knowledge_base(caller, kb_id)
@@ -191,7 +192,7 @@ class Pages:
                 tags=tags,
                 include_archived=archived,
                 cursor=cursor,
-                limit=DOCUMENT_PAGE,
+                limit=size,
             )
             return kb, page
 
@@ -208,6 +209,7 @@ class Pages:
             tags_param=[f"{key}={value}" for key, value in tags.items()],
             archived=archived,
             cursor=cursor,
+            limit=None if size == DOCUMENT_PAGE else size,
         )
 
     def _knowledge_base(self, caller: Caller, kb_id: str) -> listing.KnowledgeBaseInfo:
