@@ -28,6 +28,7 @@ from tests.web_support import (
     WebServer,
     auth_state,
     build_web_corpus,
+    cited_read,
     links,
     main_text,
     mcp_rows,
@@ -385,11 +386,7 @@ async def test_the_reader_marks_the_cited_passage(server: WebServer, corpus: Web
             assert reader.status_code == 200, href
             marked = page(reader).css_first("mark#passage")
             assert marked is not None, href
-            window = await mcp(server, secret, "search_knowledge", {
-                "document_id": result["document_id"], "revision_id": citation["revision_id"],
-                "offset": citation["char_start"],
-                "limit_chars": citation["char_end"] - citation["char_start"],
-            })  # fmt: skip
+            window = await mcp(server, secret, "search_knowledge", cited_read(result))
             assert marked.text() == window["content"]
             place = f"lines {citation['line_start']}–{citation['line_end']}"
             assert place in main_text(reader)
@@ -446,8 +443,8 @@ async def test_the_memories_page_lists_a_store_newest_first(
     deploy = next(row for row in rows if row.attributes["data-memory-id"] == corpus.ids["deploy"])
     cells = [cell.text().strip() for cell in deploy.css("td")]
     assert cells[1] == "topic=deploy"
-    weight = float(cells[3])
-    assert 0 < weight < 1  # a year and more old at a 7-day half-life: decayed
+    # Remembered at T1, the server's clock at T2: a day old at a 7-day half-life.
+    assert cells[3] == f"{2 ** (-1 / 7):.3f}"
     assert all(row.css_first("a.forget") is not None for row in rows)
 
 

@@ -24,6 +24,7 @@ from kbmcp.web.passage import LEAD, WINDOW, Passage, mark, window_offset
 from kbmcp.web.render import environment, visible, visible_text
 from kbmcp.web.views import decay_weight
 from kbmcp.workspace import Workspace
+from tests.browser_support import BROWSER_ENV, REQUIRE_ENV, SKIP_REASON
 from tests.mcp_support import REPO_ROOT, pinned_clock
 
 TEXT = "first line\nsecond line\r\nthird line\rfourth line\nfifth line\n"
@@ -191,3 +192,25 @@ def test_stdio_serving_imports_nothing_of_the_web_page() -> None:
         check=True,
     )
     assert json.loads(run.stdout) == []
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_without_a_browser_the_browser_tier_skips_with_one_reason(required: bool) -> None:
+    env = {**os.environ, BROWSER_ENV: "/nonexistent/chromium"}
+    env.pop(REQUIRE_ENV, None)
+    if required:
+        env[REQUIRE_ENV] = "1"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:randomly",
+         "tests/test_web_browser.py"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if required:
+        assert run.returncode != 0, run.stdout
+        assert f"{REQUIRE_ENV} is set and there is no browser" in run.stdout
+    else:
+        # 5: pytest's "no tests ran" (a module skipped whole collects nothing); never a failure.
+        assert run.returncode in (0, 5), run.stdout
+        reasons = [line for line in run.stdout.splitlines() if line.startswith("SKIPPED")]
+        assert len(reasons) == 1 and SKIP_REASON in reasons[0], run.stdout
+        assert " passed" not in run.stdout

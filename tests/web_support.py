@@ -75,6 +75,7 @@ OWNER_MEMORIES = {
     "owner-fact": ("The local owner's printer is named osprey.", {"topic": "office"}),
     "owner-forget": ("The local owner's old router is named grebe.", {}),
     "owner-forget-browser": ("The local owner's old laptop is named plover.", {}),
+    "owner-xss": (XSS_MEMORY, {}),
 }
 
 # Tokens of the tokens file: (tenant, scopes, knowledge-base allow-list).
@@ -236,6 +237,17 @@ def mcp_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _rank(value: str | None) -> int | None:
     return int(value) if value else None
+
+
+def cited_read(result: dict[str, Any]) -> dict[str, Any]:
+    """search_knowledge arguments of a targeted read of exactly the passage `result` cites."""
+    citation = result["citation"]
+    return {
+        "document_id": result["document_id"],
+        "revision_id": citation["revision_id"],
+        "offset": citation["char_start"],
+        "limit_chars": citation["char_end"] - citation["char_start"],
+    }
 
 
 def links(response: httpx2.Response, selector: str = "a") -> list[str]:

@@ -26,7 +26,7 @@ from kbmcp.web.pages import Pages
 from kbmcp.workspace import Workspace
 
 # The page's own paths; every other path (/mcp, /health, whatever the SDK serves) is not its.
-PAGE_PATHS = frozenset({"/", "/search", "/server", "/sign-in"})
+PAGE_PATHS = frozenset({"/", "/search", "/server", "/sign-in", "/favicon.ico"})
 PAGE_PREFIXES = ("/kb/", "/doc/", "/memories/", "/forget/", "/static/")
 STATIC_TYPES = {
     ".js": "text/javascript; charset=utf-8",
@@ -61,6 +61,8 @@ def web_app(
         Route("/server", pages.page(pages.server)),
         Route("/sign-in", pages.needs_script, methods=["POST"]),
         Route("/static/{name}", static.serve),
+        # Browsers ask for it on pages that name no icon (a file opened on its own).
+        Route("/favicon.ico", static.icon),
     ]
     return SecurityHeaders(Starlette(routes=routes))
 
@@ -93,6 +95,11 @@ class StaticFiles:
         if request.headers.get("if-none-match") == found.etag:
             return Response(status_code=304, headers=headers)
         return Response(found.body, media_type=found.media_type, headers=headers)
+
+
+    async def icon(self, request: Request) -> Response:
+        request.path_params["name"] = "favicon.svg"
+        return await self.serve(request)
 
 
 class WithWebUi:
