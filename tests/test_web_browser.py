@@ -41,6 +41,7 @@ from tests.web_support import (
     WebServer,
     build_web_corpus,
     cited_read,
+    found_ids,
     unknown_id,
 )
 
@@ -268,7 +269,7 @@ async def test_forget_in_the_browser_removes_the_memory_from_mcp_search(
     secret, memory_id = corpus.secrets["acme"], corpus.ids["forget-browser"]
     store = corpus.ids["forget-browser:store"]
     before = await mcp(server, secret, "search_knowledge", {"query": "heron staging"})
-    assert memory_id in [r["document_id"] for r in before["results"]]
+    assert memory_id in found_ids(before)
     sign_in(driver, server.base, secret, f"/memories/{store}")
     wait_for(driver, "#memories")
     click(driver, f"tr[data-memory-id='{memory_id}'] a.forget", "form#forget-form")
@@ -277,7 +278,7 @@ async def test_forget_in_the_browser_removes_the_memory_from_mcp_search(
     assert driver.current_url == f"{server.base}/memories/{store}?forgotten={memory_id}"
     assert not css(driver, f"tr[data-memory-id='{memory_id}']")
     after = await mcp(server, secret, "search_knowledge", {"query": "heron staging"})
-    assert memory_id not in [r["document_id"] for r in after["results"]]
+    assert memory_id not in found_ids(after)
     assert console_problems(driver) == []
 
 
@@ -294,7 +295,7 @@ async def test_forget_without_tokens_posts_a_plain_form(
     assert not css(driver, f"tr[data-memory-id='{memory_id}']")
     async with _owner_client(open_server) as client:
         after = payload(await client.call_tool("search_knowledge", {"query": "plover laptop"}))
-    assert memory_id not in [r["document_id"] for r in after["results"]]
+    assert memory_id not in found_ids(after)
 
 
 def _owner_client(server: WebServer) -> Any:
@@ -318,7 +319,7 @@ async def test_a_read_only_token_has_no_forget_button_and_its_post_is_refused(
     )
     assert status == 403
     still = await mcp(server, secret, "search_knowledge", {"query": "bittern"})
-    assert memory_id in [r["document_id"] for r in still["results"]]
+    assert memory_id in found_ids(still)
 
 
 # ------------------------------------------------------------------ isolation and hostile text

@@ -29,6 +29,7 @@ from tests.web_support import (
     auth_state,
     build_web_corpus,
     cited_read,
+    found_ids,
     links,
     main_text,
     mcp_rows,
@@ -111,7 +112,7 @@ async def test_without_a_token_every_page_is_the_sign_in_page(
     posted = server.post(f"/forget/{ids['deploy']}")
     assert posted.status_code == 401
     still = await mcp(server, corpus.secrets["acme"], "search_knowledge", {"query": "deploy key"})
-    assert ids["deploy"] in {result["document_id"] for result in still["results"]}
+    assert ids["deploy"] in found_ids(still)
 
 
 @pytest.mark.parametrize(
@@ -219,7 +220,7 @@ async def test_an_id_the_caller_cannot_read_answers_as_an_unknown_one(
     assert seen.status_code == never.status_code == 404
     assert same_but_ids(main_text(seen), main_text(never), [ids["beta-memory"], unknown_id("mem")])
     beta = await mcp(server, corpus.secrets["beta"], "search_knowledge", {"query": "lynx"})
-    assert ids["beta-memory"] in {result["document_id"] for result in beta["results"]}
+    assert ids["beta-memory"] in found_ids(beta)
 
 
 def test_a_malformed_id_is_a_bad_request(server: WebServer, corpus: WebCorpus) -> None:
@@ -439,7 +440,7 @@ async def test_the_memories_page_lists_a_store_newest_first(
     scan = await mcp(
         server, secret, "search_knowledge", {"memory_store_ids": [store], "limit": 100}
     )
-    assert set(shown) == {result["document_id"] for result in scan["results"]}
+    assert set(shown) == found_ids(scan)
     deploy = next(row for row in rows if row.attributes["data-memory-id"] == corpus.ids["deploy"])
     cells = [cell.text().strip() for cell in deploy.css("td")]
     assert cells[1] == "topic=deploy"
@@ -454,7 +455,7 @@ async def test_forget_takes_a_memory_out_of_mcp_search(
     secret, memory_id = corpus.secrets["acme"], corpus.ids["forget-http"]
     store = corpus.ids["forget-http:store"]
     before = await mcp(server, secret, "search_knowledge", {"query": "ptarmigan"})
-    assert memory_id in {result["document_id"] for result in before["results"]}
+    assert memory_id in found_ids(before)
     confirm = server.get(f"/forget/{memory_id}", secret)
     assert confirm.status_code == 200
     assert "ptarmigan" in main_text(confirm)
@@ -468,7 +469,7 @@ async def test_forget_takes_a_memory_out_of_mcp_search(
         row.attributes["data-memory-id"] for row in page(after).css("tr[data-memory-id]")
     }
     gone = await mcp(server, secret, "search_knowledge", {"query": "ptarmigan"})
-    assert memory_id not in {result["document_id"] for result in gone["results"]}
+    assert memory_id not in found_ids(gone)
 
 
 async def test_a_read_only_token_sees_no_forget_button_and_cannot_forget(
@@ -486,7 +487,7 @@ async def test_a_read_only_token_sees_no_forget_button_and_cannot_forget(
         assert response.status_code == 403
         assert "memory:write" in main_text(response)
     still = await mcp(server, secret, "search_knowledge", {"query": "bittern"})
-    assert memory_id in {result["document_id"] for result in still["results"]}
+    assert memory_id in found_ids(still)
 
 
 # ------------------------------------------------------------------ what a page may contain
@@ -620,13 +621,13 @@ async def test_without_tokens_a_forget_must_come_from_the_page_itself(
         if headers.get("origin") != "null":  # that one the loopback check refuses already
             assert "refused to forget" in main_text(refused)
     found = await mcp(open_server, None, "search_knowledge", {"query": "grebe router"})
-    assert memory_id in {result["document_id"] for result in found["results"]}
+    assert memory_id in found_ids(found)
     done = open_server.post(
         f"/forget/{memory_id}", origin=open_server.base, sec_fetch_site="same-origin"
     )
     assert done.status_code == 303
     gone = await mcp(open_server, None, "search_knowledge", {"query": "grebe router"})
-    assert memory_id not in {result["document_id"] for result in gone["results"]}
+    assert memory_id not in found_ids(gone)
 
 
 async def test_no_ui_serves_mcp_only(

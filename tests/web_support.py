@@ -239,6 +239,11 @@ def _rank(value: str | None) -> int | None:
     return int(value) if value else None
 
 
+def found_ids(body: dict[str, Any]) -> set[str]:
+    """The documents and memories a search_knowledge answer found (its results' document_id)."""
+    return {result["document_id"] for result in body["results"]}
+
+
 def cited_read(result: dict[str, Any]) -> dict[str, Any]:
     """search_knowledge arguments of a targeted read of exactly the passage `result` cites."""
     citation = result["citation"]

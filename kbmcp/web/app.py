@@ -96,7 +96,6 @@ class StaticFiles:
             return Response(status_code=304, headers=headers)
         return Response(found.body, media_type=found.media_type, headers=headers)
 
-
     async def icon(self, request: Request) -> Response:
         request.path_params["name"] = "favicon.svg"
         return await self.serve(request)

@@ -213,15 +213,9 @@ class Pages:
         )
 
     def _knowledge_base(self, caller: Caller, kb_id: str) -> listing.KnowledgeBaseInfo:
-        """The readable knowledge base `kb_id`; an unknown and an unreadable one answer alike."""
         wanted = check_id("knowledge_base", kb_id, argument="knowledge_base_id")
-        for kb in listing.list_knowledge_bases(self.workspace, caller.principal):
-            if kb.knowledge_base_id == wanted:
-                return kb
-        raise ResourceUnavailable(
-            f"knowledge base {wanted} does not exist or is not readable",
-            details={"knowledge_base_id": wanted},
-        )
+        readable = listing.list_knowledge_bases(self.workspace, caller.principal)
+        return readable_one("knowledge base", wanted, {kb.knowledge_base_id: kb for kb in readable})
 
     async def search(self, request: Request, caller: Caller) -> Response:
         """The search form, and with a query the very search `search_knowledge` runs."""
@@ -364,15 +358,9 @@ class Pages:
         )
 
     def _memory_store(self, caller: Caller, store_id: str) -> memories.MemoryStoreInfo:
-        """The caller's memory store `store_id`; another tenant's answers as an unknown one."""
         wanted = check_id("memory_store", store_id, argument="memory_store_id")
-        for store in memories.list_memory_stores(self.workspace, caller.principal):
-            if store.memory_store_id == wanted:
-                return store
-        raise ResourceUnavailable(
-            f"memory store {wanted} does not exist or is not readable",
-            details={"memory_store_id": wanted},
-        )
+        readable = memories.list_memory_stores(self.workspace, caller.principal)
+        return readable_one("memory store", wanted, {s.memory_store_id: s for s in readable})
 
     async def forget(self, request: Request, caller: Caller) -> Response:
         """GET: the memory and a button to confirm; POST: forget it, as the MCP tool does, then
@@ -451,3 +439,16 @@ class Pages:
             refused=False,
             needs_script=True,
         )
+
+
+def readable_one(noun: str, public_id: str, readable: dict[str, T]) -> T:
+    """The item `public_id` among those the caller can read; an unknown one and another
+    tenant's (or one outside a token's allow-list) answer alike, in the words the service
+    layer uses for documents."""
+    found = readable.get(public_id)
+    if found is None:
+        raise ResourceUnavailable(
+            f"{noun} {public_id} does not exist or is not readable",
+            details={f"{noun.replace(' ', '_')}_id": public_id},
+        )
+    return found
