@@ -223,10 +223,33 @@ async def test_an_id_the_caller_cannot_read_answers_as_an_unknown_one(
     assert ids["beta-memory"] in found_ids(beta)
 
 
-def test_a_malformed_id_is_a_bad_request(server: WebServer, corpus: WebCorpus) -> None:
-    response = server.get("/doc/doc_nothex", corpus.secrets["acme"])
-    assert response.status_code == 400
-    assert "document_id" in main_text(response)
+BAD_ADDRESSES = [
+    ("/doc/doc_nothex", "document_id"),
+    ("/doc/{doc}?start=50", "end"),
+    ("/doc/{doc}?start=50&end=10", "end"),
+    ("/doc/{doc}?offset=-1", "offset"),
+    ("/doc/{doc}?rev=rev_zz", "revision_id"),
+    ("/kb/{kb}?limit=0", "limit"),
+    ("/kb/{kb}?cursor=garbage", "cursor"),
+    ("/memories/{store}?limit=0", "limit"),
+    ("/memories/{store}?half_life=-1", "half_life"),
+    ("/forget/mem_zz", "memory_id"),
+]
+
+
+@pytest.mark.parametrize(("address", "field"), BAD_ADDRESSES)
+def test_a_bad_address_is_a_bad_request_naming_the_field(
+    server: WebServer, corpus: WebCorpus, address: str, field: str
+) -> None:
+    path = address.format(
+        doc=corpus.ids["acme-ops:ops/oncall.md"],
+        kb=corpus.ids["acme-ops"],
+        store=corpus.ids["deploy:store"],
+    )
+    response = server.get(path, corpus.secrets["acme"])
+    assert response.status_code == 400, path
+    error = page(response).css_first("#error")
+    assert error is not None and error.text().startswith(field), (path, error and error.text())
 
 
 # ------------------------------------------------------------------ documents

@@ -12,6 +12,7 @@ from starlette.datastructures import QueryParams
 from kbmcp.errors import InvalidRequest
 from kbmcp.search.models import DEFAULT_LIMIT, SearchFilters, SearchRequest
 from kbmcp.validate import shown
+from kbmcp.web.passage import Passage
 
 
 def text(params: QueryParams, name: str) -> str | None:
@@ -61,6 +62,26 @@ def tags(params: QueryParams, name: str = "tag") -> dict[str, str]:
             )
         pairs[key.strip()] = value.strip()
     return pairs
+
+
+def passage(params: QueryParams) -> Passage | None:
+    """The reader's `start` and `end` (a citation's char_start and char_end): both or neither,
+    0 <= start < end."""
+    start, end = whole_number(params, "start"), whole_number(params, "end")
+    if start is None and end is None:
+        return None
+    if start is None or end is None:
+        missing = "start" if start is None else "end"
+        raise InvalidRequest(
+            f"{missing}: a passage needs start and end (a citation's char_start and char_end)",
+            details={"argument": missing},
+        )
+    if not 0 <= start < end:
+        raise InvalidRequest(
+            f"end must be greater than start, and start 0 or more (got start {start}, end {end})",
+            details={"argument": "end"},
+        )
+    return Passage(start, end)
 
 
 def ids(params: QueryParams, name: str) -> list[str]:

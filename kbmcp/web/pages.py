@@ -34,7 +34,7 @@ from kbmcp.service.search import search
 from kbmcp.web import forms
 from kbmcp.web.auth import Caller, TokenNeeded, WebAuth
 from kbmcp.web.headers import cross_site
-from kbmcp.web.passage import WINDOW, Passage, mark, window_offset
+from kbmcp.web.passage import WINDOW, mark, window_offset
 from kbmcp.web.render import environment
 from kbmcp.web.views import decay_weight, identity
 from kbmcp.workspace import Workspace
@@ -180,7 +180,8 @@ class Pages:
         tags = forms.tags(params)
         archived = params.get("archived") == "1"
         cursor = forms.text(params, "cursor")
-        size = forms.whole_number(params, "limit") or DOCUMENT_PAGE
+        size = forms.whole_number(params, "limit")
+        size = DOCUMENT_PAGE if size is None else size
 
         def gather() -> tuple[listing.KnowledgeBaseInfo, listing.DocumentPage]:
             kb = self._knowledge_base(caller, kb_id)
@@ -278,10 +279,7 @@ class Pages:
         document_id = request.path_params["document_id"]
         revision_id = forms.text(params, "rev")
         offset = forms.whole_number(params, "offset")
-        start, end = forms.whole_number(params, "start"), forms.whole_number(params, "end")
-        passage = None
-        if start is not None and end is not None and 0 <= start < end:
-            passage = Passage(start, end)
+        passage = forms.passage(params)
 
         def gather() -> tuple[read.DocumentWindow, read.DocumentOutline]:
             window = read.read_document(
@@ -322,7 +320,8 @@ class Pages:
         """A store's memories, newest first, with tags and their decay weight now."""
         params = request.query_params
         store_id = request.path_params["store_id"]
-        limit = forms.whole_number(params, "limit") or MEMORY_PAGES[0]
+        limit = forms.whole_number(params, "limit")
+        limit = MEMORY_PAGES[0] if limit is None else limit
         half_life = forms.real_number(params, "half_life")
         if half_life is None:
             half_life = self.workspace.settings.recency_half_life_days
@@ -365,8 +364,8 @@ class Pages:
     async def forget(self, request: Request, caller: Caller) -> Response:
         """GET: the memory and a button to confirm; POST: forget it, as the MCP tool does, then
         back to its store."""
-        memory_id = request.path_params["memory_id"]
         caller.principal.require(MEMORY_WRITE)
+        memory_id = check_id("memory", request.path_params["memory_id"], argument="memory_id")
         if request.method == "POST":
             reason = None if self.auth.tokens_required else cross_site(request)
             if reason is not None:
@@ -377,8 +376,6 @@ class Pages:
         window = None
         if caller.may(MEMORY_READ):
             window = await self.run(read.read_document, self.workspace, caller.principal, memory_id)
-        else:
-            check_id("memory", memory_id, argument="memory_id")
         return self.render(
             request,
             caller,
