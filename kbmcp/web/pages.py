@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -56,12 +55,6 @@ STATUS_OF_CODE = {
 }
 DOCUMENT_PAGE = 50
 MEMORY_PAGES = (50, 200, 1000)  # how many memories a store's page shows, then "show more"
-
-
-@dataclass(frozen=True)
-class StoreName:
-    id: str
-    name: str
 
 
 class Pages:
