@@ -171,6 +171,13 @@ async def test_the_home_page_lists_what_the_token_reads(
                 str(expected[kb_id]["document_count"]),
                 str(expected[kb_id]["chunk_count"]),
             ]
+            # Last update: its most recently updated document's (the knowledge base's own
+            # updated_at is when it was made).
+            documents = await mcp(
+                server, secret, "list_documents", {"knowledge_base_ids": [kb_id], "limit": 1}
+            )
+            newest = documents["documents"][0]["updated_at"]
+            assert cells[3] == f"{newest[:10]} {newest[11:16]} UTC"
     shown_stores = {node.attributes["data-store-id"] for node in html.css("tr[data-store-id]")}
     stores = await mcp(server, secret, "list_memory_stores", {})
     if "error" in stores:

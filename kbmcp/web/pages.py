@@ -144,25 +144,47 @@ class Pages:
 
     async def home(self, request: Request, caller: Caller) -> Response:
         """The knowledge bases and memory stores the caller can read."""
-        kbs, stores = await self.run(self._collections, caller)
+        kbs, stores = await self.run(self._collections, caller, last_updates=True)
         return self.render(request, caller, "home.html", title="Knowledge", kbs=kbs, stores=stores)
 
     def _collections(
-        self, caller: Caller
-    ) -> tuple[list[listing.KnowledgeBaseInfo] | None, list[dict[str, Any]] | None]:
+        self, caller: Caller, *, last_updates: bool = False
+    ) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]] | None]:
+        """The readable knowledge bases and memory stores, each as {"info": ..., "updated_at":
+        its last update (with `last_updates`), None when it holds nothing}."""
         ws, principal = self.workspace, caller.principal
-        kbs = listing.list_knowledge_bases(ws, principal) if caller.may(KNOWLEDGE_READ) else None
+        kbs = None
+        if caller.may(KNOWLEDGE_READ):
+            kbs = [
+                {"info": kb, "updated_at": self._kb_updated(caller, kb) if last_updates else None}
+                for kb in listing.list_knowledge_bases(ws, principal)
+            ]
         stores = None
         if caller.may(MEMORY_READ):
             stores = []
             for info in memories.list_memory_stores(ws, principal):
-                newest = memories.list_memories(
-                    ws, principal, memory_store=info.memory_store_id, limit=1
-                )
+                newest = []
+                if last_updates:
+                    newest = memories.list_memories(
+                        ws, principal, memory_store=info.memory_store_id, limit=1
+                    )
                 stores.append(
                     {"info": info, "updated_at": newest[0].updated_at if newest else None}
                 )
         return kbs, stores
+
+    def _kb_updated(self, caller: Caller, kb: listing.KnowledgeBaseInfo) -> str | None:
+        """When a document of `kb` last changed (added, revised or archived): its most recently
+        updated document's time. A knowledge base's own `updated_at` is the time it was created
+        (nothing updates it when its documents change), so it cannot say this."""
+        newest = listing.list_documents(
+            self.workspace,
+            caller.principal,
+            knowledge_base_ids=[kb.knowledge_base_id],
+            include_archived=True,
+            limit=1,
+        ).documents
+        return newest[0].updated_at if newest else None
 
     async def documents(self, request: Request, caller: Caller) -> Response:
         """A knowledge base's documents: path, title, tags, revisions, status; by path prefix
@@ -176,7 +198,7 @@ class Pages:
         size = forms.whole_number(params, "limit")
         size = DOCUMENT_PAGE if size is None else size
 
-        def gather() -> tuple[listing.KnowledgeBaseInfo, listing.DocumentPage]:
+        def gather() -> tuple[listing.KnowledgeBaseInfo, listing.DocumentPage, str | None]:
             kb = self._knowledge_base(caller, kb_id)
             page = listing.list_documents(
                 self.workspace,
@@ -188,15 +210,16 @@ class Pages:
                 cursor=cursor,
                 limit=size,
             )
-            return kb, page
+            return kb, page, self._kb_updated(caller, kb)
 
-        kb, page = await self.run(gather)
+        kb, page, updated_at = await self.run(gather)
         return self.render(
             request,
             caller,
             "documents.html",
             title=kb.name,
             kb=kb,
+            updated_at=updated_at,
             page=page,
             prefix=prefix or "",
             tags=tags,
@@ -397,8 +420,8 @@ class Pages:
         kbs, stores = await self.run(self._collections, caller)
         own = {
             "knowledge_bases": None if kbs is None else len(kbs),
-            "documents": None if kbs is None else sum(kb.document_count for kb in kbs),
-            "chunks": None if kbs is None else sum(kb.chunk_count for kb in kbs),
+            "documents": None if kbs is None else sum(kb["info"].document_count for kb in kbs),
+            "chunks": None if kbs is None else sum(kb["info"].chunk_count for kb in kbs),
             "memory_stores": None if stores is None else len(stores),
             "memories": None
             if stores is None
