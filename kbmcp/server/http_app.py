@@ -8,7 +8,9 @@ Outermost first, for a request to /mcp:
 4. `KbSessionManager`: sessions, each with its own resumable events; a new session at the
    session cap ends the longest-idle one. Because it runs after step 3, only an authenticated
    request can cost another session its place.
-/health answers without authentication and without touching the database.
+/health answers without authentication and without touching the database. The web page's paths
+(kbmcp/web/, when served) are dispatched between steps 2 and 3: the page checks a token itself,
+with the same verifier, so its sign-in page and static files answer without one.
 
 kbmcp assembles this itself rather than take `MCPServer.streamable_http_app()`: that app builds
 its own session manager (one event store for every session) and leaves no place between
@@ -50,9 +52,12 @@ def http_app(
     verifier: StoreTokenVerifier | None,
     limits: SessionLimits,
     events: ResumptionEvents | None = None,
+    web: Callable[[ASGIApp], ASGIApp] | None = None,
 ) -> ASGIApp:
     """The whole HTTP app for `server`: with `verifier`, every /mcp request needs a bearer
-    token; without it the app answers loopback Host/Origin only."""
+    token; without it the app answers loopback Host/Origin only. `web` puts the web page's
+    paths (kbmcp/web/) beside it: outside the bearer layer (the page checks tokens itself, with
+    the same verifier), inside the Host check and the size limit."""
     manager = KbSessionManager(
         lowlevel(server),
         events=events or ResumptionEvents(),
@@ -87,7 +92,7 @@ def http_app(
         middleware=middleware,
         lifespan=lifespan,
     )
-    app = RequestSizeLimit(app)
+    app = RequestSizeLimit(app if web is None else web(app))
     return app if verifier is not None else LoopbackOnly(app)
 
 
