@@ -14,18 +14,21 @@ The principal decides what is readable (kbmcp/access.py); scopes decide which to
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 
-from kbmcp.access import Principal, principal_for_secret
+from kbmcp.access import Principal, principal_for_secret, principal_for_token_id, readable_ids
 from kbmcp.errors import Forbidden
-from kbmcp.server.host_check import is_loopback_name
+from kbmcp.server.host_check import binds_loopback_only
+from kbmcp.store.backend import Connection
 from kbmcp.workspace import Workspace
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The SDK's AuthSettings wants an issuer URL; kbmcp issues its own tokens (`kbmcp token create`)
 # and runs no OAuth endpoints, so this value is never served or compared.
@@ -89,20 +92,38 @@ class StoreTokenVerifier:
     event loop's thread with that thread's connection and never waits for the workspace lock
     held by a writer (WAL: readers never block). As a request of its own (`run_request`), it
     is made again on a new connection when the PostgreSQL server dropped the old one (a
-    restart, a failover)."""
+    restart, a failover), and the connection is idle between requests (closed after a while
+    on PostgreSQL: kbmcp/leases.py).
+
+    The same way it answers what an HTTP session's token may read now (`readable_now`), which
+    its resumable events are checked against (kbmcp/server/event_store.py)."""
 
     def __init__(self, workspace: Workspace) -> None:
         self._workspace = workspace
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        workspace = self._workspace
-        principal = workspace.run_request(
-            lambda: principal_for_secret(workspace.store, workspace.conn, token)
+        principal = self._read(
+            lambda conn: principal_for_secret(self._workspace.store, conn, token)
         )
         if principal is None:
             logger.info("refused a bearer token (malformed, unknown, expired or revoked)")
             return None
         return access_token_for(principal)
+
+    async def readable_now(self, token_id: str) -> frozenset[int] | None:
+        """The knowledge bases and memory stores the token can read now; None once the token
+        is revoked, expired or gone."""
+        store = self._workspace.store
+
+        def look_up(conn: Connection) -> frozenset[int] | None:
+            principal = principal_for_token_id(store, conn, token_id)
+            return None if principal is None else readable_ids(store, conn, principal)
+
+        return self._read(look_up)
+
+    def _read(self, read: Callable[[Connection], T]) -> T:
+        workspace = self._workspace
+        return workspace.run_request(lambda: read(workspace.conn))
 
 
 def access_token_for(principal: Principal) -> AccessToken:
@@ -140,6 +161,6 @@ def principal_from_access_token(token: AccessToken) -> Principal:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether binding `host` keeps the server reachable from this machine only (the same
-    normalisation as the DNS-rebinding check of Host headers)."""
-    return is_loopback_name(host)
+    """Whether binding `host` keeps the server reachable from this machine only: the address
+    the name resolves to is a loopback address (kbmcp/server/host_check.py)."""
+    return binds_loopback_only(host)
