@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 import platformdirs
 
@@ -143,3 +145,44 @@ def _half_life(env: os._Environ[str] | dict[str, str]) -> float:
             f"KBMCP_RECENCY_HALF_LIFE_DAYS={text!r} must be a number of days >= 0 (0: no decay)"
         )
     return days
+
+
+N = TypeVar("N", int, float)
+
+
+def number_from_env(
+    name: str,
+    default: N,
+    parse: Callable[[str], N],
+    accept: Callable[[N], bool],
+    requirement: str,
+    environ: Mapping[str, str] | None = None,
+) -> N:
+    """A numeric setting: the environment variable `name`, parsed and accepted, or `default`
+    when it is unset or empty; an InvalidRequest naming it and the `requirement` otherwise."""
+    env = os.environ if environ is None else environ
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value: N | None = parse(text)
+    except ValueError:
+        value = None
+    if value is None or not accept(value):
+        shown = f"{default:g}" if isinstance(default, float) else str(default)
+        raise InvalidRequest(
+            f"{name}={text!r} must be {requirement} (default {shown})", details={"argument": name}
+        )
+    return value
+
+
+def seconds_from_env(name: str, default: float, environ: Mapping[str, str] | None = None) -> float:
+    """A duration setting in seconds (> 0); see number_from_env."""
+    return number_from_env(
+        name,
+        default,
+        float,
+        lambda seconds: math.isfinite(seconds) and seconds > 0,
+        "a number of seconds > 0",
+        environ,
+    )

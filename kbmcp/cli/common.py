@@ -36,6 +36,12 @@ def open_workspace(
     workspace = Workspace(settings, create=create, long_lived=long_lived)
     try:
         yield workspace
+    except BaseException:
+        # A new file is complete or absent: a first `add` that failed (a full disk) does not
+        # leave the empty knowledge base it created behind.
+        workspace.close()
+        workspace.store.remove_if_created_and_empty()
+        raise
     finally:
         workspace.close()
 

@@ -15,6 +15,7 @@ import click
 from kbmcp.access import principal_for_secret
 from kbmcp.cli.common import UTF8_TEXT, Utf8Path, open_workspace
 from kbmcp.errors import KbError
+from kbmcp.leases import idle_seconds_from_env
 from kbmcp.service.tokens import count_usable_tokens
 from kbmcp.workspace import Workspace
 
@@ -107,29 +108,26 @@ def serve(
 
     configure_logging(log_level)
     options = server_options_from_env()
+    idle_seconds = idle_seconds_from_env()
     with (
         open_workspace(ctx, create=create, long_lived=True) as workspace,
         watching(workspace, list(watch_folders), watch_kb),
     ):
-        warm_up = lambda: _warm_up(workspace)  # noqa: E731
+        warm_up = lambda: _warm_up(workspace, idle_seconds)  # noqa: E731
         if use_http:
             if os.environ.get(TOKEN_ENV):
                 logger.warning("%s applies to stdio; HTTP clients send their own tokens", TOKEN_ENV)
             bind = host or "127.0.0.1"
             verifier = http_verifier(workspace, bind)
-            try:
-                run_http(
-                    build_server(workspace, options, token_verifier=verifier),
-                    host=bind,
-                    port=8765 if port is None else port,
-                    verifier=verifier,
-                    warm_up=warm_up,
-                    log_level=log_level,
-                    web=None if no_ui else web_page(workspace, verifier, options),
-                )
-            finally:
-                if verifier is not None:
-                    verifier.close()
+            run_http(
+                build_server(workspace, options, token_verifier=verifier),
+                host=bind,
+                port=8765 if port is None else port,
+                verifier=verifier,
+                warm_up=warm_up,
+                log_level=log_level,
+                web=None if no_ui else web_page(workspace, verifier, options),
+            )
         else:
             server = build_server(workspace, options, principals=_stdio_principals(workspace))
             run_stdio(server, warm_up=warm_up)
@@ -151,7 +149,7 @@ def http_verifier(workspace: Workspace, host: str) -> StoreTokenVerifier | None:
     from kbmcp.server.auth import StoreTokenVerifier, is_loopback
 
     if count_usable_tokens(workspace, workspace.local_principal()) > 0:
-        return StoreTokenVerifier(workspace.store)
+        return StoreTokenVerifier(workspace)
     if not is_loopback(host):
         raise click.UsageError(
             f"refusing to serve {host} without authentication: this file has no usable token. "
@@ -224,12 +222,14 @@ def watching(workspace: Workspace, folders: list[Path], kb_name: str) -> Iterato
         thread.join(timeout=10)
 
 
-def _warm_up(workspace: Workspace) -> None:
+def _warm_up(workspace: Workspace, idle_seconds: float) -> None:
     """Load the embedding model and check it against the file before the first query, so the
     first search is as fast as the rest. A mismatch is logged, not fatal: reading and listing
-    still work, and searches report the error with the command that fixes it."""
+    still work, and searches report the error with the command that fixes it. Then the
+    connections the server holds between requests are closed when idle (PostgreSQL)."""
     try:
         workspace.ensure_model()
         workspace.embedder.embed(["warm up"])
     except KbError as error:
         logger.warning("%s", error.message)
+    workspace.close_idle_connections(idle_seconds)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import errno
 import functools
 import hashlib
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbmcp.ingest.html import decode_html, html_to_text
 from kbmcp.ingest.pdf import pdf_to_text
-from kbmcp.ingest.walker import SYMLINK_LOOP, SourceFile
+from kbmcp.ingest.walker import SYMLINK_LOOP, SourceFile, special_file_reason
 from kbmcp.store.ingest import FileSignature, RecordedFile
 
 BINARY_SNIFF_BYTES = 8192
@@ -83,10 +84,10 @@ def file_signature(path: Path) -> FileSignature | None:
     """The file's size, mtime and inode (following a link), or None when it cannot be stat'ed."""
     checked_ns = time.time_ns()
     try:
-        stat = path.stat()
+        status = path.stat()
     except (OSError, RuntimeError):  # (RuntimeError: a symlink loop on Python < 3.13)
         return None
-    return FileSignature(stat.st_size, stat.st_mtime_ns, stat.st_ino, checked_ns)
+    return FileSignature(status.st_size, status.st_mtime_ns, status.st_ino, checked_ns)
 
 
 def read_file(path: Path) -> FileBytes:
@@ -125,13 +126,26 @@ def extract(source: SourceFile, file: FileBytes) -> Extracted:
 
 
 def _read_bytes(path: Path) -> tuple[bytes | None, str | None]:
+    """The bytes of a regular file only. A FIFO, a socket or a device is never read: opening a
+    FIFO for reading waits for a writer (forever), a device may never end (/dev/zero) or act
+    when opened. The type is checked before opening (a device is not even opened), and again
+    on the opened descriptor, which is opened without blocking, in case the path was replaced
+    in between."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return None, TOO_LARGE
-        return path.read_bytes(), None
+        reason = special_file_reason(os.stat(path).st_mode)
+        if reason is not None:
+            return None, reason
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(descriptor, "rb") as file:
+            status = os.fstat(file.fileno())
+            reason = special_file_reason(status.st_mode)
+            if reason is not None:
+                return None, reason
+            if status.st_size > MAX_FILE_BYTES:
+                return None, TOO_LARGE
+            data = file.read(MAX_FILE_BYTES + 1)  # (it may have grown since)
+        return (None, TOO_LARGE) if len(data) > MAX_FILE_BYTES else (data, None)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return None, SYMLINK_LOOP
-        if isinstance(exc, IsADirectoryError):
-            return None, "not a regular file"
         return None, f"unreadable ({exc.strerror or type(exc).__name__})"

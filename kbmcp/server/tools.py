@@ -505,7 +505,8 @@ class KbTools:
 
     def _run(self, produce: Callable[[], BaseModel]) -> CallToolResult:
         try:
-            output = produce()
+            # (made again on a new connection if the database server dropped this one)
+            output = self.workspace.run_request(produce)
         except KbError as error:
             return kb_error_result(error)
         return ok_result(output)

@@ -25,8 +25,10 @@ from kbmcp.errors import KbError
 from kbmcp.server.auth import StoreTokenVerifier
 from kbmcp.server.host_check import binds_loopback_only, listen_address
 from kbmcp.server.http_app import MCP_PATH, http_app
+from kbmcp.server.http_body import BodyDeadline
 from kbmcp.server.http_sessions import session_limits_from_env
 from kbmcp.server.stdio import serve_stdio
+from kbmcp.server.stdio_lines import max_line_bytes_from_env
 
 LOG_FORMAT = "%(asctime)s kbmcp %(levelname)s %(name)s: %(message)s"
 
@@ -58,12 +60,13 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def run_stdio(server: MCPServer, warm_up: Callable[[], None] | None = None) -> None:
+    max_line_bytes = max_line_bytes_from_env()  # a bad setting is an error before anything starts
     if warm_up is not None:
         with stdout_to_stderr():
             warm_up()
     # The SDK diverts fd 1 to stderr while it serves and writes protocol messages to a private
     # duplicate of the original stdout.
-    anyio.run(serve_stdio, server)
+    anyio.run(serve_stdio, server, max_line_bytes)
 
 
 class _AnnouncingServer(uvicorn.Server):
@@ -136,7 +139,8 @@ def run_http(
             flush=True,
         )
     config = uvicorn.Config(
-        http_app(server, verifier=verifier, limits=limits, web=web),
+        # (a body must arrive in time: kbmcp/server/http_body.py)
+        BodyDeadline(http_app(server, verifier=verifier, limits=limits, web=web)),
         host=host,
         port=port,
         log_level=log_level.lower(),

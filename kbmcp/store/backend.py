@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
-from kbmcp.errors import InvalidRequest
+from kbmcp.errors import InvalidRequest, StoreError
 
 if TYPE_CHECKING:
     from kbmcp.config import Settings
@@ -71,6 +71,9 @@ class Store(Protocol):
     database_errors: tuple[type[BaseException], ...]
     # Every error the driver raises (a catch-all for loops that must keep running, e.g. watch).
     driver_errors: tuple[type[BaseException], ...]
+    # Whether an idle connection holds something on the other side (a PostgreSQL server's
+    # session, which a smart shutdown waits for): servers close theirs when idle.
+    closes_idle_connections: bool
 
     admin: Admin
     catalog: Catalog
@@ -91,6 +94,13 @@ class Store(Protocol):
         """A new connection, ready for use. `create`: a missing or empty database may become a
         knowledge base (otherwise a StoreError saying how to make one); `migrate`: bring the
         schema up to date first (the first connection of a process does)."""
+        ...
+
+    def remove_if_created_and_empty(self) -> bool:
+        """After a command that created the database failed, with every connection closed:
+        remove the database if it holds no document or memory and nobody else has it open, so
+        a new database is complete or absent; whether it was removed (SQLite: the new file
+        and its -wal and -shm; PostgreSQL: never, the database existed before)."""
         ...
 
     def usable(self, conn: Connection) -> bool:
@@ -114,6 +124,17 @@ class Store(Protocol):
         """A short write transaction, committed at the end of the block, rolled back whole on an
         exception. A read-only database raises ReadOnly before anything starts, a full disk
         DiskFull after the rollback."""
+        ...
+
+    def writes_begun(self) -> int:
+        """How many write transactions the calling thread has begun on this store, ever: a
+        request during which it did not change wrote nothing, and can be made again."""
+        ...
+
+    def lost_connection(self, error: BaseException, *, during_write: bool) -> StoreError:
+        """The error for a request whose connection the database server dropped (`usable` is
+        False after `error`) and that is not made again: `during_write`, it began a write,
+        which may or may not have been made."""
         ...
 
     def read_snapshot(self, conn: Connection) -> AbstractContextManager[None]:

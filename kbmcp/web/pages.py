@@ -137,8 +137,10 @@ class Pages:
         )
 
     async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """A service call (or several) in a worker thread, as the MCP tools run."""
-        return await anyio.to_thread.run_sync(functools.partial(function, *args, **kwargs))
+        """A service call (or several) in a worker thread, as the MCP tools run: one request
+        of the workspace (made again on a new connection if PostgreSQL dropped this one)."""
+        call = functools.partial(function, *args, **kwargs)
+        return await anyio.to_thread.run_sync(self.workspace.run_request, call)
 
     # -------------------------------------------------------------- pages
 

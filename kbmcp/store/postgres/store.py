@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -89,6 +90,7 @@ class PostgresStore:
     kind: Literal["postgres"] = "postgres"
     database_errors = DATABASE_ERRORS
     driver_errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+    closes_idle_connections = True
 
     # The concerns (kbmcp/store/backend.py): this backend's implementation of each.
     admin: Admin = admin
@@ -109,6 +111,7 @@ class PostgresStore:
     def __init__(self, url: str) -> None:
         self.url = url
         self.shown = shown_url(url)
+        self._writes = threading.local()
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> PgConnection:
         conn = connection.connect(self.url, migrate=False)
@@ -141,6 +144,9 @@ class PostgresStore:
                 details={"db": self.shown},
             )
 
+    def remove_if_created_and_empty(self) -> bool:
+        return False  # the database existed before kbmcp (its schema is kbmcp's to keep)
+
     def usable(self, conn: PgConnection) -> bool:
         return not (conn.closed or conn.broken)
 
@@ -163,6 +169,7 @@ class PostgresStore:
 
     @contextlib.contextmanager
     def write_transaction(self, conn: PgConnection) -> Iterator[PgConnection]:
+        self._writes.begun = self.writes_begun() + 1
         try:
             with conn.transaction():
                 yield conn
@@ -170,6 +177,24 @@ class PostgresStore:
             raise self._read_only(exc) from None
         except pg_errors.DiskFull as exc:
             raise self._disk_full(exc) from None
+
+    def writes_begun(self) -> int:
+        return int(getattr(self._writes, "begun", 0))
+
+    def lost_connection(self, error: BaseException, *, during_write: bool) -> StoreError:
+        reason = _first_line(error)
+        if during_write:
+            message = (
+                f"lost the connection to PostgreSQL at {self.shown} during a write ({reason}): "
+                "it was not made again, since it may have been written; check, and call again "
+                "if it was not"
+            )
+        else:
+            message = (
+                f"lost the connection to PostgreSQL at {self.shown} twice ({reason}): the server "
+                "is restarting or going away; try again shortly"
+            )
+        return StoreError(message, details={"db": self.shown})
 
     @contextlib.contextmanager
     def read_snapshot(self, conn: PgConnection) -> Iterator[None]:

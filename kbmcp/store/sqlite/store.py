@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import apsw
 
-from kbmcp.errors import KbError
+from kbmcp.errors import KbError, StoreError
 from kbmcp.store.sqlite import (
     admin,
     catalog,
@@ -23,6 +24,7 @@ from kbmcp.store.sqlite import (
     ingest,
     listing,
     memories,
+    new_file,
     reads,
     reembed,
     scan,
@@ -69,6 +71,7 @@ class SqliteStore:
     kind: Literal["sqlite"] = "sqlite"
     database_errors = DATABASE_ERRORS
     driver_errors: tuple[type[BaseException], ...] = (apsw.Error,)
+    closes_idle_connections = False  # an open file costs nothing while idle
 
     # The concerns (kbmcp/store/backend.py): this backend's implementation of each.
     admin: Admin = admin
@@ -90,11 +93,19 @@ class SqliteStore:
         self.path = path
         self.immutable = immutable
         self.shown = str(path)
+        self._writes = threading.local()
+        self._created = False  # the file did not exist before this store's first connection
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> apsw.Connection:
-        return connection.open_connection(
+        existed = self.path.exists()
+        conn = connection.open_connection(
             self.path, create=create, apply_migrations=migrate, immutable=self.immutable
         )
+        self._created = self._created or not existed
+        return conn
+
+    def remove_if_created_and_empty(self) -> bool:
+        return self._created and new_file.remove_if_empty(self.path)
 
     def usable(self, conn: apsw.Connection) -> bool:
         return True  # a file does not go away under an open connection
@@ -121,7 +132,15 @@ class SqliteStore:
     def write_transaction(
         self, conn: apsw.Connection
     ) -> contextlib.AbstractContextManager[apsw.Connection]:
+        self._writes.begun = self.writes_begun() + 1
         return connection.write_transaction(conn)
+
+    def writes_begun(self) -> int:
+        return int(getattr(self._writes, "begun", 0))
+
+    def lost_connection(self, error: BaseException, *, during_write: bool) -> StoreError:
+        # Never asked: a file does not go away under an open connection (`usable`).
+        return StoreError(f"lost the connection to {self.shown} ({error})")
 
     @contextlib.contextmanager
     def read_snapshot(self, conn: apsw.Connection) -> Iterator[None]:
