@@ -4,7 +4,8 @@ Outermost first, for a request to /mcp:
 1. `LoopbackOnly` (no tokens only): Host and Origin must name this machine (DNS rebinding).
 2. `RequestSizeLimit`: a body larger than MAX_REQUEST_BYTES is refused before it is read.
 3. Bearer authentication (tokens only): the SDK's `AuthenticationMiddleware` verifies the token
-   against the database on every request, and `RequireAuthMiddleware` answers 401 without one.
+   against the database on every request, and `RequireAuthMiddleware` answers 401 without one;
+   a database that cannot answer is a 503 naming it (`store_unavailable`), not a 401.
 4. `KbSessionManager`: sessions, each with its own resumable events; a new session at the
    session cap ends the longest-idle one. Because it runs after step 3, only an authenticated
    request can cost another session its place.
@@ -20,6 +21,7 @@ authentication and the session manager.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -28,13 +30,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials, AuthenticationError, BaseUser
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
-from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.requests import HTTPConnection, Request
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from kbmcp.errors import StoreError
 from kbmcp.server.auth import StoreTokenVerifier
 from kbmcp.server.event_store import RETRY_MS, ReadableNow, ResumptionEvents
 from kbmcp.server.host_check import LoopbackOnly
@@ -44,6 +48,9 @@ from kbmcp.server.protocol import lowlevel
 
 MCP_PATH = "/mcp"
 HEALTH_PATH = "/health"
+INTERNAL_ERROR = -32603  # JSON-RPC
+
+logger = logging.getLogger(__name__)
 
 
 def http_app(
@@ -75,7 +82,11 @@ def http_app(
     if verifier is not None:
         endpoint = RequireAuthMiddleware(endpoint, required_scopes=[])
         middleware = [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+            Middleware(
+                AuthenticationMiddleware,
+                backend=BearerUnlessStoreDown(verifier),
+                on_error=store_unavailable,
+            ),
             Middleware(AuthContextMiddleware),
         ]
 
@@ -94,6 +105,29 @@ def http_app(
     )
     app = RequestSizeLimit(app if web is None else web(app))
     return app if verifier is not None else LoopbackOnly(app)
+
+
+class BearerUnlessStoreDown(BearerAuthBackend):
+    """The SDK's bearer check. A database that cannot answer (PostgreSQL down: the verifier's
+    StoreError) is not a bad token, so never a 401, nor a 500 with a traceback: it becomes an
+    AuthenticationError, which `store_unavailable` answers."""
+
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        try:
+            return await super().authenticate(conn)
+        except StoreError as error:
+            raise AuthenticationError(error.message) from None
+
+
+def store_unavailable(conn: HTTPConnection, error: Exception) -> Response:
+    """503 with a JSON-RPC error naming the store's trouble; the client may try again."""
+    logger.warning("refused a request: %s", error)
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": INTERNAL_ERROR, "message": str(error), "data": {"code": "store_error"}},
+    }
+    return JSONResponse(body, status_code=503, headers={"Retry-After": "1"})
 
 
 def _readable_now_of(verifier: StoreTokenVerifier) -> Callable[[str], ReadableNow]:
