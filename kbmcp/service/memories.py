@@ -62,14 +62,14 @@ Outcome = Literal["created", "existing", "restored", "revised", "stored"]
 class MemoryStoreInfo:
     memory_store_id: str
     name: str
-    tags: Annotated[dict[str, str], Described("Tags every memory of the store matches by.")]
+    tags: Annotated[dict[str, str], Described("Every memory of the store carries them.")]
     memory_count: Annotated[int, Described("Memories in the store (not forgotten).")]
     created_at: str
 
 
 @dataclass(frozen=True)
 class RememberResult:
-    memory_id: Annotated[str, Described("The memory's id (mem_...): pass it to forget.")]
+    memory_id: str
     memory_store_id: str
     memory_store: Annotated[str, Described("The store's name.")]
     revision_id: str
@@ -94,9 +94,9 @@ class ForgetResult:
     memory_store_id: str
     outcome: Annotated[
         Literal["forgotten", "already_forgotten"],
-        Described("forgotten: gone from search from now on (kept for audit)."),
+        Described("Gone from search (kept for audit)."),
     ]
-    forgotten_at: Annotated[str, Described("When it was forgotten (ISO 8601 UTC).")]
+    forgotten_at: Annotated[str, Described("ISO 8601 UTC.")]
 
 
 @dataclass(frozen=True)

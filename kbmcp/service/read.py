@@ -41,47 +41,38 @@ MAX_REVISIONS = 100  # revisions listed by a read or an outline, newest first
 # resolve; only search and scan leave them out. A forgotten memory is not served at all.
 DocumentStatus = Annotated[
     str,
-    Described(
-        "published, or archived: left out of search and scan (e.g. its file was removed) but "
-        "still readable by id."
-    ),
+    Described("archived: out of search and scan, still readable by id."),
 ]
 
 
 @dataclass(frozen=True)
 class RevisionInfo:
-    revision_id: Annotated[str, Described("Pass as revision_id to read this revision.")]
-    revision_number: Annotated[int, Described("1, 2, ... in the order they were added.")]
+    revision_id: Annotated[str, Described("Pass as revision_id to read it.")]
+    revision_number: Annotated[int, Described("1, 2, ... in order added.")]
     created_at: str
     sha256: Annotated[str, Described("SHA-256 of the revision's whole text.")]
     is_current: Annotated[
-        bool, Described("The document's current revision (the newest; the one search sees).")
+        bool, Described("The one search sees.")
     ]
 
 
 Revisions = Annotated[
     list[RevisionInfo],
-    Described(
-        "The document's revisions, newest first (at most 100): pass one's revision_id to read "
-        "it; every revision stays readable by id."
-    ),
+    Described("Newest first, at most 100; each stays readable by id."),
 ]
 RevisionsTruncated = Annotated[
-    bool, Described("More than the 100 revisions listed exist (the oldest are left out).")
+    bool, Described("Older revisions were left out.")
 ]
 KnowledgeBaseName = Annotated[
-    str, Described("The name of the knowledge base (or memory store) the document is in.")
+    str, Described("Of the knowledge base (or memory store).")
 ]
 OwnerTenantId = Annotated[
-    str, Described("The tenant (ten_...) owning the knowledge base: yours, or whoever shared it.")
+    str, Described("ten_...: yours, or whoever shared it.")
 ]
 OwnerTenant = Annotated[str, Described("That tenant's name.")]
 Source = Annotated[
     str | None,
-    Described(
-        "Where the text was added from: the file's absolute path at ingest for a document, the "
-        "source given to remember for a memory; null when unknown."
-    ),
+    Described("Where the text came from (a file's path, a memory's source)."),
 ]
 
 
@@ -97,9 +88,9 @@ class DocumentWindow:
     status: DocumentStatus
     revision_created_at: str
     revision_sha256: Annotated[
-        str, Described("SHA-256 of the revision's whole text: the exact source of `content`.")
+        str, Described("SHA-256 of the revision's whole text.")
     ]
-    content: Annotated[str, Described("The requested window of the revision's text.")]
+    content: Annotated[str, Described("The window's text.")]
     content_offset: int
     content_limit: int
     content_total_chars: int
@@ -121,7 +112,7 @@ class OutlineSection:
     title: str
     heading_path: list[str]
     char_start: Annotated[int, Described("Read this section with offset=char_start ...")]
-    char_end: Annotated[int, Described("... and limit_chars=char_end-char_start (max 10000).")]
+    char_end: Annotated[int, Described("... and limit_chars=char_end-char_start.")]
     line_start: int
     line_end: int
 
@@ -136,10 +127,7 @@ class DocumentOutline:
     content_total_chars: int
     sections: Annotated[
         list[OutlineSection],
-        Described(
-            "Headings in document order; a section's range includes its subsections. "
-            "Empty for plain text and code."
-        ),
+        Described("In order; a range includes its subsections. Empty for plain text."),
     ]
     knowledge_base_name: KnowledgeBaseName
     owner_tenant_id: OwnerTenantId
@@ -154,9 +142,9 @@ class DocumentOutline:
 class FetchedChunk:
     kind: Annotated[Literal["document", "memory"], Described("Of a document or of a memory.")]
     chunk_id: str
-    document_id: Annotated[str, Described("The document's id, or the memory's (mem_...).")]
+    document_id: Annotated[str, Described("doc_..., or a memory's mem_...")]
     knowledge_base_id: Annotated[
-        str, Described("The knowledge base's id, or the memory store's (mst_...).")
+        str, Described("kb_..., or a memory's store mst_...")
     ]
     revision_id: str
     is_current_revision: bool
@@ -165,24 +153,21 @@ class FetchedChunk:
     heading_path: list[str]
     text: Annotated[
         str,
-        Described(
-            "The chunk's text: a fragment of its revision unless covers_whole_revision (read "
-            "the rest with document_id + revision_id + offset)."
-        ),
+        Described("A fragment of the revision unless covers_whole_revision."),
     ]
     citation: Citation
     revision_total_chars: Annotated[
-        int, Described("Length of the chunk's whole revision, in characters.")
+        int, Described("Characters in the whole revision.")
     ]
     covers_whole_revision: Annotated[
-        bool, Described("The chunk is the revision's entire text, not a fragment of it.")
+        bool, Described("The chunk is the whole revision.")
     ]
 
 
 @dataclass(frozen=True)
 class FetchedChunks:
     chunks: Annotated[list[FetchedChunk], Described("Found chunks, in the order asked.")]
-    missing: Annotated[list[str], Described("Requested ids that are unknown or not readable.")]
+    missing: Annotated[list[str], Described("Unknown or unreadable ids.")]
 
 
 def read_document(

@@ -37,7 +37,7 @@ class ScanItem:
     path: str
     title: str
     updated_at: str
-    created_at: Annotated[str, Described("When the document (or memory) was first added.")]
+    created_at: Annotated[str, Described("First added.")]
     size_chars: int
     tags: Annotated[list[tuple[str, str]], Described("[key, value] pairs.")]
     # the start of the first chunk, at most EXCERPT_CHARS characters
@@ -47,11 +47,11 @@ class ScanItem:
 @dataclass(frozen=True)
 class ScanResponse:
     results: Annotated[
-        list[ScanItem], Described("Newest first: most recently updated, or created (sort).")
+        list[ScanItem], Described("Newest first.")
     ]
     sort: Annotated[
         Literal["updated_desc", "created_desc"],
-        Described("The order: updated_desc (default) or created_desc; since/until apply to it."),
+        Described("since/until apply to its time."),
     ]
     since: str | None  # normalised to UTC
     until: str | None
