@@ -430,3 +430,56 @@ def test_results_carry_every_field_of_their_shape(
         shape = body["request_mode"]
         properties = full.schema["$defs"][f"{shape.capitalize()}Output"]["properties"]
         assert set(body) == set(properties), shape
+
+
+# ------------------------------------------------------------------ 3. explicit targets
+
+# A semantic search with a floor no passage reaches: what survives is what the floor spares.
+FLOORED = {"query": "restore a database backup", "mode": "semantic", "min_similarity": 0.999}
+RUNBOOK_PATH = "ops/runbook.md"
+
+
+def floored_paths(session: Session, **scope: Any) -> set[str]:
+    body = session.call("search_knowledge", {**FLOORED, **scope})
+    assert "error" not in body, body
+    return {hit["path"] for hit in body["results"]}
+
+
+def test_explicit_targets_are_never_emptied_by_a_floor(
+    session: Session, corpus_ids: dict[str, list[str]]
+) -> None:
+    """The rule of docs/search.md and of min_similarity's description, scope kind by scope
+    kind: a document named by id or by its exact path keeps its passages; a scope of many
+    documents (knowledge base, path prefix, tags, metadata) keeps the floor."""
+    docs = session.call("list_documents", {})["documents"]
+    runbook = next(doc for doc in docs if doc["path"] == RUNBOOK_PATH)
+    assert floored_paths(session) == set()  # nothing reaches the floor unscoped
+    # Explicit targets: every passage of the document survives.
+    assert floored_paths(session, document_ids=[runbook["document_id"]]) == {RUNBOOK_PATH}
+    assert floored_paths(session, knowledge_ids=[runbook["document_id"]]) == {RUNBOOK_PATH}
+    assert floored_paths(session, document_paths=[RUNBOOK_PATH]) == {RUNBOOK_PATH}
+    # An exact path beside a prefix: only the named document is spared.
+    assert floored_paths(session, document_paths=[RUNBOOK_PATH, "guides/"]) == {RUNBOOK_PATH}
+    assert floored_paths(
+        session, document_paths=[RUNBOOK_PATH], knowledge_base_ids=[runbook["knowledge_base_id"]]
+    ) == {RUNBOOK_PATH}
+    # Scopes of many documents are not targets: the floor applies.
+    assert floored_paths(session, document_paths=["ops/"]) == set()
+    assert floored_paths(session, document_paths=["ops/runbook"]) == set()  # a prefix of it
+    assert floored_paths(session, knowledge_base_ids=[runbook["knowledge_base_id"]]) == set()
+    assert floored_paths(session, tags={"tag": "runbook"}) == set()
+    assert floored_paths(session, metadata={"owner": "infra"}) == set()
+    # Without the floor those scopes do find the runbook: the floor is what empties them.
+    unfloored = {k: v for k, v in FLOORED.items() if k != "min_similarity"}
+    for scope in ({"document_paths": ["ops/"]}, {"tags": {"tag": "runbook"}}):
+        body = session.call("search_knowledge", {**unfloored, **scope})
+        assert RUNBOOK_PATH in {hit["path"] for hit in body["results"]}
+
+
+def test_the_floor_rule_is_stated_where_an_agent_and_a_reader_look(session: Session) -> None:
+    description = session.tools["search_knowledge"].input_schema["properties"]["min_similarity"][
+        "description"
+    ]
+    assert "document_ids" in description and "exact document_paths" in description
+    search_md = (Path(__file__).resolve().parent.parent / "docs" / "search.md").read_text()
+    assert "exact path" in search_md and "never emptied by a floor" not in search_md

@@ -47,9 +47,7 @@ class Citation:
     line_end: Annotated[int, Described("1-based last line (inclusive).")]
     char_start: Annotated[int, Described("0-based first character in the revision.")]
     char_end: Annotated[int, Described("0-based end (exclusive).")]
-    page: Annotated[
-        int | None, Described("1-based PDF page; null for other formats.")
-    ] = None
+    page: Annotated[int | None, Described("1-based PDF page; null for other formats.")] = None
     sha256: Annotated[
         str,
         Described("SHA-256 of the revision's whole text."),
@@ -165,9 +163,7 @@ class SearchResult:
         Described("A passage of a document, or of a memory."),
     ]
     chunk_id: str
-    document_id: Annotated[
-        str, Described("doc_..., or a memory's mem_...")
-    ]
+    document_id: Annotated[str, Described("doc_..., or a memory's mem_...")]
     revision_id: str
     knowledge_base_id: Annotated[
         str,

@@ -204,8 +204,7 @@ MemoryId = param(
 )
 ReviseMemoryId = param(
     {"type": "string", "pattern": ID_PATTERN.format("mem")},
-    "Replace this memory's content (a correction) instead of adding one. Not with "
-    "memory_store_id.",
+    "Replace this memory's content (a correction) instead of adding one. Not with memory_store_id.",
 )
 DocumentId = param(
     {"type": "string", "pattern": ID_PATTERN.format("(doc|mem)")},

@@ -51,24 +51,16 @@ class RevisionInfo:
     revision_number: Annotated[int, Described("1, 2, ... in order added.")]
     created_at: str
     sha256: Annotated[str, Described("SHA-256 of the revision's whole text.")]
-    is_current: Annotated[
-        bool, Described("The one search sees.")
-    ]
+    is_current: Annotated[bool, Described("The one search sees.")]
 
 
 Revisions = Annotated[
     list[RevisionInfo],
     Described("Newest first, at most 100; each stays readable by id."),
 ]
-RevisionsTruncated = Annotated[
-    bool, Described("Older revisions were left out.")
-]
-KnowledgeBaseName = Annotated[
-    str, Described("Of the knowledge base (or memory store).")
-]
-OwnerTenantId = Annotated[
-    str, Described("ten_...: yours, or whoever shared it.")
-]
+RevisionsTruncated = Annotated[bool, Described("Older revisions were left out.")]
+KnowledgeBaseName = Annotated[str, Described("Of the knowledge base (or memory store).")]
+OwnerTenantId = Annotated[str, Described("ten_...: yours, or whoever shared it.")]
 OwnerTenant = Annotated[str, Described("That tenant's name.")]
 Source = Annotated[
     str | None,
@@ -87,9 +79,7 @@ class DocumentWindow:
     title: str
     status: DocumentStatus
     revision_created_at: str
-    revision_sha256: Annotated[
-        str, Described("SHA-256 of the revision's whole text.")
-    ]
+    revision_sha256: Annotated[str, Described("SHA-256 of the revision's whole text.")]
     content: Annotated[str, Described("The window's text.")]
     content_offset: int
     content_limit: int
@@ -143,9 +133,7 @@ class FetchedChunk:
     kind: Annotated[Literal["document", "memory"], Described("Of a document or of a memory.")]
     chunk_id: str
     document_id: Annotated[str, Described("doc_..., or a memory's mem_...")]
-    knowledge_base_id: Annotated[
-        str, Described("kb_..., or a memory's store mst_...")
-    ]
+    knowledge_base_id: Annotated[str, Described("kb_..., or a memory's store mst_...")]
     revision_id: str
     is_current_revision: bool
     title: str
@@ -156,12 +144,8 @@ class FetchedChunk:
         Described("A fragment of the revision unless covers_whole_revision."),
     ]
     citation: Citation
-    revision_total_chars: Annotated[
-        int, Described("Characters in the whole revision.")
-    ]
-    covers_whole_revision: Annotated[
-        bool, Described("The chunk is the whole revision.")
-    ]
+    revision_total_chars: Annotated[int, Described("Characters in the whole revision.")]
+    covers_whole_revision: Annotated[bool, Described("The chunk is the whole revision.")]
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,7 @@ class ScanItem:
 
 @dataclass(frozen=True)
 class ScanResponse:
-    results: Annotated[
-        list[ScanItem], Described("Newest first.")
-    ]
+    results: Annotated[list[ScanItem], Described("Newest first.")]
     sort: Annotated[
         Literal["updated_desc", "created_desc"],
         Described("since/until apply to its time."),
