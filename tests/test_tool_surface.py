@@ -483,3 +483,45 @@ def test_the_floor_rule_is_stated_where_an_agent_and_a_reader_look(session: Sess
     assert "document_ids" in description and "exact document_paths" in description
     search_md = (Path(__file__).resolve().parent.parent / "docs" / "search.md").read_text()
     assert "exact path" in search_md and "never emptied by a floor" not in search_md
+
+
+# ------------------------------------------------------------------ 4. a ready citation
+
+
+def lines_of(citation: dict[str, Any]) -> str:
+    start, end = citation["line_start"], citation["line_end"]
+    return f"L{start}" if start == end else f"L{start}-L{end}"
+
+
+def test_results_fetches_and_reads_carry_a_reference_to_paste(
+    session: Session, corpus_ids: dict[str, list[str]]
+) -> None:
+    hits = session.call("search_knowledge", {"query": "restore a database backup"})["results"]
+    runbook = next(hit for hit in hits if hit["path"] == RUNBOOK_PATH)
+    citation = runbook["citation"]
+    assert runbook["reference"] == (
+        f"handbook:ops/runbook.md#{lines_of(citation)}@{citation['revision_id']}"
+    )
+    fetched = session.call("search_knowledge", {"chunk_ids": [runbook["chunk_id"]]})["chunks"][0]
+    assert fetched["reference"] == runbook["reference"]
+    window = session.call("search_knowledge", {"document_id": runbook["document_id"]})
+    assert window["reference"] == (
+        f"handbook:ops/runbook.md#L1-L{window['line_end']}@{window['revision_id']}"
+    )
+    assert window["line_end"] == window["content"].count("\n")  # the file's last line
+
+
+def test_a_read_past_the_end_reports_a_sane_line_range(
+    session: Session, corpus_ids: dict[str, list[str]]
+) -> None:
+    docs = session.call("list_documents", {})["documents"]
+    runbook = next(doc for doc in docs if doc["path"] == RUNBOOK_PATH)
+    whole = session.call("search_knowledge", {"document_id": runbook["document_id"]})
+    last_line = whole["line_end"]
+    for offset in (runbook["size_chars"], runbook["size_chars"] + 500):
+        past = session.call(
+            "search_knowledge", {"document_id": runbook["document_id"], "offset": offset}
+        )
+        assert past["content"] == ""
+        assert (past["line_start"], past["line_end"]) == (last_line, last_line), offset
+        assert past["reference"].endswith(f"#L{last_line}@{past['revision_id']}")

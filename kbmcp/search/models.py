@@ -54,6 +54,25 @@ class Citation:
     ] = ""
 
 
+Reference = Annotated[
+    str,
+    Described(
+        "Paste-ready citation: knowledge base:path#Lstart-Lend@revision (a memory: its store "
+        "and id)."
+    ),
+]
+
+
+def reference(
+    knowledge_base_name: str, path: str, line_start: int, line_end: int, revision_id: str
+) -> str:
+    """`handbook:ops/restore.md#L12-L30@rev_...`: where a passage or a read window is, in one
+    string an agent can paste into its answer (a single line is `#L12`). For a memory the
+    knowledge base is its store and the path its id."""
+    lines = f"L{line_start}" if line_start == line_end else f"L{line_start}-L{line_end}"
+    return f"{knowledge_base_name}:{path}#{lines}@{revision_id}"
+
+
 class ChunkPlace(Protocol):
     """Where a chunk lies in its revision, as a ranked row and a fetched chunk both hold it."""
 
@@ -175,6 +194,7 @@ class SearchResult:
         list[str], Described("Headings enclosing the passage, outermost first.")
     ]
     excerpt: Annotated[str, Described("Bounded; chunk_ids fetches the whole chunk.")]
+    reference: Reference
     citation: Citation
     lexical_rank: Annotated[int | None, Described("Keyword-channel rank.")]
     # bm25 with the sign flipped from FTS5's

@@ -26,7 +26,9 @@ from kbmcp.search.models import (
     MAX_LIMIT_CHARS,
     Citation,
     InlineContent,
+    Reference,
     chunk_citation,
+    reference,
 )
 from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.store.reads import DocumentRevision
@@ -86,8 +88,9 @@ class DocumentWindow:
     content_total_chars: int
     content_truncated: Annotated[bool, Described("Text continues after this window.")]
     next_offset: Annotated[int | None, Described("Pass as offset to read on; null at the end.")]
-    line_start: int
+    line_start: Annotated[int, Described("The window's first line (past the end: the last).")]
     line_end: int
+    reference: Reference
     knowledge_base_name: KnowledgeBaseName
     owner_tenant_id: OwnerTenantId
     owner_tenant: OwnerTenant
@@ -143,6 +146,7 @@ class FetchedChunk:
         str,
         Described("A fragment of the revision unless covers_whole_revision."),
     ]
+    reference: Reference
     citation: Citation
     revision_total_chars: Annotated[int, Described("Characters in the whole revision.")]
     covers_whole_revision: Annotated[bool, Described("The chunk is the whole revision.")]
@@ -172,6 +176,7 @@ def read_document(
     limit_chars = integer(limit_chars, "limit_chars", 1, MAX_LIMIT_CHARS)
     row = _document_revision(workspace, principal, document_id, revision_id, knowledge_base_ids)
     window = _window(row, offset, limit_chars)
+    line_start, line_end = _window_lines(row.content, offset, offset + len(window.content))
     revisions, more = _revisions(workspace, row)
     return DocumentWindow(
         document_id=row.document_id,
@@ -190,8 +195,11 @@ def read_document(
         content_total_chars=window.content_total_chars,
         content_truncated=window.content_truncated,
         next_offset=window.next_offset,
-        line_start=_line_of(row.content, min(offset, row.total_chars)),
-        line_end=_line_of(row.content, max(min(offset + limit_chars, row.total_chars) - 1, 0)),
+        line_start=line_start,
+        line_end=line_end,
+        reference=reference(
+            row.knowledge_base_name, row.path, line_start, line_end, row.revision_id
+        ),
         knowledge_base_name=row.knowledge_base_name,
         owner_tenant_id=row.owner_tenant_id,
         owner_tenant=row.owner_tenant,
@@ -294,6 +302,9 @@ def fetch_chunks(
             path=row.path,
             heading_path=headings,
             text=neutralise(row.text),
+            reference=reference(
+                row.knowledge_base_name, row.path, row.line_start, row.line_end, row.revision_id
+            ),
             citation=chunk_citation(row, row.document_kind, headings, row.sha256),
             revision_total_chars=row.revision_chars,
             covers_whole_revision=row.covers_whole,
@@ -376,6 +387,16 @@ def _revisions(workspace: Workspace, row: DocumentRevision) -> tuple[list[Revisi
         for r in found[:MAX_REVISIONS]
     ]
     return revisions, len(found) > MAX_REVISIONS
+
+
+def _window_lines(content: str, start: int, end: int) -> tuple[int, int]:
+    """The 1-based lines of the characters [start, end) of `content`. An empty window (a read
+    past the end, or an empty revision) is a position, not text: both are the line it lies on,
+    clamped to the revision's last line, never a range that ends before it starts."""
+    if end > start:
+        return _line_of(content, start), _line_of(content, end - 1)
+    line = _line_of(content, max(min(start, len(content)) - 1, 0))
+    return line, line
 
 
 def _line_of(content: str, index: int) -> int:
