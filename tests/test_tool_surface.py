@@ -525,3 +525,40 @@ def test_a_read_past_the_end_reports_a_sane_line_range(
         assert past["content"] == ""
         assert (past["line_start"], past["line_end"]) == (last_line, last_line), offset
         assert past["reference"].endswith(f"#L{last_line}@{past['revision_id']}")
+
+
+# ------------------------------------------------------------------ issue 39, 4: tags
+
+
+def test_tags_have_one_shape_that_passes_back_as_a_filter(
+    session: Session, corpus_ids: dict[str, list[str]]
+) -> None:
+    """Knowledge bases, documents, scan items and memories show tags as an object (a key with
+    several values as the list of them), and that object, passed back as a tags filter, finds
+    the document it came from."""
+    docs = session.call("list_documents", {})["documents"]
+    runbook = next(doc for doc in docs if doc["path"] == RUNBOOK_PATH)
+    assert runbook["tags"] == {"tag": ["ops", "runbook"]}
+    assert all(isinstance(doc["tags"], dict) for doc in docs)
+    kbs = session.call("list_knowledge_bases", {})["knowledge_bases"]
+    assert all(isinstance(kb["tags"], dict) for kb in kbs)
+    scanned = session.call("search_knowledge", {"limit": 20})["results"]
+    assert (
+        next(item for item in scanned if item["path"] == RUNBOOK_PATH)["tags"] == (runbook["tags"])
+    )
+    found = session.call("search_knowledge", {"query": "restore", "tags": runbook["tags"]})
+    assert {hit["path"] for hit in found["results"]} == {RUNBOOK_PATH}
+    listed = session.call("list_documents", {"tags": runbook["tags"]})["documents"]
+    assert [doc["path"] for doc in listed] == [RUNBOOK_PATH]
+    # A list value asks for every value: a document with only one of them does not match.
+    none = session.call("list_documents", {"tags": {"tag": ["runbook", "nonexistent"]}})
+    assert none["documents"] == []
+
+
+def test_the_cli_json_shows_tags_in_the_same_shape(corpus_file: Path, kbmcp: Any) -> None:
+    import json
+
+    listed = json.loads(kbmcp("--db", str(corpus_file), "ls", "handbook", "--json").out)
+    documents = listed["documents"] if isinstance(listed, dict) else listed
+    runbook = next(doc for doc in documents if doc["path"] == RUNBOOK_PATH)
+    assert runbook["tags"] == {"tag": ["ops", "runbook"]}

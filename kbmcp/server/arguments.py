@@ -105,6 +105,31 @@ STRING_MAP_SCHEMA: dict[str, Any] = {
     "additionalProperties": {"type": "string"},
     "minProperties": 1,
 }
+
+
+def tag_filter_schema(max_pairs: int, *, min_properties: int) -> dict[str, Any]:
+    """A tags filter: key -> a string, or a list of strings that must all be carried (the shape
+    results show tags in, kbmcp/tags.py). anyOf, not a type array (strict checkers)."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "additionalProperties": {
+            "anyOf": [
+                {"type": "string"},
+                {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "minItems": 1,
+                    "maxItems": max_pairs,
+                },
+            ]
+        },
+        "maxProperties": max_pairs,
+    }
+    if min_properties:
+        schema["minProperties"] = min_properties
+    return schema
+
+
 # Pairs where an empty object means "none" (a memory's tags, list_documents' filter).
 STRING_MAP_SCHEMA_OR_EMPTY: dict[str, Any] = {
     "type": "object",

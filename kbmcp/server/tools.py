@@ -38,13 +38,13 @@ from kbmcp.search.models import (
 from kbmcp.search.request import MAX_HALF_LIFE
 from kbmcp.server import models
 from kbmcp.server.arguments import (
-    STRING_MAP_SCHEMA,
     STRING_MAP_SCHEMA_OR_EMPTY,
     as_bool,
     declared_defaults,
     param,
     reject_given,
     string_list_schema,
+    tag_filter_schema,
     without_declared_defaults,
 )
 from kbmcp.server.auth import LocalOwner, PrincipalSource
@@ -144,8 +144,8 @@ DocumentPaths = param(
     "Only documents whose path starts with one of these.",
 )
 Tags = param(
-    {**STRING_MAP_SCHEMA, "maxProperties": MAX_FILTER_PAIRS},
-    "Every pair must match (a memory's tags include its store's).",
+    tag_filter_schema(MAX_FILTER_PAIRS, min_properties=1),
+    "Every pair must match (a memory's tags include its store's); a list: every value.",
 )
 Metadata = param(
     {
@@ -251,8 +251,8 @@ ListKnowledgeBaseIds = param(
     "Only documents of these knowledge bases.",
 )
 ListTags = param(
-    {**STRING_MAP_SCHEMA_OR_EMPTY, "maxProperties": MAX_FILTER_PAIRS},
-    "Only documents carrying every pair.",
+    tag_filter_schema(MAX_FILTER_PAIRS, min_properties=0),
+    "Only documents carrying every pair (a list: every value).",
 )
 PathPrefix = param(
     {"type": "string", "minLength": 1, "pattern": NONBLANK},

@@ -35,6 +35,7 @@ from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document
 from kbmcp.store.catalog import DEFAULT_MEMORY_STORE, MEMORIES, KnowledgeBaseRef, TenantRef
 from kbmcp.store.memories import MemoryState, OwnMemory
 from kbmcp.store.vectors import to_blob
+from kbmcp.tags import TagObject, tag_object
 from kbmcp.validate import collection_name, integer, shown, storable
 from kbmcp.workspace import Workspace, holding_lock
 
@@ -83,8 +84,7 @@ class RememberResult:
         ),
     ]
     tags: Annotated[
-        list[tuple[str, str]],
-        Described("The memory's own [key, value] tags (without memory:read: the tags you sent)."),
+        TagObject, Described("The memory's own tags (without memory:read: the tags you sent).")
     ]
 
 
@@ -107,7 +107,7 @@ class MemoryInfo:
     status: Literal["published", "forgotten"]
     content: str
     source: str | None
-    tags: list[tuple[str, str]]
+    tags: TagObject
     created_at: str
     updated_at: str
     revision_id: str
@@ -290,11 +290,11 @@ def _remember(
     if blind:
         return RememberResult(
             path, store.public_id, store.name, written.revision_id or "", "stored",
-            sorted(memory.tags.items()),
+            tag_object(memory.tags.items()),
         )  # fmt: skip
     return RememberResult(
         path, store.public_id, store.name, written.revision_id or "", _outcome(known, same),
-        merged,
+        tag_object(merged),
     )  # fmt: skip
 
 
@@ -392,7 +392,7 @@ def list_memories(
             status="published" if row.status == "published" else "forgotten",
             content=row.content,
             source=row.source,
-            tags=row.tags,
+            tags=tag_object(row.tags),
             created_at=row.created_at,
             updated_at=row.updated_at,
             revision_id=row.revision_id,

@@ -21,6 +21,7 @@ from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
 from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.store.scan import DEFAULT_SORT, SORTS, RecentRow
+from kbmcp.tags import Tags, tag_object
 from kbmcp.validate import integer, shown
 from kbmcp.workspace import Workspace
 
@@ -39,7 +40,7 @@ class ScanItem:
     updated_at: str
     created_at: Annotated[str, Described("First added.")]
     size_chars: int
-    tags: Annotated[list[tuple[str, str]], Described("[key, value] pairs.")]
+    tags: Tags
     # the start of the first chunk, at most EXCERPT_CHARS characters
     excerpt: Annotated[str, Described("The start of the document.")]
 
@@ -144,6 +145,6 @@ def _item(row: RecentRow) -> ScanItem:
         updated_at=row.updated_at,
         created_at=row.created_at,
         size_chars=row.char_count,
-        tags=row.tags,
+        tags=tag_object(row.tags),
         excerpt=excerpt,
     )

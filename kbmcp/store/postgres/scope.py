@@ -122,13 +122,13 @@ FILTER_DOCUMENTS = {
 MEMORY_FILTER_DOCUMENTS = {
     "tags": """
         SELECT hit.document_id
-        FROM (SELECT t.document_id, t.key
+        FROM (SELECT t.document_id, t.key, t.value
               FROM unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
               JOIN document_tag AS t
                 ON t.knowledge_base_id = ANY(%(readable_store_ids)s::bigint[])
                AND t.key = want.key AND t.value = want.value
               UNION
-              SELECT memory.id, want.key
+              SELECT memory.id, want.key, want.value
               FROM knowledge_base AS store
               CROSS JOIN jsonb_each(store.tags::jsonb) AS have(key, value)
               JOIN unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
@@ -213,7 +213,8 @@ def scope_params(scope: Scope) -> dict[str, Any]:
     }
     for name, value in scope.filters.items():
         if name == "tags":
-            params["tag_keys"], params["tag_values"] = list(value), list(value.values())
+            params["tag_keys"] = [key for key, _ in value]
+            params["tag_values"] = [tag for _, tag in value]
         elif name == "metadata":
             params.update(_metadata_params(value))
         else:
