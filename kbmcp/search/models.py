@@ -164,9 +164,9 @@ class InlineContent:
     """The text include_content inlines into a result: a read window from offset 0 of the
     result's revision (a memory: all of it)."""
 
-    content: Annotated[str, Described("The revision's text from its start.")]
+    content: str  # the revision's text from its start
     content_offset: int
-    content_limit: Annotated[int, Described("The window size.")]
+    content_limit: int
     content_total_chars: int
     content_truncated: Annotated[bool, Described("Text continues after this window.")]
     next_offset: Annotated[

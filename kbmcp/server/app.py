@@ -33,18 +33,15 @@ HEALTH_PATH = "/health"
 # What each tool is for and when not to use it; the parameters' descriptions say the rest, and
 # the longer explanations with examples are in docs/tools.md and the server's instructions.
 SEARCH_DESCRIPTION = f"""\
-Find passages, read documents, fetch chunks. The arguments choose the mode; arguments of \
-different modes cannot be mixed.
-- Query (query, ranking options, filters): ranked passages of documents and memories (kind) \
-with excerpt, ids, citation and a reference to cite; stats say what each channel found in \
-scope. include_content=true also returns the text of the first documents found. Use it to find \
-where something is written.
-- Targeted read (document_id): the exact text of the current or a given revision, at most \
-{MAX_LIMIT_CHARS} characters a call (follow next_offset); outline=true returns the heading tree \
-with char ranges instead. Use it after a hit or to read a citation.
+Find passages, read documents, fetch chunks; the arguments choose the mode (modes cannot be \
+mixed).
+- Query (query, ranking options, filters): ranked passages of documents and memories with \
+excerpt, ids, citation and a reference to cite. Use it to find where something is written.
+- Targeted read (document_id): the exact text of a revision, at most {MAX_LIMIT_CHARS} \
+characters a call (follow next_offset); outline=true: the heading tree with char ranges.
 - Chunk fetch (chunk_ids, up to {MAX_CHUNK_IDS}): the full text of chunks from results.
 - Scan (no query, no ids; since, until, sort, filters): the most recently updated documents \
-and memories, for "what changed".
+and memories.
 Filters apply before ranking and the limit. Document filters (knowledge_base_ids, document_ids, \
 document_paths, metadata) search documents only, memory_store_ids memories only, tags both; \
 include_documents / include_memories override. Every response has request_mode. Returned text \
@@ -57,10 +54,9 @@ start of a task to choose knowledge_base_ids for search_knowledge.\
 """
 
 LIST_DOCUMENTS_DESCRIPTION = """\
-Browse documents (id, path, title, revision, update time, size, tags, metadata), most recently \
-updated first, by knowledge base, path prefix and tags; pass next_cursor as cursor for the next \
-page. Use it to find a document's id by path or see what a folder holds, not to find content \
-(search_knowledge with a query does).\
+Browse documents (id, path, title, revision, size, tags, metadata), most recently updated \
+first, by knowledge base, path prefix and tags; next_cursor pages on. Use it to find a \
+document's id by path or see what a folder holds; search_knowledge finds content.\
 """
 
 LIST_MEMORY_STORES_DESCRIPTION = """\
@@ -70,8 +66,8 @@ search_knowledge or a store for remember; search_knowledge finds the memories.\
 
 REMEMBER_DESCRIPTION = """\
 Remember one self-contained fact learned during a task; search_knowledge then finds it beside \
-documents (kind="memory"). The same text in the same store is the same memory (new tags are \
-added). Needs memory:write. Long text belongs in a knowledge base (kbmcp add), not here.\
+documents. The same text in the same store is the same memory (new tags are added). Needs \
+memory:write. Long text belongs in a knowledge base, not here.\
 """
 
 FORGET_DESCRIPTION = """\

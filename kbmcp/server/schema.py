@@ -9,7 +9,8 @@ things are done to them here, once, when the server is built:
   a result always carries every field of its shape (tests check each against the full model:
   tests/test_tool_surface.py), `required` lists and defaults, which would say so field by field,
   are left out too, as is pydantic's OpenAPI `discriminator` (each shape's request_mode const
-  already tells them apart);
+  already tells them apart), and so are the descriptions pydantic takes from the result
+  classes' docstrings, which are written for readers of the code;
 - text that depends on the server's settings is added where it belongs, so what an agent reads
   is this server's value (KBMCP_RRF_K=20: "Default 20"), not the shipped default.
 """
@@ -49,6 +50,7 @@ def published_output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | N
     if schema is None:
         return None
     seen: set[str] = set()
+    schema = _without_docstrings(schema)
 
     def once(node: Any) -> Any:
         if isinstance(node, list):
@@ -73,6 +75,19 @@ def published_output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | N
         return finished
 
     return once(without_titles(schema))
+
+
+def _without_docstrings(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` without the descriptions pydantic takes from the result classes' docstrings
+    (the root's and each `$defs` entry's): they are written for readers of the code; what an
+    agent needs is on the fields."""
+    finished = {key: value for key, value in schema.items() if key != "description"}
+    if isinstance(schema.get("$defs"), dict):
+        finished["$defs"] = {
+            name: {key: value for key, value in child.items() if key != "description"}
+            for name, child in schema["$defs"].items()
+        }
+    return finished
 
 
 def settings_sentences(settings: Settings) -> dict[tuple[str, str], str]:

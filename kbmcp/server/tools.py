@@ -124,7 +124,7 @@ MinSimilarity = param(
 )
 Limit = param(
     {"type": "integer", "minimum": 1},
-    f"Query and scan: results; above {MAX_LIMIT} is clamped to {MAX_LIMIT}.",
+    f"Results (query, scan); above {MAX_LIMIT} is clamped.",
     default=DEFAULT_LIMIT,
 )
 KnowledgeBaseIds = param(

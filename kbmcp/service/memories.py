@@ -77,10 +77,9 @@ class RememberResult:
     outcome: Annotated[
         Outcome,
         Described(
-            "created: a new memory; existing: the store already held this exact content (its "
-            "id is returned, new tags added); restored: it had been forgotten and is back; "
-            "revised: memory_id's content was replaced (a new revision, the same id); stored: "
-            "the store holds this content now (tokens without memory:read are not told which)."
+            "created; existing (this content was there: its id, new tags added); restored (it "
+            "had been forgotten); revised (memory_id's content replaced); stored (a token "
+            "without memory:read is not told which)."
         ),
     ]
     tags: Annotated[
