@@ -20,6 +20,7 @@ from kbmcp.server.auth import AUTH_SETTINGS, BearerPrincipals, LocalOwner, Princ
 from kbmcp.server.errors import RequestErrorGuard, ToolCallGuard
 from kbmcp.server.instructions import instructions_for
 from kbmcp.server.protocol import add_protocol_handlers
+from kbmcp.server.resources import ResourceServer
 from kbmcp.server.schema import published_output_schema, with_settings, without_titles
 from kbmcp.server.scope_guard import TOOL_SCOPES, ScopeGuard
 from kbmcp.server.tools import KbTools, ServerOptions
@@ -143,8 +144,8 @@ def build_server(
         instructions=instructions_for(registered),
         token_verifier=token_verifier,
         auth=AUTH_SETTINGS if token_verifier else None,
-        # Nothing to subscribe to: no resources, and the tool list never changes during a
-        # connection (kbmcp/server/protocol.py).
+        # Nothing to subscribe to: resources are read on request (no change notifications),
+        # and the tool list never changes during a connection (kbmcp/server/protocol.py).
         subscriptions=False,
         middleware=[
             RequestErrorGuard(),
@@ -177,6 +178,7 @@ def build_server(
         tool.parameters = with_settings(name, without_titles(tool.parameters), workspace.settings)
         tool.fn_metadata.output_schema = published_output_schema(tool.fn_metadata.output_schema)
     add_protocol_handlers(server)
+    ResourceServer(workspace, principals).register(server)
     return server
 
 

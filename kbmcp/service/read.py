@@ -279,6 +279,63 @@ def document_outline(
     )
 
 
+@dataclass(frozen=True)
+class DocumentText:
+    """A whole revision as an MCP resource serves it: its text (neutralised, as every returned
+    text is) and where it comes from."""
+
+    revision: DocumentRevision
+    text: str
+    line_end: int  # the last line
+
+
+@dataclass(frozen=True)
+class SectionText:
+    """One section of a revision's outline (1-based `number`, in document order) and its text."""
+
+    document: DocumentText
+    number: int
+    title: str
+    text: str
+    line_start: int
+    line_end: int
+
+
+def document_text(
+    workspace: Workspace, principal: Principal, document_id: str, *, revision_id: str | None = None
+) -> DocumentText:
+    """The whole text of the current (or given) revision of a document or memory, under the
+    same rules as a targeted read (readable, or `resource_unavailable`)."""
+    row = _document_revision(workspace, principal, document_id, revision_id)
+    return DocumentText(
+        row, neutralise(row.content), _window_lines(row.content, 0, row.total_chars)[1]
+    )
+
+
+def section_text(
+    workspace: Workspace, principal: Principal, document_id: str, number: int
+) -> SectionText:
+    """Section `number` (1-based, in outline order) of the current revision: its heading and
+    the text of its char range (a section includes its subsections)."""
+    document = document_text(workspace, principal, document_id)
+    sections = outline(document.revision.content, document.revision.kind)
+    if not 1 <= number <= len(sections):
+        raise ResourceUnavailable(
+            f"document {document.revision.document_id} has {len(sections)} sections; there is "
+            f"no section {number}",
+            details={"document_id": document.revision.document_id, "sections": len(sections)},
+        )
+    section = sections[number - 1]
+    return SectionText(
+        document,
+        number,
+        section.title,
+        document.text[section.char_start : section.char_end],
+        section.line_start,
+        section.line_end,
+    )
+
+
 def fetch_chunks(
     workspace: Workspace, principal: Principal, chunk_ids: Sequence[str]
 ) -> FetchedChunks:
