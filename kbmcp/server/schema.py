@@ -17,31 +17,44 @@ things are done to them here, once, when the server is built:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kbmcp.config import Settings
 
 # Keys whose value maps names to schemas (a property named "title" is not a title).
 _SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
+# Keys whose value is a JSON value, not a schema.
+_VALUES = ("default", "const", "enum", "examples")
 
 
-def without_titles(schema: Any) -> Any:
-    """`schema` (a JSON schema) without the `title` keyword anywhere in it."""
+def _pruned(schema: Any, keep: Callable[[str, Any], bool]) -> Any:
+    """`schema` (a JSON schema) without the keywords `keep(key, value)` refuses, at every level,
+    in document order. Names in `properties` and `$defs` are names, not keywords."""
     if isinstance(schema, list):
-        return [without_titles(item) for item in schema]
+        return [_pruned(item, keep) for item in schema]
     if not isinstance(schema, dict):
         return schema
     finished: dict[str, Any] = {}
     for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
+        if not keep(key, value):
             continue
         if key in _SCHEMA_MAPS and isinstance(value, dict):
-            finished[key] = {name: without_titles(child) for name, child in value.items()}
-        elif key in ("default", "const", "enum", "examples"):
-            finished[key] = value  # values, not schemas
+            finished[key] = {name: _pruned(child, keep) for name, child in value.items()}
+        elif key in _VALUES:
+            finished[key] = value
         else:
-            finished[key] = without_titles(value)
+            finished[key] = _pruned(value, keep)
     return finished
+
+
+def _not_a_title(key: str, value: Any) -> bool:
+    return not (key == "title" and isinstance(value, str))
+
+
+def without_titles(schema: Any) -> Any:
+    """`schema` (a JSON schema) without the `title` keyword anywhere in it."""
+    return _pruned(schema, _not_a_title)
 
 
 def published_output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -50,31 +63,17 @@ def published_output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | N
     if schema is None:
         return None
     seen: set[str] = set()
-    schema = _without_docstrings(schema)
 
-    def once(node: Any) -> Any:
-        if isinstance(node, list):
-            return [once(item) for item in node]
-        if not isinstance(node, dict):
-            return node
-        finished: dict[str, Any] = {}
-        for key, value in node.items():
-            if key in ("default", "discriminator", "required"):
-                continue
-            if key == "description" and isinstance(value, str):
-                if value in seen:
-                    continue
-                seen.add(value)
-                finished[key] = value
-            elif key in _SCHEMA_MAPS and isinstance(value, dict):
-                finished[key] = {name: once(child) for name, child in value.items()}
-            elif key in ("const", "enum", "examples"):
-                finished[key] = value
-            else:
-                finished[key] = once(value)
-        return finished
+    def keep(key: str, value: Any) -> bool:
+        if key in ("default", "discriminator", "required") or not _not_a_title(key, value):
+            return False
+        if key == "description" and isinstance(value, str):
+            if value in seen:
+                return False
+            seen.add(value)
+        return True
 
-    return once(without_titles(schema))
+    return _pruned(_without_docstrings(schema), keep)
 
 
 def _without_docstrings(schema: dict[str, Any]) -> dict[str, Any]:
