@@ -319,7 +319,6 @@ def bound_cases(doc: str) -> list[tuple[str, str, dict[str, Any], list[Any]]]:
     ]
 
 
-@pytest.mark.sqlite_only("remember writes; the bounds are the tool layer's, the same on both")
 def test_every_bound_of_the_validators_is_in_the_schema_and_no_other(
     session: Session, corpus_ids: dict[str, list[str]]
 ) -> None:
