@@ -105,8 +105,8 @@ Query = param(
 )
 Mode = param(
     {"type": "string", "enum": [*MODES, *MODE_ALIASES]},
-    "Ranking: hybrid (keyword + semantic by alpha), lexical (alias keyword), semantic, rrf. "
-    "Omitted: the mode of alpha or rrf_k if given, else hybrid.",
+    "hybrid (keyword + semantic by alpha), lexical (alias keyword), semantic or rrf. Omitted: "
+    "alpha's or rrf_k's mode, else hybrid.",
 )
 Alpha = param(
     {"type": "number", "minimum": 0, "maximum": 1},
@@ -129,7 +129,7 @@ Limit = param(
 )
 KnowledgeBaseIds = param(
     string_list_schema(MAX_KNOWLEDGE_BASE_IDS, pattern=ID_PATTERN.format("kb")),
-    "Only these knowledge bases (a targeted read: one must hold the document).",
+    "Only these knowledge bases (a read: one must hold the document).",
 )
 DocumentIds = param(
     string_list_schema(MAX_DOCUMENT_IDS, pattern=ID_PATTERN.format("doc")),
@@ -166,11 +166,11 @@ MemoryStoreIds = param(
 )
 IncludeDocuments = param(
     {"type": "boolean"},
-    "Search documents. Omitted: yes, unless only memory filters are given.",
+    "Search documents (omitted: yes unless only memory filters are given).",
 )
 IncludeMemories = param(
     {"type": "boolean"},
-    "Search memories. Omitted: yes, unless only document filters are given.",
+    "Search memories (omitted: yes unless only document filters are given).",
 )
 RecencyHalfLifeDays = param(
     {"type": "number", "minimum": 0, "maximum": MAX_HALF_LIFE},
@@ -188,7 +188,7 @@ Content = param(
 )
 RememberStoreId = param(
     {"type": "string", "pattern": ID_PATTERN.format("mst")},
-    "The memory store. Omitted: your 'memories' store.",
+    "The store (omitted: your 'memories' store).",
 )
 MemoryTags = param(
     {**STRING_MAP_SCHEMA_OR_EMPTY, "maxProperties": memories.MAX_TAGS},
@@ -196,7 +196,7 @@ MemoryTags = param(
 )
 MemorySource = param(
     {"type": "string", "maxLength": memories.MAX_SOURCE_CHARS},
-    "Where the fact comes from (a conversation, a ticket, a URL).",
+    "Where the fact comes from.",
 )
 MemoryId = param(
     {"type": "string", "pattern": ID_PATTERN.format("mem")},
@@ -204,11 +204,11 @@ MemoryId = param(
 )
 ReviseMemoryId = param(
     {"type": "string", "pattern": ID_PATTERN.format("mem")},
-    "Replace this memory's content (a correction) instead of adding one. Not with memory_store_id.",
+    "Correct this memory's content instead of adding one (not with memory_store_id).",
 )
 DocumentId = param(
     {"type": "string", "pattern": ID_PATTERN.format("(doc|mem)")},
-    "Targeted read: the document (or memory) to read.",
+    "Targeted read: the document (or memory).",
 )
 RevisionId = param(
     {"type": "string", "pattern": ID_PATTERN.format("rev")},
