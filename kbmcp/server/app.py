@@ -10,8 +10,6 @@ from typing import Any
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
-from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from kbmcp import __version__
 from kbmcp.errors import InvalidRequest
@@ -29,7 +27,6 @@ from kbmcp.workspace import Workspace
 
 SERVER_NAME = "kbmcp"
 CANDIDATES_ENV = "KBMCP_SEARCH_CANDIDATES"
-HEALTH_PATH = "/health"
 
 # What each tool is for and when not to use it; the parameters' descriptions say the rest, and
 # the longer explanations with examples are in docs/tools.md and the server's instructions.
@@ -153,7 +150,6 @@ def build_server(
             ToolCallGuard(known.get, required.get),
         ],
     )
-    server.custom_route(HEALTH_PATH, methods=["GET"])(health)
     descriptions = {
         "search_knowledge": SEARCH_DESCRIPTION,
         "list_knowledge_bases": LIST_KBS_DESCRIPTION,
@@ -180,8 +176,3 @@ def build_server(
     add_protocol_handlers(server)
     ResourceServer(workspace, principals).register(server)
     return server
-
-
-async def health(request: Request) -> JSONResponse:
-    """GET /health for supervisors and load balancers: no authentication, no data."""
-    return JSONResponse({"status": "ok"})
