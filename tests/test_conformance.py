@@ -6,6 +6,7 @@ so in pytest's warnings summary)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,10 @@ def test_every_applicable_conformance_scenario_passes(tmp_path: Path) -> None:
     applicable, total = summary.removeprefix("applies to kbmcp: ").split(" pass")[0].split(" of ")
     assert applicable == total and int(total) >= 8, run.stdout
     assert "  pass  completion-complete" in run.stdout
+    # resources-list checks the structure of what is listed: the knowledge base's documents,
+    # not an empty list that would check nothing.
+    listed = re.search(r"  pass  resources-list \((\d+) resources listed\)", run.stdout)
+    assert listed is not None and int(listed.group(1)) > 0, run.stdout
     # The honest count: scenarios that could only pass through a deviation from the
     # specification (an unknown tool answered as a tool result; a logging capability without log
     # notifications) are counted as not applicable, with the reason.

@@ -18,6 +18,7 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.service import memories
 from kbmcp.service.memories import MemoryInfo
 from kbmcp.service.tenants import act_as_tenant
+from kbmcp.tags import tag_pairs
 from kbmcp.wording import counted
 from kbmcp.workspace import Workspace
 
@@ -238,7 +239,7 @@ def _memory_line(item: MemoryInfo) -> str:
     text = " ".join(item.content.split())
     preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
     status = "" if item.status == "published" else " [forgotten]"
-    tags = f"  [{_tags_text(item.tags)}]" if item.tags else ""
+    tags = f"  [{_tags_text(tag_pairs(item.tags))}]" if item.tags else ""
     return (
         f"{item.memory_id}  {printable(item.memory_store)}  {item.updated_at}{status}{tags}  "
         f"{printable(preview)}"

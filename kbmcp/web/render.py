@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from kbmcp.clock import parse_timestamp
+from kbmcp.tags import tag_pairs
 
 # C0 controls (but tab and line breaks in running text), DEL, C1 controls, and the Unicode
 # format characters that reorder or hide text (bidirectional embeddings, overrides and
@@ -102,7 +103,14 @@ def environment() -> Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        {"visible": visible, "visible_text": visible_text, "when": when, "number": number}
+        {
+            "visible": visible,
+            "visible_text": visible_text,
+            "when": when,
+            "number": number,
+            # Tags are an object everywhere (kbmcp/tags.py); a page shows one key=value each.
+            "tag_pairs": tag_pairs,
+        }
     )
     env.globals.update({"url": url, "htmx_config": HTMX_CONFIG})
     return env

@@ -122,13 +122,13 @@ FILTER_DOCUMENTS = {
 MEMORY_FILTER_DOCUMENTS = {
     "tags": """
         SELECT hit.document_id
-        FROM (SELECT t.document_id, t.key
+        FROM (SELECT t.document_id, t.key, t.value
               FROM unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
               JOIN document_tag AS t
                 ON t.knowledge_base_id = ANY(%(readable_store_ids)s::bigint[])
                AND t.key = want.key AND t.value = want.value
               UNION
-              SELECT memory.id, want.key
+              SELECT memory.id, want.key, want.value
               FROM knowledge_base AS store
               CROSS JOIN jsonb_each(store.tags::jsonb) AS have(key, value)
               JOIN unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
@@ -186,6 +186,16 @@ SELECT coalesce(array_agg(chunk_id ORDER BY chunk_id), '{}')
 FROM indexed_chunk
 WHERE document_id = ANY(%(document_ids)s::bigint[])
 """
+# The indexed chunks of the documents at exactly these paths in these knowledge bases: a path
+# in document_paths that names a document is as explicit as its id (kbmcp/search/floor.py).
+# Equality needs no collation (deterministic collations compare equal bytes only).
+CHUNKS_AT_PATHS = """
+SELECT coalesce(array_agg(i.chunk_id ORDER BY i.chunk_id), '{}')
+FROM indexed_chunk AS i
+JOIN document AS d ON d.id = i.document_id
+WHERE i.knowledge_base_id = ANY(%(knowledge_base_ids)s::bigint[])
+  AND d.path = ANY(%(paths)s::text[])
+"""
 
 
 STATEMENTS = ScopeStatements(
@@ -203,7 +213,8 @@ def scope_params(scope: Scope) -> dict[str, Any]:
     }
     for name, value in scope.filters.items():
         if name == "tags":
-            params["tag_keys"], params["tag_values"] = list(value), list(value.values())
+            params["tag_keys"] = [key for key, _ in value]
+            params["tag_values"] = [tag for _, tag in value]
         elif name == "metadata":
             params.update(_metadata_params(value))
         else:
@@ -369,4 +380,12 @@ def resolve_memory_store_ids(
 
 def selected_document_chunks(conn: PgConnection, document_ids: list[int]) -> np.ndarray:
     ids = conn.execute(SELECTED_DOCUMENT_CHUNKS, {"document_ids": list(document_ids)}).fetchone()
+    return np.asarray(ids[0], dtype=np.int64)
+
+
+def chunks_at_paths(
+    conn: PgConnection, knowledge_base_ids: list[int], paths: list[str]
+) -> np.ndarray:
+    parameters = {"knowledge_base_ids": list(knowledge_base_ids), "paths": list(paths)}
+    ids = conn.execute(CHUNKS_AT_PATHS, parameters).fetchone()
     return np.asarray(ids[0], dtype=np.int64)
