@@ -29,6 +29,8 @@ DEFAULT_RECENCY_HALF_LIFE_DAYS = 0.0
 # The most chunks one ingest write transaction writes (docs/ingest.md): a document with more is
 # written in parts of this size and made current at the end. ~0.2 s of writing on two cores.
 DEFAULT_WRITE_BATCH_CHUNKS = 1000
+# How long the audit trail keeps its rows (docs/operations.md, "Audit trail"); 0 keeps them all.
+DEFAULT_AUDIT_RETENTION_DAYS = 90
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,10 @@ class Settings:
     # docs/operations.md, read-only files).
     immutable: bool = False
     write_batch_chunks: int = DEFAULT_WRITE_BATCH_CHUNKS
+    # The audit trail: record each search's query text (off: queries can be sensitive, only
+    # their number per token is kept), and the days its rows are kept (0: forever).
+    audit_queries: bool = False
+    audit_retention_days: int = DEFAULT_AUDIT_RETENTION_DAYS
 
     def with_db(self, db: Path | str | None) -> Settings:
         return self if db is None else replace(self, db=database(db))
@@ -105,6 +111,8 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         recency_half_life_days=_half_life(env),
         immutable=_flag(env, "KBMCP_IMMUTABLE"),
         write_batch_chunks=_write_batch_chunks(env),
+        audit_queries=_flag(env, "KBMCP_AUDIT_QUERIES"),
+        audit_retention_days=_retention_days(env),
     )
 
 
@@ -141,5 +149,21 @@ def _half_life(env: os._Environ[str] | dict[str, str]) -> float:
     if not (math.isfinite(days) and days >= 0):
         raise InvalidRequest(
             f"KBMCP_RECENCY_HALF_LIFE_DAYS={text!r} must be a number of days >= 0 (0: no decay)"
+        )
+    return days
+
+
+def _retention_days(env: os._Environ[str] | dict[str, str]) -> int:
+    text = env.get("KBMCP_AUDIT_RETENTION_DAYS", "").strip()
+    if not text:
+        return DEFAULT_AUDIT_RETENTION_DAYS
+    try:
+        days = int(text)
+    except ValueError:
+        days = -1
+    if days < 0:
+        raise InvalidRequest(
+            f"KBMCP_AUDIT_RETENTION_DAYS={text!r} must be a whole number of days >= 0 "
+            "(0: keep the audit trail forever)"
         )
     return days

@@ -85,6 +85,8 @@ class Workspace:
         # The process's writer lock: service functions that write hold it while they use the
         # connection (and never while they embed), so one thread writes at a time.
         self.lock = threading.RLock()
+        # What must run while the connections are still open (`before_close`).
+        self._before_close: list[Callable[[], None]] = []
 
     @property
     def conn(self) -> Connection:
@@ -173,8 +175,16 @@ class Workspace:
             if not store.vectors.check_model(conn, fingerprint):
                 store.vectors.record_model(conn, fingerprint)
 
+    def before_close(self, callback: Callable[[], None]) -> None:
+        """Run `callback` when the workspace closes, before its connections do (e.g. the audit
+        trail writing what it holds)."""
+        self._before_close.append(callback)
+
     def close(self) -> None:
         """Close every connection (on SQLite, the WAL is folded into the file first)."""
+        callbacks, self._before_close = self._before_close, []
+        for callback in callbacks:
+            callback()
         with self._leases_lock:
             leases, self._leases = self._leases, []
         self.store.close([lease.conn for lease in leases])

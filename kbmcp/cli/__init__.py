@@ -10,6 +10,7 @@ import click
 
 from kbmcp import __version__
 from kbmcp.cli.accounts import kb, tenant, token
+from kbmcp.cli.audit import audit
 from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
 from kbmcp.cli.common import Utf8Path
@@ -70,6 +71,7 @@ for command in (
     tenant,
     kb,
     token,
+    audit,
 ):
     cli.add_command(command)
 

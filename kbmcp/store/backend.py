@@ -39,6 +39,7 @@ from kbmcp.errors import InvalidRequest
 if TYPE_CHECKING:
     from kbmcp.config import Settings
     from kbmcp.store.admin import Admin
+    from kbmcp.store.audit import Audit
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
@@ -73,6 +74,7 @@ class Store(Protocol):
     driver_errors: tuple[type[BaseException], ...]
 
     admin: Admin
+    audit: Audit
     catalog: Catalog
     evaluation: Evaluation
     grants: Grants

@@ -21,6 +21,7 @@ from psycopg.pq import TransactionStatus
 from kbmcp.errors import DiskFull, KbError, ReadOnly, StoreError
 from kbmcp.store.postgres import (
     admin,
+    audit,
     catalog,
     connection,
     evaluation,
@@ -41,6 +42,7 @@ from kbmcp.store.postgres.url import shown_url
 
 if TYPE_CHECKING:
     from kbmcp.store.admin import Admin
+    from kbmcp.store.audit import Audit
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
@@ -92,6 +94,7 @@ class PostgresStore:
 
     # The concerns (kbmcp/store/backend.py): this backend's implementation of each.
     admin: Admin = admin
+    audit: Audit = audit.AUDIT
     catalog: Catalog = catalog.CATALOG
     evaluation: Evaluation = evaluation
     grants: Grants = grants.GRANTS

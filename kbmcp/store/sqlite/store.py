@@ -13,6 +13,7 @@ import apsw
 from kbmcp.errors import KbError
 from kbmcp.store.sqlite import (
     admin,
+    audit,
     catalog,
     connection,
     disk_full,
@@ -33,6 +34,7 @@ from kbmcp.store.sqlite import (
 
 if TYPE_CHECKING:
     from kbmcp.store.admin import Admin
+    from kbmcp.store.audit import Audit
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
@@ -72,6 +74,7 @@ class SqliteStore:
 
     # The concerns (kbmcp/store/backend.py): this backend's implementation of each.
     admin: Admin = admin
+    audit: Audit = audit.AUDIT
     catalog: Catalog = catalog.CATALOG
     evaluation: Evaluation = evaluation
     grants: Grants = grants.GRANTS
