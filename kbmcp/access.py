@@ -28,8 +28,11 @@ KNOWLEDGE_READ = "knowledge:read"
 KNOWLEDGE_WRITE = "knowledge:write"
 MEMORY_READ = "memory:read"
 MEMORY_WRITE = "memory:write"
+# GET /metrics of the HTTP server: deployment-wide figures (every tenant's knowledge-base names
+# and counts), for a monitoring system's token, never an agent's (docs/operations.md).
+METRICS_READ = "metrics:read"
 # The scopes a token can carry, in display order.
-TOKEN_SCOPES = (KNOWLEDGE_READ, KNOWLEDGE_WRITE, MEMORY_READ, MEMORY_WRITE)
+TOKEN_SCOPES = (KNOWLEDGE_READ, KNOWLEDGE_WRITE, MEMORY_READ, MEMORY_WRITE, METRICS_READ)
 # Managing the file (re-embedding, tenants, shares, tokens) is the local operator's alone: no
 # token can carry this scope, so nothing reachable over the network administers the file.
 ADMIN = "kbmcp:admin"

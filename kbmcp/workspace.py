@@ -82,6 +82,7 @@ class Workspace:
         self._local.conn = self._register(self.store.connect(create=create, migrate=True))
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
+        self._embedder_wraps: list[Callable[[Embedder], Embedder]] = []
         # The process's writer lock: service functions that write hold it while they use the
         # connection (and never while they embed), so one thread writes at a time.
         self.lock = threading.RLock()
@@ -157,7 +158,18 @@ class Workspace:
         with self._embedder_lock:
             if self._embedder is None:
                 self._embedder = create_embedder(self.settings.embedder)
+                for wrap in self._embedder_wraps:
+                    self._embedder = wrap(self._embedder)
             return self._embedder
+
+    def wrap_embedder(self, wrap: Callable[[Embedder], Embedder]) -> None:
+        """Put `wrap(embedder)` in the embedder's place (now, or when it is made): e.g. timing
+        every call for /metrics without loading the model before it is needed."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                self._embedder_wraps.append(wrap)
+            else:
+                self._embedder = wrap(self._embedder)
 
     def local_principal(self) -> Principal:
         return local_principal(self.store, self.conn, self.lock)

@@ -42,6 +42,22 @@ def audited(
     return result
 
 
+def record_on_database(db: str, action: str, outcome: str, detail: dict[str, Any]) -> None:
+    """Record a command that writes a whole database (`copy`) in that database's trail, as no
+    tenant's act (tenant 0). Never raises: the command's own answer stands."""
+    import logging
+
+    from kbmcp.config import load_settings
+    from kbmcp.service.audit import command_trail
+    from kbmcp.workspace import Workspace
+
+    try:
+        with Workspace(load_settings().with_db(db), create=False) as workspace:
+            command_trail(workspace).record(None, action, outcome, detail=detail, tenant_id=0)
+    except Exception as error:  # e.g. a destination that a failed copy never created
+        logging.getLogger(__name__).info("audit trail of %s not written: %s", db, error)
+
+
 def result_ids(result: Any) -> list[str]:
     """The public ids among a result's fields (one level: a string or a list of strings)."""
     from kbmcp.service.audit import ids_in
@@ -90,13 +106,14 @@ def audit(
       kbmcp audit --since 24h
       kbmcp audit --token tok_0123456789abcdef --json
     """
-    from kbmcp.service.audit import read_trail
+    from kbmcp.service.audit import parse_since, read_trail
 
+    since_at = None if since is None else parse_since(since)  # a bad value before anything opens
     with open_workspace(ctx) as workspace:
         entries = read_trail(
             workspace,
             workspace.local_principal(),
-            since=since,
+            since=since_at,
             token_id=token_id,
             tenant=tenant_ref,
             limit=limit,

@@ -27,6 +27,7 @@ from kbmcp.server.event_store import RETRY_MS, BoundedEventStore
 from kbmcp.server.host_check import LoopbackOnly, is_loopback_name
 from kbmcp.server.http_limits import MAX_REQUEST_BYTES, RequestSizeLimit
 from kbmcp.server.http_sessions import EvictIdleSessions, session_limits_from_env
+from kbmcp.server.observe import http_observer
 from kbmcp.server.protocol import lowlevel
 from kbmcp.server.stdio import serve_stdio
 
@@ -136,7 +137,8 @@ def run_http(
     )
     low = lowlevel(server)
     sessions = EvictIdleSessions(app, lambda: low._session_manager, limits.max_sessions)
-    guarded: ASGIApp = RequestSizeLimit(sessions)
+    # 401s into the audit trail, GET /metrics (kbmcp/server/observe.py)
+    guarded: ASGIApp = http_observer(server, RequestSizeLimit(sessions))
     if not authenticated:
         guarded = LoopbackOnly(guarded)
     elif not is_loopback_name(host):

@@ -114,7 +114,7 @@ class AuditTrail:
         flush_seconds: float = FLUSH_SECONDS,
     ) -> None:
         self._workspace = workspace
-        self._via = via
+        self.via = via  # cli | stdio | http
         self._background = background
         self._flush_seconds = flush_seconds
         self.record_queries = workspace.settings.audit_queries
@@ -124,7 +124,7 @@ class AuditTrail:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pruned_at = 0.0
+        self._pruned_at: float | None = None  # (monotonic) never yet in this process
         self._disabled = False
         self._flush_lock = threading.Lock()
         workspace.before_close(self.close)
@@ -159,7 +159,7 @@ class AuditTrail:
             tenant_id=tenant_id or 0,
             at=system_now_iso(),
             token_id=token_id,
-            via=self._via,
+            via=self.via,
             action=action,
             outcome=outcome,
             objects=json.dumps(ids, ensure_ascii=False),
@@ -221,7 +221,9 @@ class AuditTrail:
                 conn = workspace.conn
                 if store.is_read_only(conn):
                     self._disabled = True
-                    logger.warning("audit trail: %s is read-only, nothing is recorded", store.shown)
+                    # (info: a read-only file is already said to be one; on the CLI a refused
+                    # write is one error line, nothing more)
+                    logger.info("audit trail: %s is read-only, nothing is recorded", store.shown)
                     return
                 with workspace.lock, store.write_transaction(conn):
                     store.audit.append(conn, events)
@@ -251,7 +253,9 @@ class AuditTrail:
         )
 
     def _prune(self, conn: Any) -> None:
-        if self._retention_days <= 0 or time.monotonic() - self._pruned_at < PRUNE_EVERY_SECONDS:
+        if self._retention_days <= 0:
+            return
+        if self._pruned_at is not None and time.monotonic() - self._pruned_at < PRUNE_EVERY_SECONDS:
             return
         before = format_timestamp(system_now() - timedelta(days=self._retention_days))
         self._workspace.store.audit.prune(conn, before)
