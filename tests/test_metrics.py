@@ -79,8 +79,8 @@ async def test_metrics_need_their_scope_and_parse(
     assert _value(samples, calls, tool="search_knowledge", mode="fetch", outcome="ok") == 1
     assert _value(samples, calls, tool="list_knowledge_bases", mode="", outcome="ok") == 1
     # the refused call is counted with its error code, and timed with the others
-    refused_outcome = "invalid_request"
-    assert _value(samples, calls, tool="search_knowledge", mode="query", outcome=refused_outcome) == 1
+    refused = {"tool": "search_knowledge", "mode": "query", "outcome": "invalid_request"}
+    assert _value(samples, calls, **refused) == 1
     latency = "kbmcp_tool_call_duration_seconds_count"
     assert _value(samples, latency, tool="search_knowledge", mode="query") == 4
     assert _value(samples, "kbmcp_embedding_duration_seconds_count") >= 3  # a query each
