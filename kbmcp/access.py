@@ -69,6 +69,13 @@ def local_principal(
     return Principal(tenant_id=tenant.id, tenant_public_id=tenant.public_id)
 
 
+def operator_principal() -> Principal:
+    """The local operator acting on the database as a whole (`kbmcp export`, `import`): ADMIN
+    only, as no tenant (row id 0), so nothing is written on its behalf (not even the local
+    owner's tenant row, which an import may bring with its own id)."""
+    return Principal(tenant_id=NO_ROW, tenant_public_id="", scopes=frozenset({ADMIN}))
+
+
 def tenant_principal(tenant: TenantRef) -> Principal:
     """The operator acting as `tenant` (e.g. `kbmcp add --tenant T`): every token scope, no
     allow-list, but never ADMIN."""

@@ -19,6 +19,7 @@ from kbmcp.cli.eval import eval_command
 from kbmcp.cli.memory import forget, memory, remember
 from kbmcp.cli.search import search
 from kbmcp.cli.serve import serve
+from kbmcp.cli.transfer import export_command, import_command
 from kbmcp.cli.watch import watch
 from kbmcp.errors import KbError
 
@@ -64,6 +65,8 @@ for command in (
     doctor,
     backup,
     copy_command,
+    export_command,
+    import_command,
     eval_command,
     remember,
     forget,

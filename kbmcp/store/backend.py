@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
+    from kbmcp.store.transfer import Transfer
     from kbmcp.store.vectors import Vectors
 
 # A connection of the store's backend: apsw.Connection (SQLite) or psycopg.Connection in
@@ -88,6 +89,7 @@ class Store(Protocol):
     reembed: Reembed
     scan: Scan
     search: Search
+    transfer: Transfer
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> Connection:
         """A new connection, ready for use. `create`: a missing or empty database may become a

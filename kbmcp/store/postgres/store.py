@@ -36,6 +36,7 @@ from kbmcp.store.postgres import (
     reembed,
     scan,
     search,
+    transfer,
     vectors,
 )
 from kbmcp.store.postgres.url import shown_url
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
+    from kbmcp.store.transfer import Transfer
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -108,6 +110,7 @@ class PostgresStore:
     reembed: Reembed = reembed
     scan: Scan = scan.SCAN
     search: Search = search
+    transfer: Transfer = transfer.TRANSFER
 
     def __init__(self, url: str) -> None:
         self.url = url

@@ -28,6 +28,7 @@ from kbmcp.store.sqlite import (
     reembed,
     scan,
     search,
+    transfer,
     vectors,
     wal,
 )
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
+    from kbmcp.store.transfer import Transfer
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ class SqliteStore:
     reembed: Reembed = reembed
     scan: Scan = scan.SCAN
     search: Search = search
+    transfer: Transfer = transfer.TRANSFER
 
     def __init__(self, path: Path, *, immutable: bool = False) -> None:
         self.path = path
