@@ -14,6 +14,7 @@ from kbmcp.cli.audit import audit
 from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
 from kbmcp.cli.common import Utf8Path
+from kbmcp.cli.connect import connect, disconnect
 from kbmcp.cli.copy import copy_command
 from kbmcp.cli.eval import eval_command
 from kbmcp.cli.memory import forget, memory, remember
@@ -75,6 +76,8 @@ for command in (
     kb,
     token,
     audit,
+    connect,
+    disconnect,
 ):
     cli.add_command(command)
 
