@@ -141,8 +141,11 @@ class ToolObserver:
 
 def _outcome(result: HandlerResult) -> tuple[str, dict[str, Any]]:
     """`ok` and the structured content, or the error's code (and nothing)."""
-    if isinstance(result, CallToolResult):
-        wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    if isinstance(result, CallToolResult):  # (read as is: dumping a large result costs)
+        if not result.is_error:
+            content = result.structured_content
+            return "ok", content if isinstance(content, dict) else {}
+        wire = {"isError": True, "content": [b.model_dump() for b in result.content]}
     elif isinstance(result, dict):
         wire = result
     else:
