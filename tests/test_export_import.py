@@ -14,14 +14,11 @@ import pytest
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search.models import SearchRequest
 from kbmcp.service import export as export_module
-from kbmcp.service.search import search
 from kbmcp.store.sqlite.connection import open_connection
 from kbmcp.workspace import Workspace
 from tests.cli_support import Run
-from tests.postgres_search import FILTERS, MODES, QUERIES, build_rich_corpus, principal_of
-from tests.ranked_output import stable
+from tests.postgres_search import build_rich_corpus, every_search
 from tests.store_backends import database_on
 
 
@@ -36,21 +33,6 @@ def rich_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def source_db(backend: str, rich_file: Path, request: pytest.FixtureRequest) -> Path | str:
     """The rich corpus in the test's backend (a `kbmcp copy` of the file: same ids)."""
     return database_on(backend, rich_file, request)
-
-
-def _searches(db: Path | str, tenant: str | None) -> list[object]:
-    ws = Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder())
-    try:
-        principal = principal_of(ws, tenant)
-        found = []
-        for mode in MODES:
-            for filters in FILTERS:
-                for query in QUERIES:
-                    request = SearchRequest(query=query, mode=mode, limit=5, filters=filters)
-                    found.append(stable(search(ws, principal, request).__dict__ | {"stats": None}))
-        return found
-    finally:
-        ws.close()
 
 
 def _export(kbmcp: Callable[..., Run], db: Path | str, out: Path, *flags: str) -> Run:
@@ -82,9 +64,9 @@ def test_a_round_trip_gives_the_same_searches_and_the_same_bytes(
     with_vectors = "--with-vectors" in flags
     assert (report["embedded"] == 0) == with_vectors  # type: ignore[index]
     for tenant in (None, "acme"):
-        before = _searches(source_db, tenant)
+        before = every_search(source_db, tenant)
         assert any(response["results"] for response in before)  # type: ignore[index]
-        assert _searches(target, tenant) == before
+        assert every_search(target, tenant) == before
     _export(kbmcp, target, again, *flags)
     assert again.read_bytes() == exported.read_bytes()
 
@@ -150,7 +132,7 @@ def test_into_postgres_and_back(
     assert run.out.startswith("imported ")
     _export(kbmcp, new_postgres_url, back, "--with-tenants")
     assert back.read_bytes() == exported.read_bytes()
-    assert _searches(new_postgres_url, "acme") == _searches(rich_file, "acme")
+    assert every_search(new_postgres_url, "acme") == every_search(rich_file, "acme")
 
 
 def _count_rows(db: Path | str) -> dict[str, int]:
@@ -261,7 +243,7 @@ def test_vectors_of_another_model_are_embedded_again(
     report = run.json()
     vectors = sum(1 for line in lines if line["type"] == "vector")
     assert (report["vectors_used"], report["embedded"]) == (0, vectors)  # type: ignore[index]
-    assert _searches(tmp_path / "new.db", None) == _searches(rich_file, None)
+    assert every_search(tmp_path / "new.db", None) == every_search(rich_file, None)
 
 
 def test_import_reads_stdin(kbmcp: Callable[..., Run], rich_file: Path, tmp_path: Path,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from kbmcp.store.backend import Connection
@@ -155,21 +155,26 @@ class Transfer(Protocol):
 
 
 class SqlTransfer:
-    dialect: ClassVar[Dialect]
-    SELECT_TENANTS: ClassVar[str]
-    SELECT_STORES: ClassVar[str]
-    SELECT_DOCUMENTS: ClassVar[str]
-    SELECT_DOCUMENT_TAGS: ClassVar[str]
-    SELECT_REVISIONS: ClassVar[str]
-    SELECT_CHUNKS: ClassVar[str]
-    SELECT_STORED_VECTORS: ClassVar[str]
-    SELECT_SHARES: ClassVar[str]
-    # {table}: one of TAKEN_TABLES (never a caller's text)
-    SELECT_TAKEN: ClassVar[str]
-    SELECT_STORE_EXISTS: ClassVar[str]
-    INSERT_TENANT: ClassVar[str]
-    INSERT_STORE: ClassVar[str]
+    """`Transfer` over a backend's dialect and statements: STATEMENTS in its parameter style
+    (`statements`), plus SELECT_SHARES and SELECT_TAKEN, which pass a list of ids."""
+
     TAKEN_TABLES = frozenset({"tenant", "knowledge_base", "document", "revision", "chunk"})
+
+    def __init__(self, dialect: Dialect, sql: dict[str, str]) -> None:
+        self.dialect = dialect
+        self.SELECT_TENANTS = sql["SELECT_TENANTS"]
+        self.SELECT_STORES = sql["SELECT_STORES"]
+        self.SELECT_DOCUMENTS = sql["SELECT_DOCUMENTS"]
+        self.SELECT_DOCUMENT_TAGS = sql["SELECT_DOCUMENT_TAGS"]
+        self.SELECT_REVISIONS = sql["SELECT_REVISIONS"]
+        self.SELECT_CHUNKS = sql["SELECT_CHUNKS"]
+        self.SELECT_STORED_VECTORS = sql["SELECT_STORED_VECTORS"]
+        self.SELECT_SHARES = sql["SELECT_SHARES"]
+        # {table}: one of TAKEN_TABLES (never a caller's text)
+        self.SELECT_TAKEN = sql["SELECT_TAKEN"]
+        self.SELECT_STORE_EXISTS = sql["SELECT_STORE_EXISTS"]
+        self.INSERT_TENANT = sql["INSERT_TENANT"]
+        self.INSERT_STORE = sql["INSERT_STORE"]
 
     def tenants(self, conn: Connection) -> list[TenantRow]:
         return [TenantRow(*row) for row in conn.execute(self.SELECT_TENANTS)]
