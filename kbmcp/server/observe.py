@@ -215,6 +215,16 @@ class HttpObserver:
         await self._app(scope, receive, watch)
         if status == 401:
             await self._refused(scope, "mcp")
+        elif status == 403:  # (the SDK's answer to a token without a required scope)
+            self._observer.metrics.refused.labels("403").inc()
+            secret = _bearer(scope)
+            token_id = None if secret is None else token_id_of(secret)
+            tenant_id = 0
+            if token_id is not None:
+                _, tenant_id = await anyio.to_thread.run_sync(self._token_state, token_id)
+            self._observer.trail.record(
+                None, "mcp", "forbidden", token_id=token_id, tenant_id=tenant_id
+            )
 
     async def _metrics(self, scope: Scope, send: Send) -> None:
         if scope["method"] not in ("GET", "HEAD"):
@@ -250,14 +260,15 @@ class HttpObserver:
         reason = "no bearer token" if secret is None else "not a kbmcp token"
         tenant_id = 0
         if token_id is not None:
-            reason, tenant_id = await anyio.to_thread.run_sync(self._why_refused, token_id)
+            reason, tenant_id = await anyio.to_thread.run_sync(self._token_state, token_id)
         self._observer.trail.record(
             None, action, UNAUTHORIZED, [], {"reason": reason},
             token_id=token_id, tenant_id=tenant_id,
         )  # fmt: skip
 
-    def _why_refused(self, token_id: str) -> tuple[str, int]:
-        """Why the token a refused secret names was refused, and its tenant (0: unknown)."""
+    def _token_state(self, token_id: str) -> tuple[str, int]:
+        """Why the token a refused secret names is not usable (unknown, revoked, expired, wrong
+        secret: the one left when it is usable), and its tenant (0: unknown)."""
         from kbmcp.clock import system_now_iso
 
         workspace = self._observer.workspace
