@@ -103,18 +103,21 @@ class ToolObserver:
         arguments = ctx.params.get("arguments")
         arguments = arguments if isinstance(arguments, Mapping) else {}
         started = time.perf_counter()
-        outcome, content = "internal_error", None
+        # A call that raises (malformed params: a JSON-RPC error, not a tool result) is counted
+        # as a protocol error.
+        outcome, content = "protocol_error", {}
         try:
             result = await call_next(ctx)
             outcome, content = _outcome(result)
             return result
         finally:
-            mode = _mode(tool, arguments, content)
-            self._observer.metrics.observe_call(tool, mode, outcome, time.perf_counter() - started)
-            try:
+            try:  # the metrics and the trail never fail the call they describe
+                mode = _mode(tool, arguments, content)
+                seconds = time.perf_counter() - started
+                self._observer.metrics.observe_call(tool, mode, outcome, seconds)
                 self._audit(tool, arguments, outcome, content)
-            except Exception:  # the trail never fails the call it describes
-                logger.exception("audit trail: recording a %s call failed", tool)
+            except Exception:
+                logger.exception("observing a %s call failed", tool)
 
     def _audit(
         self, tool: str, arguments: Mapping[str, Any], outcome: str, content: dict[str, Any]

@@ -229,6 +229,11 @@ class AuditTrail:
                     store.audit.append(conn, events)
                     self._prune(conn)
             except Exception as error:  # never fail the request the events describe
+                if not self._background:
+                    # A command: its own line says what failed (a full disk, a read-only
+                    # file); one line of error is all a command prints, and it is ending.
+                    logger.info("audit trail: %d events not recorded (%s)", len(events), error)
+                    return
                 logger.warning(
                     "audit trail: %d events not recorded yet (%s: %s)",
                     len(events),
