@@ -22,6 +22,7 @@ from kbmcp.tokens import secret_matches, token_id_of
 
 if TYPE_CHECKING:
     from kbmcp.store.backend import Connection, Store
+    from kbmcp.store.grants import StoredToken
 
 NO_ROW = 0  # row ids start at 1 (SQLite rowids, PostgreSQL identity columns)
 KNOWLEDGE_READ = "knowledge:read"
@@ -92,6 +93,17 @@ def principal_for_secret(store: Store, conn: Connection, secret: str) -> Princip
     token = store.grants.stored_token(conn, token_id)
     if token is None or not secret_matches(secret, token.secret_hash):
         return None
+    return _usable_principal(token)
+
+
+def principal_for_token_id(store: Store, conn: Connection, token_id: str) -> Principal | None:
+    """The principal of a token already verified once (an HTTP session's owner), or None once
+    it is revoked, expired or gone: the same usability rule as `principal_for_secret`."""
+    token = store.grants.stored_token(conn, token_id)
+    return None if token is None else _usable_principal(token)
+
+
+def _usable_principal(token: StoredToken) -> Principal | None:
     # Expiry is judged by the machine's clock, never by KBMCP_NOW (kbmcp/clock.py).
     expires_at = token.expires_at
     if token.revoked_at is not None or (expires_at is not None and expires_at <= system_now_iso()):
@@ -120,6 +132,13 @@ def readable_memory_store_ids(store: Store, conn: Connection, principal: Princip
     if MEMORY_READ not in principal.scopes:
         return []
     return store.grants.memory_store_ids(conn, principal.tenant_id)
+
+
+def readable_ids(store: Store, conn: Connection, principal: Principal) -> frozenset[int]:
+    """Every knowledge base and memory store the principal can read now, by row id (empty
+    without a read scope): what an HTTP session's replayed events are checked against."""
+    kb_ids = readable_kb_ids(store, conn, principal) if KNOWLEDGE_READ in principal.scopes else []
+    return frozenset([*kb_ids, *readable_memory_store_ids(store, conn, principal)])
 
 
 @dataclass(frozen=True)

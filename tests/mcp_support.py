@@ -255,6 +255,19 @@ def rpc_line(message_id: int | None, method: str, params: dict[str, Any] | None 
     return json.dumps(message) + "\n"
 
 
+def sse_events(text: str) -> list[dict[str, str]]:
+    """The events of an SSE body: each a dict of its fields (`id`, `data`, `retry`, ...)."""
+    events = []
+    for block in text.replace("\r\n", "\n").strip().split("\n\n"):
+        event: dict[str, str] = {}
+        for line in block.splitlines():
+            field, _, value = line.partition(":")
+            event[field] = value.removeprefix(" ")
+        if event:
+            events.append(event)
+    return events
+
+
 def payload(result: CallToolResult) -> dict[str, Any]:
     """The JSON a call returned: structuredContent for successes, the error body for errors.
     Also checks that the text block carries exactly the same JSON."""

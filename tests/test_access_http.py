@@ -8,6 +8,7 @@ readable set: own knowledge bases + shares in force, intersected with the token'
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -411,6 +412,30 @@ def test_loopback_addresses(host: str) -> None:
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "example.org", ""])
 def test_non_loopback_addresses(host: str) -> None:
     assert not is_loopback(host)
+
+
+def test_a_name_is_loopback_only_if_it_resolves_to_loopback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 32, item 5: `--host localhost.` passed the check by its name but was bound
+    through the resolver, which may answer with any address."""
+    resolve = socket.getaddrinfo
+
+    def resolver(host: str, *args: Any, **kwargs: Any) -> Any:
+        if host == "localhost.":
+            return resolve("192.0.2.10", *args, **kwargs)
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", resolver)
+    assert is_loopback("localhost") and not is_loopback("localhost.")
+    db = tmp_path / "kb.db"
+    build_two_tenants(tmp_path, db)
+    with admin_workspace(db) as ws, pytest.raises(click.UsageError, match=r"localhost\."):
+        http_verifier(ws, "localhost.")
+
+
+def test_a_name_that_does_not_resolve_is_not_loopback() -> None:
+    assert not is_loopback("no-such-host.invalid")
 
 
 def test_stdio_refuses_an_unusable_kbmcp_token(

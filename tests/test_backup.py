@@ -124,6 +124,19 @@ def test_backup_refuses_bad_destinations(
 
 
 @pytest.mark.sqlite_only("file: backup of a file")
+def test_a_destination_ending_in_a_slash_names_a_folder_that_must_exist(
+    kbmcp, source: Path, tmp_path: Path
+) -> None:
+    """Issue 32, item 5: `kbmcp backup DIR/` with DIR missing wrote a file named DIR."""
+    run = kbmcp("--db", source, "backup", f"{tmp_path / 'backups'}/")
+    assert_one_line_error(run, f"the folder {tmp_path / 'backups'} does not exist")
+    assert not (tmp_path / "backups").exists()
+    (tmp_path / "backups").mkdir()
+    assert kbmcp("--db", source, "backup", f"{tmp_path / 'backups'}/").code == 0
+    assert (tmp_path / "backups" / "kb.db").is_file()
+
+
+@pytest.mark.sqlite_only("file: backup of a file")
 def test_backup_of_a_missing_file_creates_nothing(kbmcp, tmp_path: Path) -> None:
     run = kbmcp("--db", tmp_path / "missing.db", "backup", tmp_path / "copy.db")
     assert_one_line_error(run, "no knowledge-base file")

@@ -82,7 +82,7 @@ def test_loopback_host_headers(host: str) -> None:
     "host",
     [None, "", "evil.example", "evil.example:8765", "127.0.0.1.evil.example", "localhost.evil",
      "10.0.0.1:80", "[::2]:80", "[::1", "[::1]x", "127.0.0.1:port", "0.0.0.0:8765",
-     "[::ffff:10.0.0.1]"],
+     "[::ffff:10.0.0.1]", "[::1%evil.example]:8765", "[::1%25evil.example]", "[::1%lo]"],
 )  # fmt: skip
 def test_foreign_host_headers(host: str | None) -> None:
     assert not loopback_host(host)
@@ -92,7 +92,8 @@ def test_foreign_host_headers(host: str | None) -> None:
     ("origin", "allowed"),
     [(None, True), ("http://localhost:3000", True), ("https://127.0.0.1", True),
      ("http://[::1]:8765", True), ("null", False), ("http://evil.example", False),
-     ("file://", False), ("http://localhost:99999", False), ("ftp://localhost", False)],
+     ("file://", False), ("http://localhost:99999", False), ("ftp://localhost", False),
+     ("http://[::1%evil.example]:8765", False), ("http://[::1%25evil.example]", False)],
 )  # fmt: skip
 def test_origin_headers(origin: str | None, allowed: bool) -> None:
     assert loopback_origin(origin) is allowed
@@ -123,3 +124,10 @@ def test_tokens_on_a_public_address_print_one_tls_hint(tmp_path: Path) -> None:
     hints = [line for line in public.stderr_lines if "TLS" in line]
     assert len(hints) == 1 and "reverse proxy" in hints[0], public.stderr
     assert not any("TLS" in line for line in loopback.stderr_lines), loopback.stderr
+
+
+def test_a_zone_id_is_refused_on_a_running_server(server: HttpProcess) -> None:
+    """Issue 32, item 5: Python parses `::1%evil.example` as loopback with a zone id."""
+    port = server.authority.rsplit(":", 1)[1]
+    assert post(server, Host=f"[::1%evil.example]:{port}").status_code == 421
+    assert post(server, Origin=f"http://[::1%evil.example]:{port}").status_code == 403

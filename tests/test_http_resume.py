@@ -11,22 +11,11 @@ import httpx2
 import pytest
 from mcp_types import JSONRPCResponse
 
-from kbmcp.server.event_store import RETRY_MS, BoundedEventStore
-from tests.mcp_support import HttpServer, rpc_line
+from kbmcp.server.event_store import RETRY_MS, ResumptionEvents
+from tests.mcp_support import HttpServer, rpc_line, sse_events
 
 pytestmark = pytest.mark.anyio
 VERSION = "2025-11-25"  # the first protocol version with SSE polling (SEP-1699)
-
-
-def sse_events(text: str) -> list[dict[str, str]]:
-    events = []
-    for block in text.replace("\r\n", "\n").strip().split("\n\n"):
-        event: dict[str, str] = {}
-        for line in block.splitlines():
-            field, _, value = line.partition(":")
-            event[field] = value.removeprefix(" ")
-        events.append(event)
-    return events
 
 
 async def test_a_response_stream_opens_with_a_priming_event(http_server: HttpServer) -> None:
@@ -49,22 +38,59 @@ async def test_a_response_stream_opens_with_a_priming_event(http_server: HttpSer
     assert json.loads(rest[-1]["data"])["id"] == 2
 
 
+def message(n: int) -> Any:
+    return JSONRPCResponse(jsonrpc="2.0", id=n, result={})
+
+
+class Collected(list[Any]):
+    async def __call__(self, event: Any) -> None:
+        self.append(event.message.id)
+
+
 async def test_the_event_store_replays_one_stream_and_stays_bounded() -> None:
-    store = BoundedEventStore(max_events=5)
-
-    def message(n: int) -> Any:
-        return JSONRPCResponse(jsonrpc="2.0", id=n, result={})
-
+    store = ResumptionEvents(max_events=5).session("s")
     first = await store.store_event("a", None)  # a priming event
     await store.store_event("b", message(1))
     await store.store_event("a", message(2))
-    replayed: list[Any] = []
-
-    async def collect(event: Any) -> None:
-        replayed.append(event.message.id)
-
-    assert await store.replay_events_after(first, collect) == "a"
+    replayed = Collected()
+    assert await store.replay_events_after(first, replayed) == "a"
     assert replayed == [2]
     for n in range(10):
         await store.store_event("c", message(n))
-    assert await store.replay_events_after(first, collect) is None  # evicted: too old
+    assert await store.replay_events_after(first, replayed) is None  # evicted: too old
+
+
+async def test_each_session_replays_only_its_own_events_and_forgets_them_when_it_ends() -> None:
+    events = ResumptionEvents()
+    mine, theirs = events.session("mine"), events.session("theirs")
+    primed = await mine.store_event("2", None)
+    assert await theirs.store_event("2", None) == primed  # ids count within each session
+    await theirs.store_event("2", message(20))
+    await mine.store_event("2", message(2))
+    replayed = Collected()
+    assert await mine.replay_events_after(primed, replayed) == "2"
+    assert replayed == [2]
+    events.drop("mine")
+    assert len(events) == 2 and events.stored_bytes > 0  # theirs are kept
+    assert await mine.replay_events_after(primed, replayed) is None
+    events.drop("theirs")
+    assert len(events) == 0 and events.stored_bytes == 0
+
+
+async def test_a_replay_needs_everything_its_events_held_to_be_readable_now() -> None:
+    readable: list[frozenset[int] | None] = [frozenset({1, 2})]
+
+    async def readable_now() -> frozenset[int] | None:
+        return readable[0]
+
+    store = ResumptionEvents().session("s", readable_now)
+    primed = await store.store_event("7", None)
+    await store.store_event("7", message(7))  # stored while 1 and 2 were readable
+    replayed = Collected()
+    readable[0] = frozenset({1, 2, 3})  # more is fine
+    assert await store.replay_events_after(primed, replayed) == "7"
+    readable[0] = frozenset({1})  # 2 was unshared
+    assert await store.replay_events_after(primed, replayed) is None
+    readable[0] = None  # the token was revoked
+    assert await store.replay_events_after(primed, replayed) is None
+    assert replayed == [7]

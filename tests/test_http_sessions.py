@@ -9,6 +9,7 @@ corpus would only run the same transport twice."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import tracemalloc
 from pathlib import Path
@@ -19,8 +20,9 @@ import pytest
 from mcp_types import JSONRPCResponse
 
 from kbmcp.errors import InvalidRequest
-from kbmcp.server.event_store import BoundedEventStore
+from kbmcp.server.event_store import ResumptionEvents
 from kbmcp.server.http_sessions import session_limits_from_env
+from tests.access_support import make_token
 from tests.mcp_support import rpc_line
 from tests.server_process import HttpProcess
 
@@ -32,14 +34,19 @@ INITIALIZE = rpc_line(
 )  # fmt: skip
 
 
-def open_session(http: httpx2.Client, url: str) -> str:
-    opened = http.post(url, headers=HEADERS, content=INITIALIZE)
+def open_session(http: httpx2.Client, url: str, auth: dict[str, str] | None = None) -> str:
+    opened = http.post(url, headers={**HEADERS, **(auth or {})}, content=INITIALIZE)
     assert opened.status_code == 200, opened.text
     return opened.headers["mcp-session-id"]
 
 
-def ping(http: httpx2.Client, url: str, session: str) -> int:
-    headers = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": VERSION}
+def ping(http: httpx2.Client, url: str, session: str, auth: dict[str, str] | None = None) -> int:
+    headers = {
+        **HEADERS,
+        **(auth or {}),
+        "mcp-session-id": session,
+        "mcp-protocol-version": VERSION,
+    }
     return http.post(url, headers=headers, content=rpc_line(2, "ping")).status_code
 
 
@@ -57,6 +64,33 @@ def test_abandoned_sessions_make_room_for_new_clients(corpus_file: Path) -> None
             sessions = [open_session(http, server.url) for _ in range(60)]  # none refused
             assert [ping(http, server.url, s) for s in sessions[:40]] == [404] * 40
             assert [ping(http, server.url, s) for s in sessions[40:]] == [200] * 20
+    finally:
+        server.stop()
+
+
+def test_requests_without_a_valid_token_never_end_a_session(
+    corpus_file: Path, tmp_path: Path
+) -> None:
+    """Issue 32, item 4: eviction ran before authentication, so each token-less `initialize`
+    (answered 401) ended a legitimate idle session at the cap. Only a request that passed
+    authentication may cost another session its place."""
+    db = tmp_path / "kb.db"
+    shutil.copyfile(corpus_file, db)
+    _, secret = make_token(db, "local", ["knowledge:read"])
+    server = HttpProcess(db, env={"KBMCP_MAX_SESSIONS": "3"})
+    bearer = {"Authorization": f"Bearer {secret}"}
+    try:
+        with httpx2.Client() as http:
+            sessions = [open_session(http, server.url, bearer) for _ in range(3)]
+            for auth in ({}, {"Authorization": "Bearer kbmcp_not_a_token"}):
+                for _ in range(5):
+                    refused = http.post(server.url, headers={**HEADERS, **auth}, content=INITIALIZE)
+                    assert refused.status_code == 401
+            assert [ping(http, server.url, s, bearer) for s in sessions] == [200] * 3
+            # An authenticated newcomer still makes room (the longest-idle session ends).
+            newcomer = open_session(http, server.url, bearer)
+            assert ping(http, server.url, sessions[0], bearer) == 404
+            assert ping(http, server.url, newcomer, bearer) == 200
     finally:
         server.stop()
 
@@ -110,13 +144,14 @@ def test_session_settings_default_to_five_minutes_and_a_thousand() -> None:
 
 @pytest.mark.anyio
 async def test_the_event_store_is_bounded_in_bytes() -> None:
-    store = BoundedEventStore(max_events=1000, max_bytes=100_000)
+    events = ResumptionEvents(max_events=1000, max_bytes=100_000)
+    store = events.session("a")
 
     def big(n: int) -> Any:
         return JSONRPCResponse(jsonrpc="2.0", id=n, result={"text": "x" * 10_000})
 
     ids = [await store.store_event("s", big(n)) for n in range(50)]
-    assert store.stored_bytes <= 100_000
+    assert events.stored_bytes <= 100_000
     replayed: list[Any] = []
 
     async def collect(event: Any) -> None:
@@ -154,7 +189,8 @@ def search_like_response(n: int) -> Any:
 async def test_the_event_store_holds_no_more_memory_than_its_byte_bound() -> None:
     """The bound is on what the kept events cost the server, not only on their JSON: kept as
     parsed messages, 8 MiB of search results' JSON held ~3x that in Python objects."""
-    store = BoundedEventStore(max_events=100_000, max_bytes=500_000)
+    events = ResumptionEvents(max_events=100_000, max_bytes=500_000)
+    store = events.session("a")
     await store.store_event("s", search_like_response(0))  # first-use allocations
     tracemalloc.start()
     try:
@@ -164,5 +200,5 @@ async def test_the_event_store_holds_no_more_memory_than_its_byte_bound() -> Non
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert store.stored_bytes <= 500_000
-    assert held < 1.25 * 500_000, f"{held} bytes held for {store.stored_bytes} bytes of JSON"
+    assert events.stored_bytes <= 500_000
+    assert held < 1.25 * 500_000, f"{held} bytes held for {events.stored_bytes} bytes of JSON"

@@ -119,6 +119,37 @@ def test_a_remembered_memory_is_found_through_the_service(backend_workspace: Wor
     }
 
 
+def test_a_write_only_token_cannot_guess_a_memory_by_revising_its_own(
+    backend_workspace: Workspace,
+) -> None:
+    """Issue 32, item 2: revising its own memory into text another memory of the store holds
+    was refused ("another memory of this store already holds this content") exactly when the
+    guess was right, so 100 guesses found a stored account number. A caller without memory:read
+    gets the same answer for every guess, and the write it asked for happens."""
+    ws = backend_workspace
+    admin = ws.local_principal()
+    create_tenant(ws, admin, "acme")
+    acme = act_as_tenant(ws, admin, "acme")
+    secret = "The account number is 4417"
+    memories.remember(ws, acme, secret)
+    writer = Principal(acme.tenant_id, acme.tenant_public_id, frozenset({MEMORY_WRITE}))
+    mine = memories.remember(ws, writer, "A note of the writer's own.").memory_id
+    answers = {}
+    for guess in ("4415", "4416", "4417", "4418"):
+        answer = outcome(partial(memories.remember, ws, writer, f"The account number is {guess}",
+                                 memory_id=mine))  # fmt: skip
+        assert not isinstance(answer, dict), (guess, answer)  # never an error
+        answers[guess] = (answer.memory_id, answer.outcome, tuple(answer.tags))
+    assert set(answers.values()) == {(mine, "stored", ())}
+    # Its memory holds its last guess; the stored secret is untouched and still the one that
+    # answers a reader remembering it again.
+    again = memories.remember(ws, acme, secret)
+    assert again.outcome == "existing" and again.memory_id != mine
+    held = {m.memory_id: m.content for m in memories.list_memories(ws, acme)}
+    assert held[mine] == "The account number is 4418"
+    assert held[again.memory_id] == secret
+
+
 # ------------------------------------------------------------------ writers at once
 
 

@@ -36,6 +36,7 @@ from kbmcp.service.tenants import act_as_tenant, create_tenant
 from kbmcp.store.sqlite.search.lexical import fts
 from kbmcp.store.sqlite.search.lexical import postings as postings_module
 from kbmcp.store.sqlite.search.lexical.fts import ensure_vocabulary, fts_source
+from kbmcp.store.sqlite.search.lexical.own_tokens import OwnTokens
 from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
 from kbmcp.store.sqlite.search.lexical.readable_fts import readable_fts_source
 from kbmcp.store.sqlite.search.lexical.scan import rows_containing, scan_scope
@@ -310,7 +311,14 @@ def test_every_source_scores_with_the_readable_set_statistics(
                     conn, [quote_term(t) for t in terms], allowed,
                     postings.readable_rows(conn, explicit.ids),
                 )  # fmt: skip
-                for ids, scores in [*got, scored]:
+                # A set scored from its own rows' tokens fills no postings of the whole index.
+                fresh = PostingsIndex(WEIGHTS)
+                own = fresh.readable_rows(conn, explicit.ids)
+                own.own = OwnTokens(TokenCache())
+                scored_own = fresh.score(conn, [quote_term(t) for t in terms], allowed, own)
+                assert own.own is not None and not fresh.phrases
+                assert own.containing(conn, terms) == explicit.containing(conn, terms)
+                for ids, scores in [*got, scored, scored_own]:
                     found = zip(np.asarray(ids).tolist(), np.asarray(scores).tolist(), strict=True)
                     assert dict(found) == want  # bit for bit
                     compared += len(want)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from kbmcp.cli.common import echo_json, open_workspace
@@ -12,11 +10,12 @@ from kbmcp.wording import counted
 
 
 @click.command()
-@click.argument("destination", type=click.Path(path_type=Path))
+# Kept as typed: a trailing slash says DEST is a folder, and a Path would drop it.
+@click.argument("destination", type=click.Path())
 @click.option("--force", is_flag=True, help="Replace DEST if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.pass_context
-def backup(ctx: click.Context, destination: Path, force: bool, as_json: bool) -> None:
+def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> None:
     """Copy the knowledge base to DEST (a file, or a folder to put it in).
 
     Uses SQLite's online backup API: safe while `kbmcp serve` and `kbmcp add` use the file.

@@ -111,6 +111,7 @@ def serve(
                     build_server(workspace, options, token_verifier=verifier),
                     host=bind,
                     port=8765 if port is None else port,
+                    verifier=verifier,
                     warm_up=warm_up,
                     log_level=log_level,
                 )

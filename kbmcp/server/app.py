@@ -10,8 +10,6 @@ from typing import Any
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
-from starlette.requests import Request
-from starlette.responses import JSONResponse
 
 from kbmcp import __version__
 from kbmcp.errors import InvalidRequest
@@ -26,7 +24,6 @@ from kbmcp.workspace import Workspace
 
 SERVER_NAME = "kbmcp"
 CANDIDATES_ENV = "KBMCP_SEARCH_CANDIDATES"
-HEALTH_PATH = "/health"
 
 SEARCH_DESCRIPTION = """\
 Search the knowledge base, read documents and fetch chunks. The mode follows from the arguments \
@@ -179,7 +176,6 @@ def build_server(
         ],
     )
     attach(observer, server)
-    server.custom_route(HEALTH_PATH, methods=["GET"])(health)
     descriptions = {
         "search_knowledge": SEARCH_DESCRIPTION,
         "list_knowledge_bases": LIST_KBS_DESCRIPTION,
@@ -198,8 +194,3 @@ def build_server(
         )
     add_protocol_handlers(server)
     return server
-
-
-async def health(request: Request) -> JSONResponse:
-    """GET /health for supervisors and load balancers: no authentication, no data."""
-    return JSONResponse({"status": "ok"})

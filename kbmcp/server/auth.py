@@ -14,19 +14,21 @@ The principal decides what is readable (kbmcp/access.py); scopes decide which to
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 
-from kbmcp.access import Principal, principal_for_secret
+from kbmcp.access import Principal, principal_for_secret, principal_for_token_id, readable_ids
 from kbmcp.errors import Forbidden
-from kbmcp.server.host_check import is_loopback_name
-from kbmcp.store.backend import Store
+from kbmcp.server.host_check import binds_loopback_only
+from kbmcp.store.backend import Connection, Store
 from kbmcp.workspace import Workspace
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The SDK's AuthSettings wants an issuer URL; kbmcp issues its own tokens (`kbmcp token create`)
 # and runs no OAuth endpoints, so this value is never served or compared.
@@ -89,15 +91,35 @@ class StoreTokenVerifier:
     It has its own read connection, used only from the event loop's thread, so verifying a
     request never waits for the workspace lock held by a running search (WAL: readers never
     block). The lookup is one indexed row and a constant-time hash comparison. A connection the
-    PostgreSQL server dropped is replaced, and the request checked on the new one."""
+    PostgreSQL server dropped is replaced, and the request checked on the new one.
+
+    The same connection answers what an HTTP session's token may read now (`readable_now`),
+    which its resumable events are checked against (kbmcp/server/event_store.py)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self._conn = store.connect()
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        principal = self._read(lambda conn: principal_for_secret(self._store, conn, token))
+        if principal is None:
+            logger.info("refused a bearer token (malformed, unknown, expired or revoked)")
+            return None
+        return access_token_for(principal)
+
+    async def readable_now(self, token_id: str) -> frozenset[int] | None:
+        """The knowledge bases and memory stores the token can read now; None once the token
+        is revoked, expired or gone."""
+
+        def look_up(conn: Connection) -> frozenset[int] | None:
+            principal = principal_for_token_id(self._store, conn, token_id)
+            return None if principal is None else readable_ids(self._store, conn, principal)
+
+        return self._read(look_up)
+
+    def _read(self, read: Callable[[Connection], T]) -> T:
         try:
-            principal = principal_for_secret(self._store, self._conn, token)
+            return read(self._conn)
         except self._store.driver_errors:
             if self._store.usable(self._conn):
                 raise
@@ -105,11 +127,7 @@ class StoreTokenVerifier:
             # so it is simply made again on a new connection.
             self._store.close([self._conn])
             self._conn = self._store.connect()
-            principal = principal_for_secret(self._store, self._conn, token)
-        if principal is None:
-            logger.info("refused a bearer token (malformed, unknown, expired or revoked)")
-            return None
-        return access_token_for(principal)
+            return read(self._conn)
 
     def close(self) -> None:
         self._store.close([self._conn])
@@ -150,6 +168,6 @@ def principal_from_access_token(token: AccessToken) -> Principal:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether binding `host` keeps the server reachable from this machine only (the same
-    normalisation as the DNS-rebinding check of Host headers)."""
-    return is_loopback_name(host)
+    """Whether binding `host` keeps the server reachable from this machine only: the address
+    the name resolves to is a loopback address (kbmcp/server/host_check.py)."""
+    return binds_loopback_only(host)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import socket
+from typing import Any
 from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -39,9 +41,40 @@ def is_loopback_name(name: str) -> bool:
         address = ipaddress.ip_address(name)
     except ValueError:
         return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped.is_loopback
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.scope_id is not None:
+            # `[::1%evil.example]`: Python accepts any text as a zone id, and a zone means
+            # nothing on loopback, so no client of this machine needs one.
+            return False
+        if address.ipv4_mapped is not None:
+            return address.ipv4_mapped.is_loopback
     return address.is_loopback
+
+
+ListenAddress = tuple[socket.AddressFamily, socket.SocketKind, int, tuple[Any, ...]]
+
+
+def listen_address(host: str, port: int) -> ListenAddress:
+    """What binding `host:port` binds: the resolver's first answer (family, socket type,
+    protocol, address). Raises `socket.gaierror` for a name that does not resolve."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host.strip().removeprefix("[").removesuffix("]"),
+        port,
+        type=socket.SOCK_STREAM,
+        flags=socket.AI_PASSIVE,
+    )[0]
+    return family, kind, proto, address
+
+
+def binds_loopback_only(host: str) -> bool:
+    """Whether a server bound to `host` is reachable from this machine only. Judged by the
+    address the name resolves to, not by the name: `localhost.` is a name like any other to
+    the resolver, which may answer with any address."""
+    try:
+        *_, address = listen_address(host, 0)
+    except (OSError, UnicodeError):  # does not resolve: nothing would be bound
+        return False
+    return is_loopback_name(str(address[0]))
 
 
 def _host_name(host: str) -> str | None:

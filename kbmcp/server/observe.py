@@ -18,7 +18,7 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,12 +186,17 @@ def _mode(tool: str, arguments: Mapping[str, Any], content: Mapping[str, Any]) -
 # ------------------------------------------------------------------ HTTP
 
 
-def http_observer(server: MCPServer, app: ASGIApp) -> ASGIApp:
-    """`app` with 401s recorded and GET /metrics served (for the server's HTTP app)."""
+def http_observer(
+    server: MCPServer, app: ASGIApp, sessions: Callable[[], int] | None = None
+) -> ASGIApp:
+    """`app` with 401s recorded and GET /metrics served (for the server's HTTP app);
+    `sessions` counts the open MCP sessions."""
     observer = observer_of(server)
     if observer is None:
         return app
     observer.trail.via = VIA_HTTP
+    if sessions is not None:
+        observer.metrics.sessions = sessions
     return HttpObserver(app, observer)
 
 

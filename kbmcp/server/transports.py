@@ -19,19 +19,14 @@ from collections.abc import Callable, Iterator
 import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
-from mcp.server.transport_security import TransportSecuritySettings
-from starlette.types import ASGIApp
 
 from kbmcp.errors import KbError
-from kbmcp.server.event_store import RETRY_MS, BoundedEventStore
-from kbmcp.server.host_check import LoopbackOnly, is_loopback_name
-from kbmcp.server.http_limits import MAX_REQUEST_BYTES, RequestSizeLimit
-from kbmcp.server.http_sessions import EvictIdleSessions, session_limits_from_env
-from kbmcp.server.observe import http_observer
-from kbmcp.server.protocol import lowlevel
+from kbmcp.server.auth import StoreTokenVerifier
+from kbmcp.server.host_check import binds_loopback_only, listen_address
+from kbmcp.server.http_app import MCP_PATH, http_app
+from kbmcp.server.http_sessions import session_limits_from_env
 from kbmcp.server.stdio import serve_stdio
 
-MCP_PATH = "/mcp"
 LOG_FORMAT = "%(asctime)s kbmcp %(levelname)s %(name)s: %(message)s"
 
 logger = logging.getLogger(__name__)
@@ -111,37 +106,18 @@ def run_http(
     *,
     host: str,
     port: int,
+    verifier: StoreTokenVerifier | None = None,
     warm_up: Callable[[], None] | None = None,
     log_level: str = "warning",
 ) -> None:
-    """Serve HTTP. The socket is bound first, so a port in use or an unknown host is one
-    ListenError line (before the model loads) instead of uvicorn's log and exit."""
+    """Serve HTTP (kbmcp/server/http_app.py): with `verifier`, every /mcp request needs a bearer
+    token. The socket is bound first, so a port in use or an unknown host is one ListenError
+    line (before the model loads) instead of uvicorn's log and exit."""
     limits = session_limits_from_env()  # a bad setting is an error before anything starts
     listener = bind_listener(host, port)
     if warm_up is not None:
         warm_up()
-    authenticated = server.settings.auth is not None
-    # The SDK's DNS-rebinding check knows three exact spellings of loopback: kbmcp's own
-    # (kbmcp/server/host_check.py) replaces it, applied whenever there is no authentication.
-    # The event store adds SSE priming events with a `retry` field and lets a dropped stream
-    # resume (kbmcp/server/event_store.py).
-    app = server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
-        host=host,
-        max_request_body_size=MAX_REQUEST_BYTES,
-        event_store=BoundedEventStore(),
-        retry_interval=RETRY_MS,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-        session_idle_timeout=limits.idle_seconds,
-        max_sessions=limits.max_sessions,
-    )
-    low = lowlevel(server)
-    sessions = EvictIdleSessions(app, lambda: low._session_manager, limits.max_sessions)
-    # 401s into the audit trail, GET /metrics (kbmcp/server/observe.py)
-    guarded: ASGIApp = http_observer(server, RequestSizeLimit(sessions))
-    if not authenticated:
-        guarded = LoopbackOnly(guarded)
-    elif not is_loopback_name(host):
+    if verifier is not None and not binds_loopback_only(host):
         print(
             f"kbmcp: bearer tokens travel in clear text over plain HTTP on {host}: put a "
             'TLS-terminating reverse proxy in front (docs/security.md, "On a network")',
@@ -149,7 +125,7 @@ def run_http(
             flush=True,
         )
     config = uvicorn.Config(
-        guarded,
+        http_app(server, verifier=verifier, limits=limits),
         host=host,
         port=port,
         log_level=log_level.lower(),
@@ -167,9 +143,7 @@ class ListenError(KbError):
 def bind_listener(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (port 0: one the OS picks)."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
+        family, kind, proto, address = listen_address(host, port)
     except socket.gaierror as exc:
         raise ListenError(
             f"cannot listen on {host}:{port}: unknown host ({exc.strerror})"

@@ -11,6 +11,8 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.store.sqlite.backup import copy_database
 from kbmcp.workspace import Workspace, holding_lock
 
+FOLDER_ENDINGS = tuple({"/", os.sep})
+
 
 @dataclass(frozen=True)
 class BackupReport:
@@ -21,9 +23,17 @@ class BackupReport:
     seconds: float
 
 
-def destination_path(source: Path, destination: Path, *, overwrite: bool) -> Path:
-    """Where the copy goes: DEST, or DEST/<source name> for a folder. Never the source itself,
-    and never over an existing file unless `overwrite`."""
+def destination_path(source: Path, destination: Path | str, *, overwrite: bool) -> Path:
+    """Where the copy goes: DEST, or DEST/<source name> for a folder. DEST ending in a path
+    separator names a folder, which must exist (a Path forgets that slash, so DEST may come as
+    the text the user typed). Never the source itself, and never over an existing file unless
+    `overwrite`."""
+    names_folder = isinstance(destination, str) and destination.endswith(FOLDER_ENDINGS)
+    destination = Path(destination)
+    if names_folder and not destination.is_dir():
+        raise InvalidRequest(
+            f"the folder {destination} does not exist", details={"argument": "DEST"}
+        )
     target = destination / source.name if destination.is_dir() else destination
     if target.exists() and target.resolve() == source.resolve():
         raise InvalidRequest(
@@ -43,7 +53,9 @@ def destination_path(source: Path, destination: Path, *, overwrite: bool) -> Pat
 
 
 @holding_lock
-def backup(workspace: Workspace, destination: Path, *, overwrite: bool = False) -> BackupReport:
+def backup(
+    workspace: Workspace, destination: Path | str, *, overwrite: bool = False
+) -> BackupReport:
     """Copy the workspace's file to `destination` (see kbmcp/store/sqlite/backup.py). The copy is
     written beside the destination under a temporary name and renamed into place, so DEST is
     either the previous file or the complete, checked copy, never a partial one. A PostgreSQL

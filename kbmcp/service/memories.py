@@ -11,7 +11,8 @@ immutable revisions, and is ranked with documents by the same statement (kbmcp/s
 - A caller that may write memories but not read them (`memory:write` without `memory:read`)
   learns nothing of what is stored: `remember` answers it in the same shape whether the content
   was new, stored already or forgotten (outcome 'stored', only the tags it sent), and embeds the
-  text either way, so the answer takes about as long (docs/security.md, threat model).
+  text either way, so the answer takes about as long; revising its own memory into text another
+  memory holds is written, not refused (docs/security.md, threat model).
 - `forget` is a soft delete: the memory leaves the indexes at once (no search or chunk fetch
   returns it) while its rows stay for audit (`kbmcp memory list --all`).
 - Memory stores are private to their tenant: never shared, and not limited by a token's
@@ -259,7 +260,13 @@ def _remember(
         with backend.read_snapshot(conn):
             same = backend.memories.same_content(conn, store.id, memory.content_hash)
             if target is not None and same is not None and same.public_id != target.public_id:
-                raise _already_held(same.public_id, target.public_id, blind=blind)
+                if not blind:
+                    raise _already_held(same.public_id, target.public_id)
+                # A caller that cannot read memories must get the same answer whether or not
+                # another memory holds this text (a refusal here told it, one guess at a
+                # time, what the store held): the revision is written, and two memories of
+                # the store hold one text.
+                same = None
             known = target or same
             path = known.public_id if known else _new_memory_id(backend, conn, store, memory)
     merged = sorted(memory.tags.items())
@@ -303,15 +310,9 @@ def _embed(workspace: Workspace, title: str, spans: Sequence[ChunkSpan]) -> list
     return [to_blob(row) for row in workspace.embedder.embed(inputs)]
 
 
-def _already_held(held_by: str, target: str, *, blind: bool) -> InvalidRequest:
-    """Revising `target` to the text another memory of its store holds. A caller that cannot
-    read memories is not told which memory holds it."""
-    if blind:
-        return InvalidRequest(
-            f"another memory of this store already holds this content; forget {target} "
-            "instead of making a second copy",
-            details={"argument": "content"},
-        )
+def _already_held(held_by: str, target: str) -> InvalidRequest:
+    """Revising `target` to the text another memory of its store holds (a caller that can read
+    memories; one that cannot is never refused for it)."""
     return InvalidRequest(
         f"memory {held_by} of this store already holds this content; forget {target} instead "
         "of making a second copy",

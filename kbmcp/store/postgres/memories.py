@@ -25,13 +25,16 @@ class PostgresMemories(SqlMemories):
     LOCK_TENANT = "SELECT 1 FROM tenant WHERE id = %(tenant_id)s FOR NO KEY UPDATE"
 
     # A memory of the store with this content as its current text, forgotten or not. Two memories
-    # of a store never hold one text (remember refuses it), so there is at most one row.
+    # hold one text only when a caller without memory:read revised one into the other's text
+    # (kbmcp/service/memories.py): the published one, then the oldest, answers.
     SELECT_SAME_CONTENT = """
     SELECT m.public_id, m.status, m.source, m.attributes_hash, r.id, r.content_hash,
            ARRAY(SELECT ARRAY[t.key, t.value] FROM document_tag AS t WHERE t.document_id = m.id)
     FROM revision AS r
     JOIN document AS m ON m.current_revision_id = r.id
     WHERE r.content_hash = %(content_hash)s AND m.knowledge_base_id = %(store_id)s
+    ORDER BY m.status <> 'published', m.id
+    LIMIT 1
     """
     SELECT_MEMORY_STATE = """
     SELECT m.public_id, m.status, m.source, m.attributes_hash, r.id, r.content_hash,

@@ -22,7 +22,9 @@ class SqliteMemories(SqlMemories):
     """
 
     # A memory of the store with this content as its current text, forgotten or not. The columns
-    # are a `MemoryState`, as are SELECT_MEMORY_STATE's.
+    # are a `MemoryState`, as are SELECT_MEMORY_STATE's. Two memories hold one text only when a
+    # caller without memory:read revised one into the other's text (kbmcp/service/memories.py):
+    # the published one, then the oldest, answers.
     SELECT_SAME_CONTENT = """
     SELECT m.public_id, m.status, m.source, m.attributes_hash, r.id, r.content_hash,
            (SELECT json_group_array(json_array(t.key, t.value))
@@ -30,6 +32,8 @@ class SqliteMemories(SqlMemories):
     FROM revision AS r
     JOIN document AS m ON m.current_revision_id = r.id
     WHERE r.content_hash = :content_hash AND m.knowledge_base_id = :store_id
+    ORDER BY m.status <> 'published', m.id
+    LIMIT 1
     """
     # A memory of the tenant's stores by public id (to revise it), with its store.
     SELECT_MEMORY_STATE = """

@@ -27,6 +27,7 @@ from collections import OrderedDict
 import apsw
 
 from kbmcp.search.lexical.channel import WEIGHTS
+from kbmcp.store.sqlite.search.lexical.own_tokens import own_tokens_for
 from kbmcp.store.sqlite.search.lexical.postings import PostingsIndex
 from kbmcp.store.sqlite.search.lexical.stats import ReadableRows
 from kbmcp.store.sqlite.search.lexical.tokens import TokenCache
@@ -97,6 +98,7 @@ class Accelerator:
         if found is None:
             chunk_ids = self.vectors(conn).ids_of_stores(store_ids)
             found = self.postings.readable_rows(conn, chunk_ids)
+            found.own = own_tokens_for(found, self.tokens)
             self._readable[store_ids] = found
             while len(self._readable) > READABLE_SETS:
                 self.postings.forget_inside(self._readable.popitem(last=False)[1])
@@ -107,7 +109,11 @@ class Accelerator:
         """Whether every phrase has postings that requests of callers reading exactly these
         stores used. The plan asks this, not merely whether the postings exist: they may have
         been filled by another tenant's request, and a strategy name that changed with what
-        other tenants searched for would tell a caller about it."""
+        other tenants searched for would tell a caller about it. A set that finds phrases in
+        its own rows (lexical/own_tokens.py) holds them itself."""
+        readable = self._readable.get(store_ids)
+        if readable is not None and readable.own is not None:
+            return all(phrase in readable.inside for phrase in phrases)
         used = self._used.get(store_ids, set())
         return all(phrase in used and phrase in self.postings.phrases for phrase in phrases)
 

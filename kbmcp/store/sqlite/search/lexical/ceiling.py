@@ -44,6 +44,12 @@ def query_ceiling(
     stats = index if readable is None else readable.stats
     if not phrases or stats.rows == 0:
         return 0.0
+    if readable is not None and readable.own is not None:
+        # A set that finds phrases in its own rows counts them there (own_tokens.py): no count
+        # over the whole index, whose cost would follow other tenants' rows.
+        counted = readable.containing(conn, [term for term, _ in phrases])
+        if readable.own is not None:
+            return sum(bm25.idf(stats.rows, counted[term]) for term, _ in phrases)
     containing = rows_containing(conn, phrases, known_counts)
     unreadable = index.rows - stats.rows
     ceiling = 0.0

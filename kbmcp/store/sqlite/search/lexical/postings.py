@@ -351,15 +351,21 @@ class PostingsIndex:
         if found is not None:
             self._inside_order.move_to_end(key)
             return found
-        postings = self.postings(conn, phrase, index)
-        if not postings.solved:
-            return None
         assert readable.positions is not None and readable.lengths is not None
-        rows, where = _members(readable.positions, postings.positions)
+        own = _own_frequencies(conn, phrase, readable)
+        if own is not None:  # the set's own rows (own_tokens.py): the index is not consulted
+            rows = np.flatnonzero(own)
+            frequencies = own[rows]
+        else:
+            postings = self.postings(conn, phrase, index)
+            if not postings.solved:
+                return None
+            rows, where = _members(readable.positions, postings.positions)
+            frequencies = postings.frequencies[where]
         count = readable.counts.setdefault(phrase, len(rows))
         idf = bm25.idf(readable.stats.rows, count)
         contributions = bm25.contributions(
-            idf, postings.frequencies[where], readable.lengths[rows], readable.stats.avgdl
+            idf, frequencies, readable.lengths[rows], readable.stats.avgdl
         )
         found = readable.inside[phrase] = InsidePostings(rows.astype(np.int32), contributions)
         self._inside_order[key] = readable  # (holding the set keeps its id from being reused)
@@ -382,7 +388,8 @@ class PostingsIndex:
         if phrase in readable.inside:
             return len(readable.inside[phrase].rows)
         postings = self.phrases.get(phrase)
-        if postings is None or readable.positions is None:
+        # A set that finds phrases in its own rows never looks at postings others filled.
+        if postings is None or readable.positions is None or readable.own is not None:
             return None
         return len(_members(readable.positions, postings.positions)[0])
 
@@ -412,6 +419,23 @@ def _members(rows: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.nd
     found = at < len(rows)
     found[found] = rows[at[found]] == positions[found]
     return at[found], np.flatnonzero(found)
+
+
+def _own_frequencies(
+    conn: apsw.Connection, phrase: str, readable: ReadableRows
+) -> np.ndarray | None:
+    """The phrase's f in each row of a set that finds phrases in its own rows (None: it does
+    not, or no longer does because its rows' text differs from the index)."""
+    if readable.own is None:
+        return None
+    tokens = _phrase_tokens(phrase)
+    if not tokens:
+        return None
+    found = readable.own.frequencies(conn, readable, [(phrase, tokens)])
+    if found is None:
+        readable.own = None
+        return None
+    return found[0]
 
 
 def _phrase_tokens(phrase: str) -> tuple[str, ...]:

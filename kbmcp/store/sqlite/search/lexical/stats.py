@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import apsw
 import numpy as np
@@ -33,6 +34,10 @@ import numpy as np
 from kbmcp.search.lexical.bm25 import IndexStats
 from kbmcp.search.query_text import quote_term
 from kbmcp.store.sqlite.search.sorted_ids import positions_of
+from kbmcp.store.tokenizer import query_tokens
+
+if TYPE_CHECKING:
+    from kbmcp.store.sqlite.search.lexical.own_tokens import OwnTokens
 
 COLUMNS = 3  # chunk_fts: title, heading, body (a docsize record has one varint per column)
 # The indexed chunks (the rows of chunk_fts) of some knowledge bases and memory stores.
@@ -169,10 +174,14 @@ class ReadableRows:
     positions: np.ndarray | None = None
     # Each phrase's postings inside the set, once asked for (postings.py `PostingsIndex.inside`).
     inside: dict[str, InsidePostings] = field(default_factory=dict)
+    # Phrases are found in the set's own rows' tokens (own_tokens.py), not the whole index.
+    own: OwnTokens | None = None
     _member: np.ndarray | None = field(default=None, repr=False)  # by chunk id
 
     def containing(self, conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
         """n of each term (rows of the set that contain it as a phrase), keyed by term."""
+        if self.own is not None:
+            self._count_own(conn, terms)
         for term in terms:
             phrase = quote_term(term)
             if phrase in self.counts:
@@ -184,6 +193,23 @@ class ReadableRows:
             else:
                 self.counts[phrase] = int(np.count_nonzero(self._holds(phrase_rows(conn, phrase))))
         return {term: self.counts[quote_term(term)] for term in terms}
+
+    def _count_own(self, conn: apsw.Connection, terms: Sequence[str]) -> None:
+        """n of the terms not counted yet, from the set's own rows (own_tokens.py); when their
+        text differs from the index, the set stops using its own tokens."""
+        assert self.own is not None
+        missing = list(dict.fromkeys(t for t in terms if quote_term(t) not in self.counts))
+        if not missing:
+            return
+        phrases = [(term, query_tokens(term)) for term in missing]
+        if any(not tokens for _, tokens in phrases):
+            return  # FTS5 decides what such a term means: counted below
+        frequency = self.own.frequencies(conn, self, phrases)
+        if frequency is None:
+            self.own = None
+            return
+        for (term, _), row in zip(phrases, frequency, strict=True):
+            self.counts[quote_term(term)] = int(np.count_nonzero(row))
 
     def lengths_of(self, conn: apsw.Connection, chunk_ids: np.ndarray) -> np.ndarray:
         """D of each of `chunk_ids` (ascending, rows of this set; 0 for an id the index does
