@@ -41,6 +41,10 @@ HEAVY = (
     "kbmcp.store.sqlite.search.accelerator",
     "kbmcp.server",
     "kbmcp.ingest.walker",
+    # The web page of `serve --http` (kbmcp/web/) and its template engine.
+    "kbmcp.web",
+    "jinja2",
+    "markupsafe",
 )
 
 PROBE = """

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +19,10 @@ from kbmcp.service.tokens import count_usable_tokens
 from kbmcp.workspace import Workspace
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
     from kbmcp.server.auth import PrincipalSource, StoreTokenVerifier
+    from kbmcp.server.tools import ServerOptions
     from kbmcp.service.ingest import IngestReport
 
 TOKEN_ENV = "KBMCP_TOKEN"
@@ -36,6 +39,11 @@ watch_logger = logging.getLogger("kbmcp.watch")
     default=None,
     type=click.IntRange(0, 65535),
     help="HTTP: port (0 picks a free one) [default: 8765].",
+)
+@click.option(
+    "--no-ui",
+    is_flag=True,
+    help="HTTP: serve /mcp only, without the web page at / (see docs/web.md).",
 )
 @click.option(
     "--log-level",
@@ -71,6 +79,7 @@ def serve(
     use_http: bool,
     host: str | None,
     port: int | None,
+    no_ui: bool,
     log_level: str,
     watch_folders: tuple[Path, ...],
     watch_kb: str,
@@ -85,11 +94,13 @@ def serve(
     HTTP requires 'Authorization: Bearer <token>' as soon as the file has a usable token
     (`kbmcp token create`); without tokens it serves loopback addresses only. stdio runs as
     the local owner, or as the token in $KBMCP_TOKEN. GET /health answers without a token.
+    HTTP also serves a web page at / (same port, same tokens) to look through what agents
+    see: knowledge bases, search, a reader, memories; --no-ui leaves it out.
     Keep a folder indexed while serving:  kbmcp serve --watch ./docs --watch-kb handbook
     A read-only file (read-only mount, no write permission) is served read-only.
     """
-    if not use_http and (host is not None or port is not None):
-        raise click.UsageError("--host and --port apply to --http")
+    if not use_http and (host is not None or port is not None or no_ui):
+        raise click.UsageError("--host, --port and --no-ui apply to --http")
     # Imported here: the MCP SDK takes ~0.4 s to import, which every other command would pay.
     from kbmcp.server.app import build_server, server_options_from_env
     from kbmcp.server.transports import configure_logging, run_http, run_stdio
@@ -114,6 +125,7 @@ def serve(
                     verifier=verifier,
                     warm_up=warm_up,
                     log_level=log_level,
+                    web=None if no_ui else web_page(workspace, verifier, options),
                 )
             finally:
                 if verifier is not None:
@@ -121,6 +133,16 @@ def serve(
         else:
             server = build_server(workspace, options, principals=_stdio_principals(workspace))
             run_stdio(server, warm_up=warm_up)
+
+
+def web_page(
+    workspace: Workspace, verifier: StoreTokenVerifier | None, options: ServerOptions
+) -> Callable[[ASGIApp], ASGIApp]:
+    """The web page (kbmcp/web/) beside the MCP app, with the same token check and options."""
+    from kbmcp.web.app import web_app, with_web_ui
+
+    page = web_app(workspace, verifier=verifier, options=options)
+    return lambda mcp_app: with_web_ui(mcp_app, page)
 
 
 def http_verifier(workspace: Workspace, host: str) -> StoreTokenVerifier | None:

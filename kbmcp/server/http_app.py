@@ -8,9 +8,11 @@ Outermost first, for a request to /mcp:
 4. `KbSessionManager`: sessions, each with its own resumable events; a new session at the
    session cap ends the longest-idle one. Because it runs after step 3, only an authenticated
    request can cost another session its place.
-/health answers without authentication and without touching the database; /metrics
-(kbmcp/server/observe.py, inside steps 1 and 2) checks its own bearer token, for the
-`metrics:read` scope, and records the 401s of /mcp in the audit trail.
+/health answers without authentication and without touching the database. The web page's paths
+(kbmcp/web/, when served) are dispatched between steps 2 and 3: the page checks a token itself,
+with the same verifier, so its sign-in page and static files answer without one. /metrics
+(kbmcp/server/observe.py, also between steps 2 and 3) checks its own bearer token, for the
+`metrics:read` scope; the same observer records every 401 in the audit trail.
 
 kbmcp assembles this itself rather than take `MCPServer.streamable_http_app()`: that app builds
 its own session manager (one event store for every session) and leaves no place between
@@ -53,9 +55,12 @@ def http_app(
     verifier: StoreTokenVerifier | None,
     limits: SessionLimits,
     events: ResumptionEvents | None = None,
+    web: Callable[[ASGIApp], ASGIApp] | None = None,
 ) -> ASGIApp:
     """The whole HTTP app for `server`: with `verifier`, every /mcp request needs a bearer
-    token; without it the app answers loopback Host/Origin only."""
+    token; without it the app answers loopback Host/Origin only. `web` puts the web page's
+    paths (kbmcp/web/) beside it: outside the bearer layer (the page checks tokens itself, with
+    the same verifier), inside the Host check and the size limit."""
     manager = KbSessionManager(
         lowlevel(server),
         events=events or ResumptionEvents(),
@@ -90,6 +95,7 @@ def http_app(
         middleware=middleware,
         lifespan=lifespan,
     )
+    app = app if web is None else web(app)
     # 401s into the audit trail, and GET /metrics (kbmcp/server/observe.py)
     app = http_observer(server, app, sessions=lambda: len(manager._server_instances))
     app = RequestSizeLimit(app)

@@ -221,8 +221,9 @@ class HttpObserver:
             await send(message)
 
         await self._app(scope, receive, watch)
+        action = "mcp" if scope["path"].startswith("/mcp") else "web"  # (the web page's paths)
         if status == 401:
-            await self._refused(scope, "mcp")
+            await self._refused(scope, action)
         elif status == 403:  # (the SDK's answer to a token without a required scope)
             self._observer.metrics.refused.labels("403").inc()
             secret = _bearer(scope)
@@ -231,7 +232,7 @@ class HttpObserver:
             if token_id is not None:
                 _, tenant_id = await anyio.to_thread.run_sync(self._token_state, token_id)
             self._observer.trail.record(
-                None, "mcp", "forbidden", token_id=token_id, tenant_id=tenant_id
+                None, action, "forbidden", token_id=token_id, tenant_id=tenant_id
             )
 
     async def _metrics(self, scope: Scope, send: Send) -> None:
