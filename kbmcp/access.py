@@ -29,8 +29,11 @@ KNOWLEDGE_READ = "knowledge:read"
 KNOWLEDGE_WRITE = "knowledge:write"
 MEMORY_READ = "memory:read"
 MEMORY_WRITE = "memory:write"
+# GET /metrics of the HTTP server: deployment-wide figures (every tenant's knowledge-base names
+# and counts), for a monitoring system's token, never an agent's (docs/operations.md).
+METRICS_READ = "metrics:read"
 # The scopes a token can carry, in display order.
-TOKEN_SCOPES = (KNOWLEDGE_READ, KNOWLEDGE_WRITE, MEMORY_READ, MEMORY_WRITE)
+TOKEN_SCOPES = (KNOWLEDGE_READ, KNOWLEDGE_WRITE, MEMORY_READ, MEMORY_WRITE, METRICS_READ)
 # Managing the file (re-embedding, tenants, shares, tokens) is the local operator's alone: no
 # token can carry this scope, so nothing reachable over the network administers the file.
 ADMIN = "kbmcp:admin"
@@ -65,6 +68,13 @@ def local_principal(
     holding `writer_lock` for that write)."""
     tenant = _local_tenant(store, conn, writer_lock)
     return Principal(tenant_id=tenant.id, tenant_public_id=tenant.public_id)
+
+
+def operator_principal() -> Principal:
+    """The local operator acting on the database as a whole (`kbmcp export`, `import`): ADMIN
+    only, as no tenant (row id 0), so nothing is written on its behalf (not even the local
+    owner's tenant row, which an import may bring with its own id)."""
+    return Principal(tenant_id=NO_ROW, tenant_public_id="", scopes=frozenset({ADMIN}))
 
 
 def tenant_principal(tenant: TenantRef) -> Principal:

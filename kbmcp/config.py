@@ -31,6 +31,8 @@ DEFAULT_RECENCY_HALF_LIFE_DAYS = 0.0
 # The most chunks one ingest write transaction writes (docs/ingest.md): a document with more is
 # written in parts of this size and made current at the end. ~0.2 s of writing on two cores.
 DEFAULT_WRITE_BATCH_CHUNKS = 1000
+# How long the audit trail keeps its rows (docs/operations.md, "Audit trail"); 0 keeps them all.
+DEFAULT_AUDIT_RETENTION_DAYS = 90
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,10 @@ class Settings:
     # docs/operations.md, read-only files).
     immutable: bool = False
     write_batch_chunks: int = DEFAULT_WRITE_BATCH_CHUNKS
+    # The audit trail: record each search's query text (off: queries can be sensitive, only
+    # their number per token is kept), and the days its rows are kept (0: forever).
+    audit_queries: bool = False
+    audit_retention_days: int = DEFAULT_AUDIT_RETENTION_DAYS
 
     def with_db(self, db: Path | str | None) -> Settings:
         return self if db is None else replace(self, db=database(db))
@@ -107,6 +113,8 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         recency_half_life_days=_half_life(env),
         immutable=_flag(env, "KBMCP_IMMUTABLE"),
         write_batch_chunks=_write_batch_chunks(env),
+        audit_queries=_flag(env, "KBMCP_AUDIT_QUERIES"),
+        audit_retention_days=_retention_days(env),
     )
 
 
@@ -185,4 +193,15 @@ def seconds_from_env(name: str, default: float, environ: Mapping[str, str] | Non
         lambda seconds: math.isfinite(seconds) and seconds > 0,
         "a number of seconds > 0",
         environ,
+    )
+
+
+def _retention_days(env: Mapping[str, str]) -> int:
+    return number_from_env(
+        "KBMCP_AUDIT_RETENTION_DAYS",
+        DEFAULT_AUDIT_RETENTION_DAYS,
+        int,
+        lambda days: days >= 0,
+        "a whole number of days >= 0 (0: keep the audit trail forever)",
+        env,
     )

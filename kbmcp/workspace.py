@@ -77,9 +77,12 @@ class Workspace:
         self._leases.add(self.store.connect(create=create, migrate=True))
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
+        self._embedder_wraps: list[Callable[[Embedder], Embedder]] = []
         # The process's writer lock: service functions that write hold it while they use the
         # connection (and never while they embed), so one thread writes at a time.
         self.lock = threading.RLock()
+        # What must run while the connections are still open (`before_close`).
+        self._before_close: list[Callable[[], None]] = []
 
     @property
     def conn(self) -> Connection:
@@ -173,7 +176,18 @@ class Workspace:
         with self._embedder_lock:
             if self._embedder is None:
                 self._embedder = create_embedder(self.settings.embedder)
+                for wrap in self._embedder_wraps:
+                    self._embedder = wrap(self._embedder)
             return self._embedder
+
+    def wrap_embedder(self, wrap: Callable[[Embedder], Embedder]) -> None:
+        """Put `wrap(embedder)` in the embedder's place (now, or when it is made): e.g. timing
+        every call for /metrics without loading the model before it is needed."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                self._embedder_wraps.append(wrap)
+            else:
+                self._embedder = wrap(self._embedder)
 
     def local_principal(self) -> Principal:
         return local_principal(self.store, self.conn, self.lock)
@@ -191,8 +205,16 @@ class Workspace:
             if not store.vectors.check_model(conn, fingerprint):
                 store.vectors.record_model(conn, fingerprint)
 
+    def before_close(self, callback: Callable[[], None]) -> None:
+        """Run `callback` when the workspace closes, before its connections do (e.g. the audit
+        trail writing what it holds)."""
+        self._before_close.append(callback)
+
     def close(self) -> None:
         """Close every connection (on SQLite, the WAL is folded into the file first)."""
+        callbacks, self._before_close = self._before_close, []
+        for callback in callbacks:
+            callback()
         self._leases.close_all()
 
     def __enter__(self) -> Workspace:

@@ -10,14 +10,17 @@ import click
 
 from kbmcp import __version__
 from kbmcp.cli.accounts import kb, tenant, token
+from kbmcp.cli.audit import audit
 from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
 from kbmcp.cli.common import Utf8Path
+from kbmcp.cli.connect import connect, disconnect
 from kbmcp.cli.copy import copy_command
 from kbmcp.cli.eval import eval_command
 from kbmcp.cli.memory import forget, memory, remember
 from kbmcp.cli.search import search
 from kbmcp.cli.serve import serve
+from kbmcp.cli.transfer import export_command, import_command
 from kbmcp.cli.watch import watch
 from kbmcp.errors import KbError
 
@@ -63,6 +66,8 @@ for command in (
     doctor,
     backup,
     copy_command,
+    export_command,
+    import_command,
     eval_command,
     remember,
     forget,
@@ -70,6 +75,9 @@ for command in (
     tenant,
     kb,
     token,
+    audit,
+    connect,
+    disconnect,
 ):
     cli.add_command(command)
 

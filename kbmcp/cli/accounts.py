@@ -6,12 +6,13 @@ once; it is not stored and cannot be shown again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 import click
 
 from kbmcp.access import TOKEN_SCOPES, Principal
+from kbmcp.cli.audit import audited
 from kbmcp.cli.common import echo_json, open_workspace, print_result, printable
 from kbmcp.service import tenants, tokens
 from kbmcp.service.tenants import KnowledgeBaseRecord
@@ -40,6 +41,7 @@ def tenant_create(ctx: click.Context, name: str, as_json: bool) -> None:
         as_json,
         lambda ws, admin: tenants.create_tenant(ws, admin, name),
         lambda info: f"created tenant {printable(info.name)} ({info.tenant_id})",
+        action="tenant create",
     )
 
 
@@ -86,6 +88,7 @@ def kb_create(
             f"created knowledge base {printable(kb.name)} ({kb.knowledge_base_id}) "
             f"for {printable(kb.owner)}"
         ),
+        action="kb create",
     )
 
 
@@ -146,6 +149,9 @@ def _change_share(
             f"{printable(info.knowledge_base)} ({info.knowledge_base_id}) "
             f"{states[(share, info.changed)]} with {printable(info.tenant)}"
         ),
+        action="kb share" if share else "kb unshare",
+        given=[knowledge_base],
+        detail=lambda info: {"tenant": info.tenant, "changed": info.changed},
     )
 
 
@@ -193,14 +199,22 @@ def token_create(
 ) -> None:
     """Create a token and print its secret (shown once: store it now)."""
     with open_workspace(ctx, create=True) as workspace:
-        created = tokens.create_token(
+        created = audited(
             workspace,
             workspace.local_principal(),
-            tenant=tenant_ref,
-            scopes=list(scopes),
-            knowledge_bases=list(knowledge_bases),
-            expires_days=expires_days,
-            name=name,
+            "token create",
+            lambda ws, admin: tokens.create_token(
+                ws,
+                admin,
+                tenant=tenant_ref,
+                scopes=list(scopes),
+                knowledge_bases=list(knowledge_bases),
+                expires_days=expires_days,
+                name=name,
+            ),
+            # the token's id and allow-list, never its secret
+            touched=lambda made: [made.token.token_id, *(made.token.knowledge_base_ids or [])],
+            detail=lambda made: {"tenant": made.token.tenant, "scopes": made.token.scopes},
         )
     if as_json:
         echo_json(created)
@@ -230,7 +244,14 @@ def token_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> Non
 @click.pass_context
 def token_revoke(ctx: click.Context, token_id: str, as_json: bool) -> None:
     """Revoke a token: its next request is refused."""
-    _admin(ctx, as_json, lambda ws, admin: tokens.revoke_token(ws, admin, token_id), _token_line)
+    _admin(
+        ctx,
+        as_json,
+        lambda ws, admin: tokens.revoke_token(ws, admin, token_id),
+        _token_line,
+        action="token revoke",
+        given=[token_id],
+    )
 
 
 def _admin(
@@ -238,10 +259,19 @@ def _admin(
     as_json: bool,
     call: Callable[[Workspace, Principal], T],
     render: Callable[[T], str | list[str]],
+    *,
+    action: str | None = None,
+    given: Iterable[str] = (),
+    detail: Callable[[T], dict[str, Any]] | None = None,
 ) -> None:
-    """Run one administrative service call as the local operator; print JSON or lines."""
+    """Run one administrative service call as the local operator; print JSON or lines. A call
+    that writes names its `action`: it is recorded in the audit trail."""
     with open_workspace(ctx, create=True) as workspace:
-        result = call(workspace, workspace.local_principal())
+        admin = workspace.local_principal()
+        if action is None:
+            result = call(workspace, admin)
+        else:
+            result = audited(workspace, admin, action, call, given=given, detail=detail)
     print_result(result, as_json, render)
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from kbmcp.cli.audit import audited
 from kbmcp.cli.common import (
     Utf8Path,
     echo_json,
@@ -84,7 +85,19 @@ def add(
         principal = workspace.local_principal()
         if tenant_ref is not None:
             principal = act_as_tenant(workspace, principal, tenant_ref)
-        report = add_paths(workspace, principal, list(paths), options, on_progress=progress)
+        report = audited(
+            workspace,
+            principal,
+            "add",
+            lambda ws, who: add_paths(ws, who, list(paths), options, on_progress=progress),
+            detail=lambda done: {
+                "knowledge_base": done.knowledge_base,
+                "added": done.added,
+                "updated": done.updated,
+                "archived": done.archived,
+                "errors": len(done.errors),
+            },
+        )
     if as_json:
         echo_json(report.to_dict())
     else:

@@ -27,14 +27,21 @@ def copy_command(source: str, destination: str, force: bool, as_json: bool) -> N
       kbmcp copy kb.db postgresql://kbmcp@db.internal/kbmcp
       kbmcp copy postgresql://kbmcp@db.internal/kbmcp restored.db
     """
+    from kbmcp.cli.audit import record_on_database
+    from kbmcp.errors import KbError
     from kbmcp.store.copy import copy_store
 
-    report = copy_store(
-        source,
-        destination,
-        force=force,
-        progress=lambda line: click.echo(f"  {line}", err=True),
-    )
+    try:
+        report = copy_store(
+            source,
+            destination,
+            force=force,
+            progress=lambda line: click.echo(f"  {line}", err=True),
+        )
+    except KbError as error:  # recorded where the copy would have gone (left as it was)
+        record_on_database(destination, "copy", error.code, {"source": _shown(source)})
+        raise
+    record_on_database(destination, "copy", "ok", {"source": report.source, "rows": report.rows})
     if as_json:
         echo_json(report)
         return
@@ -50,3 +57,10 @@ def copy_command(source: str, destination: str, force: bool, as_json: bool) -> N
         f"{counted(rows.get('token', 0), 'token')} "
         f"in {report.seconds:.1f}s; counts verified"
     )
+
+
+def _shown(target: str) -> str:
+    """A database as messages show it (a URL without its password: never a secret)."""
+    from kbmcp.store.postgres.url import is_postgres_url, shown_url
+
+    return shown_url(target) if is_postgres_url(target) else target

@@ -13,6 +13,7 @@ from typing import TypeVar
 import click
 
 from kbmcp.access import Principal
+from kbmcp.cli.audit import audited
 from kbmcp.cli.common import UTF8_TEXT, open_workspace, pairs_option, print_result, printable
 from kbmcp.errors import InvalidRequest
 from kbmcp.service import memories
@@ -96,6 +97,8 @@ def remember(
         ),
         lambda r: f"{r.outcome} {r.memory_id} in {printable(r.memory_store)} ({r.memory_store_id})",
         create=True,
+        action="remember",
+        given=[memory_id or ""],
     )
 
 
@@ -112,6 +115,8 @@ def forget(ctx: click.Context, memory_id: str, tenant_ref: str | None, as_json: 
         tenant_ref,
         lambda ws, who: memories.forget(ws, who, memory_id),
         lambda r: f"{r.outcome.replace('_', ' ')} {r.memory_id} at {r.forgotten_at}",
+        action="forget",
+        given=[memory_id],
     )
 
 
@@ -176,6 +181,7 @@ def store_create(
         lambda ws, who: memories.create_memory_store(ws, who, name, tags=tag_map),
         lambda s: f"created memory store {printable(s.name)} ({s.memory_store_id})",
         create=True,
+        action="memory store create",
     )
 
 
@@ -209,13 +215,19 @@ def _run(
     render: Callable[[T], str | list[str]],
     *,
     create: bool = False,
+    action: str | None = None,
+    given: Iterable[str] = (),
 ) -> None:
-    """One service call as the local owner (or `--tenant`); print JSON or lines."""
+    """One service call as the local owner (or `--tenant`); print JSON or lines. A call that
+    writes names its `action`: it is recorded in the audit trail."""
     with open_workspace(ctx, create=create) as workspace:
         principal = workspace.local_principal()
         if tenant_ref is not None:
             principal = act_as_tenant(workspace, principal, tenant_ref)
-        result = call(workspace, principal)
+        if action is None:
+            result = call(workspace, principal)
+        else:
+            result = audited(workspace, principal, action, call, given=given)
     print_result(result, as_json, render)
 
 

@@ -17,6 +17,7 @@ from kbmcp.search.models import MAX_LIMIT_CHARS
 from kbmcp.server.auth import AUTH_SETTINGS, BearerPrincipals, LocalOwner, PrincipalSource
 from kbmcp.server.errors import RequestErrorGuard, ToolCallGuard
 from kbmcp.server.instructions import instructions_for
+from kbmcp.server.observe import ToolObserver, attach, new_observer
 from kbmcp.server.protocol import add_protocol_handlers
 from kbmcp.server.resources import ResourceServer
 from kbmcp.server.schema import published_output_schema, with_settings, without_titles
@@ -130,6 +131,7 @@ def build_server(
         name: {p.name for p in parameters.values() if p.default is inspect.Parameter.empty}
         for name, parameters in signatures.items()
     }
+    observer = new_observer(workspace, list(registered), token_verifier)
     unguarded = sorted(set(registered) - set(TOOL_SCOPES))
     if unguarded:
         raise RuntimeError(f"tools without a scope in TOOL_SCOPES: {', '.join(unguarded)}")
@@ -146,10 +148,12 @@ def build_server(
         subscriptions=False,
         middleware=[
             RequestErrorGuard(),
+            ToolObserver(observer, principals),  # (outside ScopeGuard: sees its refusals)
             ScopeGuard(TOOL_SCOPES, principals, instructions_for),
             ToolCallGuard(known.get, required.get),
         ],
     )
+    attach(observer, server)
     descriptions = {
         "search_knowledge": SEARCH_DESCRIPTION,
         "list_knowledge_bases": LIST_KBS_DESCRIPTION,

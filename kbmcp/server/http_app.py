@@ -11,7 +11,9 @@ Outermost first, for a request to /mcp:
    request can cost another session its place.
 /health answers without authentication and without touching the database. The web page's paths
 (kbmcp/web/, when served) are dispatched between steps 2 and 3: the page checks a token itself,
-with the same verifier, so its sign-in page and static files answer without one.
+with the same verifier, so its sign-in page and static files answer without one. /metrics
+(kbmcp/server/observe.py, also between steps 2 and 3) checks its own bearer token, for the
+`metrics:read` scope; the same observer records every 401 in the audit trail.
 
 kbmcp assembles this itself rather than take `MCPServer.streamable_http_app()`: that app builds
 its own session manager (one event store for every session) and leaves no place between
@@ -44,6 +46,7 @@ from kbmcp.server.event_store import RETRY_MS, ReadableNow, ResumptionEvents
 from kbmcp.server.host_check import LoopbackOnly
 from kbmcp.server.http_limits import MAX_REQUEST_BYTES, RequestSizeLimit
 from kbmcp.server.http_sessions import KbSessionManager, SessionLimits
+from kbmcp.server.observe import http_observer
 from kbmcp.server.protocol import lowlevel
 
 MCP_PATH = "/mcp"
@@ -103,7 +106,10 @@ def http_app(
         middleware=middleware,
         lifespan=lifespan,
     )
-    app = RequestSizeLimit(app if web is None else web(app))
+    app = app if web is None else web(app)
+    # 401s into the audit trail, and GET /metrics (kbmcp/server/observe.py)
+    app = http_observer(server, app, sessions=lambda: len(manager._server_instances))
+    app = RequestSizeLimit(app)
     return app if verifier is not None else LoopbackOnly(app)
 
 

@@ -39,6 +39,7 @@ from kbmcp.errors import InvalidRequest, StoreError
 if TYPE_CHECKING:
     from kbmcp.config import Settings
     from kbmcp.store.admin import Admin
+    from kbmcp.store.audit import Audit
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
+    from kbmcp.store.transfer import Transfer
     from kbmcp.store.vectors import Vectors
 
 # A connection of the store's backend: apsw.Connection (SQLite) or psycopg.Connection in
@@ -76,6 +78,7 @@ class Store(Protocol):
     closes_idle_connections: bool
 
     admin: Admin
+    audit: Audit
     catalog: Catalog
     evaluation: Evaluation
     grants: Grants
@@ -89,6 +92,7 @@ class Store(Protocol):
     reembed: Reembed
     scan: Scan
     search: Search
+    transfer: Transfer
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> Connection:
         """A new connection, ready for use. `create`: a missing or empty database may become a

@@ -3,10 +3,10 @@
 SRC and DST are each a SQLite file or a PostgreSQL URL (kbmcp/store/postgres/url.py). What is
 copied: tenants, knowledge bases and memory stores, documents with every revision, their tags
 and chunks, the vectors (as stored: nothing is re-embedded), shares, tokens (their hashes: the
-secrets were never stored), the id key and the model record. What is rebuilt instead of copied:
-whatever the destination derives from those rows - the keyword and vector indexes of the indexed
-chunks (on SQLite exactly as ingest writes them: kbmcp/store/sqlite/index.py), document_metadata and
-index_log (their triggers).
+secrets were never stored), the id key, the model record and the audit trail. What is rebuilt
+instead of copied: whatever the destination derives from those rows - the keyword and vector
+indexes of the indexed chunks (on SQLite exactly as ingest writes them:
+kbmcp/store/sqlite/index.py), document_metadata and index_log (their triggers).
 
 Into PostgreSQL the load is a bulk one (kbmcp/store/postgres/bulk.py: COPY, the postings'
 indexes built after the load, ANALYZE before the commit, VACUUM after it): 100k chunks in
@@ -67,6 +67,7 @@ _TABLE_COLUMNS = (
     ("id_key", "id key origin unkeyed_before created_at"),
     ("embedding_model", "id name dimension version recorded_at"),
     ("chunk_vector", "chunk_id embedding"),
+    ("audit_event", "id tenant_id at token_id via action outcome objects detail count"),
 )
 TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (table, tuple(columns.split())) for table, columns in _TABLE_COLUMNS
@@ -298,6 +299,7 @@ class _SqliteSide(_Side):
         "DELETE FROM index_log",
         "INSERT INTO chunk_fts (chunk_fts) VALUES ('delete-all')",
         "DELETE FROM embedding_model",
+        "DELETE FROM audit_event",
     )
     INDEXED_REVISIONS = """
         SELECT current_revision_id, title, knowledge_base_id FROM document
@@ -404,10 +406,13 @@ class _PostgresSide(_Side):
         "tenant", "knowledge_base", "document", "document_tag", "document_metadata", "revision",
         "chunk", "share", "token", "chunk_vector", "chunk_vec", "chunk_keyword", "chunk_term",
         "keyword_total", "keyword_token", "embedding_model", "source_file", "staged_revision",
+        "audit_event",
     )  # fmt: skip
     WIPE = f"TRUNCATE {', '.join(WRITTEN_TABLES)} RESTART IDENTITY"
     # After explicit ids, each identity continues after the largest one.
-    IDENTITY_TABLES = ("tenant", "knowledge_base", "document", "revision", "chunk", "token")
+    IDENTITY_TABLES = (
+        "tenant", "knowledge_base", "document", "revision", "chunk", "token", "audit_event",
+    )  # fmt: skip
     SET_IDENTITY = """
         SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce(max(id), 0) + 1, false)
         FROM {table}"""

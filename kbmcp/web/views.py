@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from kbmcp.access import KNOWLEDGE_READ, KNOWLEDGE_WRITE, MEMORY_READ, MEMORY_WRITE, TOKEN_SCOPES
+from kbmcp.access import (
+    KNOWLEDGE_READ,
+    KNOWLEDGE_WRITE,
+    MEMORY_READ,
+    MEMORY_WRITE,
+    METRICS_READ,
+    TOKEN_SCOPES,
+)
 from kbmcp.clock import parse_timestamp
 from kbmcp.web.auth import Caller
 
@@ -20,6 +27,7 @@ SCOPE_WORDS = {
     KNOWLEDGE_WRITE: "add documents (from the command line; this page only reads them)",
     MEMORY_READ: "list and search memory stores and read their memories",
     MEMORY_WRITE: "forget memories (and remember new ones over MCP)",
+    METRICS_READ: "read the server's Prometheus metrics (GET /metrics)",
 }
 DAY_SECONDS = 86_400.0
 

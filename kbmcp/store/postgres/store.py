@@ -22,6 +22,7 @@ from psycopg.pq import TransactionStatus
 from kbmcp.errors import DiskFull, KbError, ReadOnly, StoreError
 from kbmcp.store.postgres import (
     admin,
+    audit,
     catalog,
     connection,
     evaluation,
@@ -36,12 +37,14 @@ from kbmcp.store.postgres import (
     reembed,
     scan,
     search,
+    transfer,
     vectors,
 )
 from kbmcp.store.postgres.url import shown_url
 
 if TYPE_CHECKING:
     from kbmcp.store.admin import Admin
+    from kbmcp.store.audit import Audit
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
@@ -54,6 +57,7 @@ if TYPE_CHECKING:
     from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
+    from kbmcp.store.transfer import Transfer
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -94,6 +98,7 @@ class PostgresStore:
 
     # The concerns (kbmcp/store/backend.py): this backend's implementation of each.
     admin: Admin = admin
+    audit: Audit = audit.AUDIT
     catalog: Catalog = catalog.CATALOG
     evaluation: Evaluation = evaluation
     grants: Grants = grants.GRANTS
@@ -107,6 +112,7 @@ class PostgresStore:
     reembed: Reembed = reembed
     scan: Scan = scan.SCAN
     search: Search = search
+    transfer: Transfer = transfer.TRANSFER
 
     def __init__(self, url: str) -> None:
         self.url = url

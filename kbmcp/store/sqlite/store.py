@@ -14,6 +14,7 @@ import apsw
 from kbmcp.errors import KbError, StoreError
 from kbmcp.store.sqlite import (
     admin,
+    audit,
     catalog,
     connection,
     disk_full,
@@ -29,12 +30,14 @@ from kbmcp.store.sqlite import (
     reembed,
     scan,
     search,
+    transfer,
     vectors,
     wal,
 )
 
 if TYPE_CHECKING:
     from kbmcp.store.admin import Admin
+    from kbmcp.store.audit import Audit
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
     from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
+    from kbmcp.store.transfer import Transfer
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -75,6 +79,7 @@ class SqliteStore:
 
     # The concerns (kbmcp/store/backend.py): this backend's implementation of each.
     admin: Admin = admin
+    audit: Audit = audit.AUDIT
     catalog: Catalog = catalog.CATALOG
     evaluation: Evaluation = evaluation
     grants: Grants = grants.GRANTS
@@ -88,6 +93,7 @@ class SqliteStore:
     reembed: Reembed = reembed
     scan: Scan = scan.SCAN
     search: Search = search
+    transfer: Transfer = transfer.TRANSFER
 
     def __init__(self, path: Path, *, immutable: bool = False) -> None:
         self.path = path
