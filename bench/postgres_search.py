@@ -266,7 +266,7 @@ def _write_keywords(
     """The keyword index's rows of a batch written by `_write_batch` (same chunk ids)."""
     rows = []
     for document in batch:
-        title = f"Document {document.doc}"
+        title = corpus.title(document.doc)
         for ids in document.chunk_words:
             chunk_id += 1
             rows.append(keyword.KeywordRow(kb_id, chunk_id, title, (), corpus.text(ids)))
@@ -297,7 +297,7 @@ def _write_batch(
             rev_public = key.make("revision", doc_public, 1)
             texts = [corpus.text(ids) for ids in chunk_words]
             content = "\n\n".join(texts)
-            title = f"Document {doc}"
+            title = corpus.title(doc)
             metadata = dump_json({"bucket": bucket} if bucket else {})
             docs.append((doc_id, doc_public, kb_id, path, title, "text", metadata, "published",
                          doc_id, now, now))  # fmt: skip
@@ -305,7 +305,7 @@ def _write_batch(
                 tags.append((doc_id, "bucket", bucket, kb_id))
             revisions.append((doc_id, rev_public, doc_id, 1, content, sha256(content),
                               len(content), 2 * len(texts) - 1, now))  # fmt: skip
-            embedded = corpus.embed_many(chunk_words)
+            embedded = corpus.embed_many(chunk_words, doc * corpus.chunks_per_doc)
             offset = 0
             for ordinal, text in enumerate(texts):
                 chunk_id += 1
