@@ -41,7 +41,7 @@ from kbmcp.store.copy import copy_store
 from kbmcp.store.postgres import keyword, ranking
 from kbmcp.store.postgres.connection import configure, connect
 from kbmcp.store.postgres.id_key import id_key_of
-from kbmcp.store.postgres.vectors import Float32Vector, build_index, record_model
+from kbmcp.store.postgres.vectors import DROP_HNSW, Float32Vector, build_index, record_model
 from kbmcp.workspace import Workspace
 
 COUNT_BENCH_DOCUMENTS = """
@@ -123,9 +123,64 @@ WHERE i.indrelid = %(table)s::regclass
 """
 
 
-def check_postgres_built_alike(pg: Any, corpus: Any, bench: ModuleType) -> None:
-    """bench/search.py's `check_built_alike` for a reused database."""
-    bench.check_built_alike(pg, "%s", corpus, "the PostgreSQL database")
+# The first chunk's vector (a bench database's first chunk is the corpus's), as floats.
+FIRST_VECTOR = "SELECT embedding::real[] FROM chunk_vec ORDER BY chunk_id LIMIT 1"
+
+
+def check_postgres_built_alike(
+    pg: Any, corpus: Any, bench: ModuleType, vectors: bool = True
+) -> None:
+    """bench/search.py's `check_built_alike` for a reused database (`vectors`: its vectors
+    too)."""
+    bench.check_built_alike(pg, "%s", corpus, "the PostgreSQL database",
+                            FIRST_VECTOR if vectors else None)  # fmt: skip
+
+
+# The bench store's chunks, in the corpus's order (its rows were written with consecutive ids).
+BENCH_CHUNKS = """
+SELECT min(c.id), count(*), (SELECT id FROM knowledge_base WHERE name = 'bench')
+FROM chunk AS c
+JOIN revision AS r ON r.id = c.revision_id
+JOIN document AS d ON d.id = r.document_id
+JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+WHERE kb.name = 'bench' AND kb.kind = 'documents'
+"""
+REVECTOR_ROWS = 50_000  # vectors drawn and copied at a time
+
+
+def revector_postgres(conn: psycopg.Connection[Any], corpus: Any) -> dict[str, float]:
+    """Replace every vector of a bench database with the ones `corpus` draws (its --vectors),
+    then rebuild the HNSW index: the text and keyword rows (most of a 1M build) are kept.
+    Returns the seconds of each phase."""
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    if corpus.shaped is None:
+        raise SystemExit(
+            "--revector: with --vectors shaped (the hashing vectors come with a build)"
+        )
+    first, count, kb_id = conn.execute(BENCH_CHUNKS).fetchone()
+    if count != corpus.docs * corpus.chunks_per_doc:
+        raise SystemExit(f"the database holds {count} bench chunks, not the corpus's")
+    vector_oid = _vector_oid(conn)
+    with conn.transaction():
+        conn.execute(DROP_HNSW)
+        conn.execute("TRUNCATE chunk_vec")
+        with conn.cursor() as cur, cur.copy(COPY_INDEXED_VECTORS) as copy:
+            copy.set_types(["bigint", "bigint", vector_oid])
+            for start in range(0, count, REVECTOR_ROWS):
+                rows = min(REVECTOR_ROWS, count - start)
+                vectors = corpus.embed_many([np.zeros(1, np.int64)] * rows, start)
+                for offset, vector in enumerate(vectors):
+                    copy.write_row((first + start + offset, kb_id, Float32Vector(vector.tobytes())))
+                print(f"  {start + rows} vectors written", flush=True)
+    timings["vectors"] = time.perf_counter() - started
+    started = time.perf_counter()
+    build_index(conn)
+    timings["hnsw"] = time.perf_counter() - started
+    started = time.perf_counter()
+    conn.execute("VACUUM ANALYZE chunk_vec")
+    timings["vacuum"] = time.perf_counter() - started
+    return timings
 
 
 def build_postgres(
@@ -365,7 +420,11 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
         elif held != corpus.docs:
             raise SystemExit(f"the database holds {held} bench documents, not {corpus.docs}")
         else:
-            check_postgres_built_alike(pg, corpus, bench)
+            check_postgres_built_alike(pg, corpus, bench, vectors=not args.revector)
+            if args.revector:
+                timings = revector_postgres(pg, corpus)
+                print("vectors replaced: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()),
+                      flush=True)  # fmt: skip
             samples = bench.samples_of(bench.corpus_documents(corpus))
     else:
         reuse = args.file.exists()
@@ -381,13 +440,7 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
     print(f"corpus ready in {time.perf_counter() - started:.0f}s", flush=True)
     if args.build_only:
         return
-    queries = {name: bench.make_queries(corpus, s, args.queries) for name, s in samples.items()}
-    warmup = {
-        name: bench.make_queries(corpus, s, args.warmup, seed=12) for name, s in samples.items()
-    }
-    embedder = bench.PrecomputedEmbedder(
-        [q for qs in [*queries.values(), *warmup.values()] for q in qs], corpus
-    )
+    queries, warmup, embedder = bench.queries_of(args, corpus, samples)
     on_postgres = Workspace(Settings(db=args.db, embedder="hash"), embedder=embedder)
     if ws is not None:
         ws._embedder = embedder

@@ -34,7 +34,6 @@ import importlib.metadata
 import itertools
 import json
 import os
-import sys
 import sysconfig
 import time
 from collections.abc import Iterator, Sequence
@@ -60,6 +59,7 @@ class RealSet:
     vectors: np.ndarray
     sources: np.ndarray
     texts: list[str]
+    documents: np.ndarray | None = None  # each row's document (a number), when recorded
 
 
 @dataclass(frozen=True)
@@ -122,10 +122,12 @@ def docstring_documents(root: Path, source: str) -> Iterator[Document]:
             yield Document(source, module, "\n\n".join(sections) + "\n", "markdown")
 
 
-def real_chunks(dataset: Path, limit: int) -> tuple[list[str], list[str]]:
-    """(model input, source) of at most `limit` real chunks, in the module docstring's order."""
+def real_chunks(dataset: Path, limit: int) -> tuple[list[str], list[str], list[int]]:
+    """(model input, source, document number) of at most `limit` real chunks, in the module
+    docstring's order."""
     texts: list[str] = []
     sources: list[str] = []
+    numbers: list[int] = []
     seen: set[str] = set()
     paths = sysconfig.get_paths()
     documents = itertools.chain(
@@ -133,7 +135,7 @@ def real_chunks(dataset: Path, limit: int) -> tuple[list[str], list[str]]:
         docstring_documents(Path(paths["stdlib"]), "stdlib"),
         docstring_documents(Path(paths["purelib"]), "packages"),
     )  # fmt: skip
-    for document in documents:
+    for number, document in enumerate(documents):
         for chunk in chunk_document(document.content, document.kind):
             text = chunk_embedding_input(document.title, chunk.heading_path, chunk.text)
             if len(chunk.text.strip()) < 40 or text in seen:
@@ -141,9 +143,10 @@ def real_chunks(dataset: Path, limit: int) -> tuple[list[str], list[str]]:
             seen.add(text)
             texts.append(text)
             sources.append(document.source)
+            numbers.append(number)
             if len(texts) == limit:
-                return texts, sources
-    return texts, sources
+                return texts, sources, numbers
+    return texts, sources, numbers
 
 
 def real_queries(dataset: Path) -> tuple[list[str], list[str]]:
@@ -210,7 +213,9 @@ def load_real(path: Path) -> RealSet:
         vectors, sources = data["vectors"], data["sources"]
     with path.with_suffix(".texts.jsonl").open(encoding="utf-8") as handle:
         texts = [json.loads(line) for line in handle]
-    return RealSet(vectors.astype(np.float32), sources, texts)
+    numbers = path.with_suffix(".documents.npy")
+    documents = np.load(numbers) if numbers.exists() else None
+    return RealSet(vectors.astype(np.float32), sources, texts, documents)
 
 
 def find_cached(cache: Path, name: str) -> Path:
@@ -231,7 +236,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.cache.resolve().is_relative_to(REPO):
         raise SystemExit("--cache must be outside the repository: the vectors are not committed")
-    texts, sources = real_chunks(args.scifact, args.chunks)
+    texts, sources, numbers = real_chunks(args.scifact, args.chunks)
     counts = {s: sources.count(s) for s in dict.fromkeys(sources)}
     print(f"{len(texts)} real chunks: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     queries, query_sources = real_queries(args.scifact)
@@ -239,7 +244,9 @@ def main() -> None:
     for name, items, origin in (("queries", queries, query_sources), ("chunks", texts, sources)):
         path = embed_cached(items, origin, name, args.cache)
         print(f"{name}: {path}", flush=True)
-    sys.stdout.flush()
+    # Which chunks share a document (the check holds out whole documents: a chunk's own
+    # neighbours in its document would make a held-out chunk's nearest rows too near).
+    np.save(path.with_suffix(".documents.npy"), np.asarray(numbers, dtype=np.int64))
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ WORDS_PER_CHUNK = (60, 120)
 WORDS_PER_MEMORY = (10, 41)  # numpy's high end is exclusive: 10-40 words
 MEMORY_STORE = "bench-memories"
 SCOPES = {"0.1%": 0.001, "1%": 0.01, "10%": 0.10}
+VECTORS_OF = {True: "hashing", False: "shaped"}  # by "the corpus draws no shaped vectors"
 DEFAULT_SHAPE = Path.home() / ".cache" / "kbmcp-bench" / "shape-model.npz"
 # What a search's time is measured with: wall time (what a caller waits), or the process's CPU
 # time (the engine's own work, much less disturbed when other processes load the machine).
@@ -86,6 +87,8 @@ JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 JOIN chunk AS c ON c.revision_id = d.current_revision_id AND c.ordinal = 0
 WHERE kb.name = 'bench' AND kb.kind = 'documents' AND d.path = {path}
 """
+# The vector of the file's first chunk (a bench file's first chunk is the corpus's).
+FIRST_STORED_VECTOR = "SELECT embedding FROM chunk_vector ORDER BY chunk_id LIMIT 1"
 FUNCTION_WORDS = (  # noqa: SIM905 - a word list reads better as text
     "the of and to a in is that for it as with was on be by this are or from at an which have "
     "not but can all will more one has their there been if when also into other its only may "
@@ -318,33 +321,52 @@ def samples_of(documents: Iterable[CorpusDocument]) -> dict[str, list[Sample]]:
     return samples
 
 
-def first_chunk(corpus: Corpus) -> tuple[str, str]:
-    """The path of the corpus's first document and the text of its first chunk, drawn by a
-    generator of its own (the corpus's own sequence is not advanced)."""
+def first_chunk(corpus: Corpus) -> tuple[str, str, np.ndarray]:
+    """The path of the corpus's first document, the text of its first chunk and that chunk's
+    vector, drawn by a generator of its own (the corpus's own sequence is not advanced)."""
     if isinstance(corpus, RealTextCorpus):
-        return path_of(0, corpus.docs), corpus.text(corpus.chunk_words(0))
+        words = corpus.chunk_words(0)
+        return path_of(0, corpus.docs), corpus.text(words), corpus.embed_many([words], 0)[0]
     fresh = Corpus(
         corpus.docs * corpus.chunks_per_doc,
         anisotropy=corpus.anisotropy,
         chunks_per_doc=corpus.chunks_per_doc,
         vocabulary_size=len(corpus.words),
     )
+    fresh.shaped = corpus.shaped
     document = next(corpus_documents(fresh))
-    return document.path, fresh.text(document.chunk_words[0])
+    words = document.chunk_words[0]
+    return document.path, fresh.text(words), fresh.embed_many([words], 0)[0]
 
 
-def check_built_alike(conn: Any, placeholder: str, corpus: Corpus, where: str) -> None:
+def check_built_alike(
+    conn: Any, placeholder: str, corpus: Corpus, where: str, vectors_sql: str | None = None
+) -> None:
     """Exit with a clear message unless the reused corpus `conn` reads (an SQLite file or a
     PostgreSQL database, whose driver writes parameters as `placeholder`) was built from this
     command line's corpus: queries drawn from another vocabulary would find nothing they were
-    drawn from, and the recall reference would be another corpus's. `first_chunk` once: it
-    draws a corpus (~3 s at 100k chunks)."""
-    path, text = first_chunk(corpus)
+    drawn from, and the recall reference would be another corpus's. `vectors_sql`: the
+    statement reading the first chunk's vector (float32 bytes), also compared (another
+    --vectors would search other neighbourhoods). `first_chunk` once: it draws a corpus (~3 s
+    at 100k chunks)."""
+    path, text, vector = first_chunk(corpus)
     row = conn.execute(FIRST_CHUNK_TEXT.format(path=placeholder), (path,)).fetchone()
     if (row and row[0]) != text:
         raise SystemExit(
             f"{where} was built from another corpus (its first chunk differs): give the "
-            "--vocabulary and --chunks-per-doc it was built with, or build a new one"
+            "--corpus, --vocabulary and --chunks-per-doc it was built with, or build a new one"
+        )
+    if vectors_sql is None:
+        return
+    stored = conn.execute(vectors_sql).fetchone()
+    value = None if stored is None else stored[0]
+    if not isinstance(value, bytes | memoryview | None):  # PostgreSQL: real[]
+        value = np.asarray(value, dtype="<f4").tobytes()
+    if value is None or bytes(value) != np.asarray(vector, dtype="<f4").tobytes():
+        raise SystemExit(
+            f"{where} holds other vectors than --vectors {VECTORS_OF[corpus.shaped is None]} "
+            "draws: give the --vectors and --shape it was built with, or replace them "
+            "(--revector, PostgreSQL)"
         )
 
 
@@ -378,7 +400,7 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[S
                 f"--chunks {corpus.docs * corpus.chunks_per_doc} --chunks-per-doc "
                 f"{corpus.chunks_per_doc}: give the flags it was built with"
             )
-        check_built_alike(conn, "?", corpus, str(ws.settings.db_path))
+        check_built_alike(conn, "?", corpus, str(ws.settings.db_path), FIRST_STORED_VECTOR)
         return cached_samples(Path(ws.settings.db_path), corpus)
     conn.execute("BEGIN IMMEDIATE")
     record_model(conn, HashingEmbedder().fingerprint)
@@ -522,6 +544,34 @@ class PrecomputedEmbedder(HashingEmbedder):
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([self.cache[t] for t in texts])
+
+
+def queries_of(
+    args: argparse.Namespace, corpus: Corpus, samples: dict[str, list[Sample]]
+) -> tuple[dict[str, list[str]], dict[str, list[str]], PrecomputedEmbedder]:
+    """The measured queries and the warm-up queries of each scope, and the embedder that
+    knows their vectors: drawn from the corpus, or with --real-queries the real questions
+    (the same ones in every scope) with their real vectors."""
+    if args.real_queries:
+        texts, vectors = real_questions()
+        measured = texts[: args.queries]
+        others = texts[args.queries :] or texts
+        warm = [others[i % len(others)] for i in range(args.warmup)]
+        embedder = PrecomputedEmbedder([], given=dict(zip(texts, vectors, strict=True)))
+        return ({n: measured for n in samples}, {n: warm for n in samples}, embedder)
+    queries = {name: make_queries(corpus, s, args.queries) for name, s in samples.items()}
+    warmup = {name: make_queries(corpus, s, args.warmup, seed=12) for name, s in samples.items()}
+    every = [q for qs in [*queries.values(), *warmup.values()] for q in qs]
+    return queries, warmup, PrecomputedEmbedder(every, corpus)
+
+
+def real_questions() -> tuple[list[str], np.ndarray]:
+    """The real questions bench/real_vectors.py embedded (SciFact's claims, then the docs
+    questions, in its order) and their vectors."""
+    from real_vectors import DEFAULT_CACHE, find_cached, load_real  # bench/, beside this file
+
+    real = load_real(find_cached(DEFAULT_CACHE, "queries"))
+    return real.texts, real.vectors
 
 
 @contextlib.contextmanager
@@ -677,6 +727,18 @@ def main() -> None:
         "lock; the timed run reuses it).",
     )
     parser.add_argument(
+        "--revector",
+        action="store_true",
+        help="With a reused PostgreSQL --db: replace its vectors by the ones --vectors draws and "
+        "rebuild the HNSW index (the text and keyword rows, most of a build, are kept).",
+    )
+    parser.add_argument(
+        "--real-queries",
+        action="store_true",
+        help="Ask the real questions bench/real_vectors.py embedded (their text and their real "
+        "vectors) instead of queries drawn from the corpus: recall's lower bound.",
+    )
+    parser.add_argument(
         "--memories",
         type=int,
         default=0,
@@ -719,13 +781,7 @@ def main() -> None:
         held, added = add_memories(ws, corpus, args.memories)
         if held:
             print(f"memories: {held} ({added} added in {time.perf_counter() - started:.0f}s)")
-        queries = {name: make_queries(corpus, s, args.queries) for name, s in samples.items()}
-        warmup = {
-            name: make_queries(corpus, s, args.warmup, seed=12) for name, s in samples.items()
-        }
-        ws._embedder = PrecomputedEmbedder(
-            [q for qs in [*queries.values(), *warmup.values()] for q in qs], corpus
-        )
+        queries, warmup, ws._embedder = queries_of(args, corpus, samples)
         reference = Workspace(ws.settings, embedder=ws._embedder)  # one-shot: SQL only
         kinds = {"include_memories": False} if args.documents_only else {}
         cells = make_cells(args.filters, kinds)
