@@ -167,10 +167,17 @@ def cache_key(texts: Sequence[str], fingerprint: str) -> str:
 
 
 def embed_cached(
-    texts: Sequence[str], sources: Sequence[str], name: str, cache: Path, progress: bool = True
-) -> Path:
+    texts: Sequence[str],
+    sources: Sequence[str],
+    name: str,
+    cache: Path,
+    progress: bool = True,
+    from_end: bool = False,
+) -> Path | None:
     """Embed `texts` with the default model into `cache/NAME-KEY.npz` (resuming from pieces
-    already embedded) unless it is there; returns its path."""
+    already embedded) unless it is there; returns its path. `from_end`: embed the pieces last
+    first and stop there (None), leaving the set to a run from the start: two runs share
+    the work."""
     from kbmcp.embed.minilm import FINGERPRINT, MiniLMEmbedder
 
     key = cache_key(texts, repr(FINGERPRINT))
@@ -182,18 +189,22 @@ def embed_cached(
     embedder = MiniLMEmbedder()
     started = time.perf_counter()
     done_now = 0
-    for first in range(0, len(texts), PIECE):
+    starts = list(range(0, len(texts), PIECE))
+    for first in reversed(starts) if from_end else starts:
         piece = pieces / f"{first:07d}.npy"
         if piece.exists():
             continue
         vectors = embedder.embed(list(texts[first : first + PIECE]))
-        np.save(piece.with_suffix(".tmp.npy"), vectors)
-        piece.with_suffix(".tmp.npy").replace(piece)  # a piece is whole or absent
+        partial = piece.with_suffix(f".{os.getpid()}.npy")
+        np.save(partial, vectors)
+        partial.replace(piece)  # a piece is whole or absent
         done_now += len(vectors)
         if progress:
             rate = done_now / (time.perf_counter() - started)
             print(f"  {name}: {first + len(vectors)}/{len(texts)} embedded ({rate:.1f}/s)",
                   flush=True)  # fmt: skip
+    if from_end:
+        return None
     vectors = np.concatenate(
         [np.load(pieces / f"{first:07d}.npy") for first in range(0, len(texts), PIECE)]
     )
@@ -208,6 +219,28 @@ def embed_cached(
     return target
 
 
+def save_partial(
+    texts: Sequence[str], sources: Sequence[str], numbers: Sequence[int], cache: Path
+) -> Path:
+    """The chunks whose pieces are embedded so far, as a set of their own
+    (`chunks-partial-KEY.npz`, with its texts and documents): a check can run on them while
+    the rest is embedded. Returns its path."""
+    from kbmcp.embed.minilm import FINGERPRINT
+
+    key = cache_key(texts, repr(FINGERPRINT))
+    pieces = cache / f"chunks-{key}.pieces"
+    starts = [f for f in range(0, len(texts), PIECE) if (pieces / f"{f:07d}.npy").exists()]
+    rows = np.concatenate([np.arange(f, min(f + PIECE, len(texts))) for f in starts])
+    vectors = np.concatenate([np.load(pieces / f"{f:07d}.npy") for f in starts])
+    target = cache / f"chunks-partial-{key}.npz"
+    with target.with_suffix(".texts.jsonl").open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(texts[row]) + "\n")
+    np.save(target.with_suffix(".documents.npy"), np.asarray(numbers)[rows])
+    np.savez(target, vectors=vectors, sources=np.asarray(sources)[rows])
+    return target
+
+
 def load_real(path: Path) -> RealSet:
     with np.load(path) as data:
         vectors, sources = data["vectors"], data["sources"]
@@ -219,8 +252,10 @@ def load_real(path: Path) -> RealSet:
 
 
 def find_cached(cache: Path, name: str) -> Path:
-    """The one cached set called `name` (the newest if several): what the other benches read."""
-    found = sorted(cache.glob(f"{name}-*.npz"), key=lambda p: p.stat().st_mtime)
+    """The cached set called `name` that the other benches read: the newest whole one, else
+    the newest partial one (`--partial`)."""
+    found = sorted(cache.glob(f"{name}-*.npz"),
+                   key=lambda p: ("-partial-" not in p.name, p.stat().st_mtime))  # fmt: skip
     if not found:
         raise SystemExit(
             f"no {name} vectors in {cache}: run `python bench/real_vectors.py --scifact DIR` first"
@@ -233,17 +268,33 @@ def main() -> None:
     parser.add_argument("--scifact", type=Path, required=True, help="A BEIR SciFact folder.")
     parser.add_argument("--chunks", type=int, default=DEFAULT_CHUNKS)
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument(
+        "--partial",
+        action="store_true",
+        help="Write the chunks embedded so far as a set of their own and stop (no embedding).",
+    )
+    parser.add_argument(
+        "--from-end",
+        action="store_true",
+        help="Embed the last pieces first and stop: a second process beside a running one.",
+    )
     args = parser.parse_args()
     if args.cache.resolve().is_relative_to(REPO):
         raise SystemExit("--cache must be outside the repository: the vectors are not committed")
     texts, sources, numbers = real_chunks(args.scifact, args.chunks)
     counts = {s: sources.count(s) for s in dict.fromkeys(sources)}
     print(f"{len(texts)} real chunks: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    if args.partial:
+        path = save_partial(texts, sources, numbers, args.cache)
+        print(f"partial set: {len(np.load(path)['vectors'])} chunks in {path}")
+        return
     queries, query_sources = real_queries(args.scifact)
     print(f"{len(queries)} real queries", flush=True)
     for name, items, origin in (("queries", queries, query_sources), ("chunks", texts, sources)):
-        path = embed_cached(items, origin, name, args.cache)
-        print(f"{name}: {path}", flush=True)
+        path = embed_cached(items, origin, name, args.cache, from_end=args.from_end)
+        print(f"{name}: {path or 'pieces embedded'}", flush=True)
+    if path is None:
+        return
     # Which chunks share a document (the check holds out whole documents: a chunk's own
     # neighbours in its document would make a held-out chunk's nearest rows too near).
     np.save(path.with_suffix(".documents.npy"), np.asarray(numbers, dtype=np.int64))

@@ -733,6 +733,23 @@ def main() -> None:
         "rebuild the HNSW index (the text and keyword rows, most of a build, are kept).",
     )
     parser.add_argument(
+        "--ef-search",
+        type=int,
+        help="PostgreSQL: the HNSW search's breadth for this run (ranking.HNSW_EF_SEARCH).",
+    )
+    parser.add_argument(
+        "--exact-max-rows",
+        type=int,
+        help="PostgreSQL: unscoped searches over at most this many chunks scan exactly instead "
+        "of using the HNSW index, for this run (ranking.VECTOR_EXACT_MAX_ROWS).",
+    )
+    parser.add_argument(
+        "--halves-min-rows",
+        type=int,
+        help="PostgreSQL: scopes from this many chunks run their two channels on two "
+        "connections, for this run (halves.HALVES_MIN_ROWS).",
+    )
+    parser.add_argument(
         "--real-queries",
         action="store_true",
         help="Ask the real questions bench/real_vectors.py embedded (their text and their real "

@@ -45,6 +45,7 @@ import numpy as np
 ROWS_PER_CLUSTER = 25
 KMEANS_ROUNDS = 25
 EF_SEARCHES = (10, 20, 40, 100)
+TUNE_EF_SEARCHES = (20, 40, 80, 160, 320)
 TOLERANCE = 0.02
 BLOCK = 8_192  # rows drawn at a time, each block from its own seeded generator
 SPREADS = (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2)  # what the fit tries
@@ -276,9 +277,11 @@ def hnsw_recall(
     ef_searches: Sequence[int] = EF_SEARCHES,
     m: int = 16,
     ef_construction: int = 64,
+    timings: dict[int, float] | None = None,
 ) -> dict[int, float]:
     """Mean recall@10 of pgvector's HNSW index over `corpus` against the exact `truth`, at each
-    `ef_search`. The table is made anew and dropped afterwards."""
+    `ef_search` (`timings`: filled with each breadth's median ms a query, client wall, and
+    with the build's seconds under key 0). The table is made anew and dropped afterwards."""
     import psycopg
 
     from kbmcp.store.postgres.vectors import Float32Vector, register_vector
@@ -293,18 +296,25 @@ def hnsw_recall(
             copy.set_types(["integer", oid])
             for i, row in enumerate(corpus):
                 copy.write_row((i, Float32Vector(row.astype(np.float32).tobytes())))
+        started = time.perf_counter()
         conn.execute(CREATE_INDEX.format(table=table, m=m, ef_construction=ef_construction))
+        if timings is not None:
+            timings[0] = time.perf_counter() - started
         conn.execute(f"ANALYZE {table}")
         recall = {}
         for ef in ef_searches:
             conn.execute(f"SET hnsw.ef_search = {int(ef)}")
-            found = []
+            found, waited = [], []
             for query, want in zip(queries, truth, strict=True):
                 vector = Float32Vector(query.astype(np.float32).tobytes())
+                begun = time.perf_counter()
                 rows = conn.execute(NEAREST.format(table=table, k=truth.shape[1]),
                                     {"query": vector}).fetchall()  # fmt: skip
+                waited.append((time.perf_counter() - begun) * 1000)
                 found.append(len({r[0] for r in rows} & set(want.tolist())) / len(want))
             recall[ef] = statistics.mean(found)
+            if timings is not None:
+                timings[ef] = statistics.median(waited)
         conn.execute(f"DROP TABLE {table}")
     return recall
 
@@ -341,6 +351,23 @@ def held_out(real: Any, count: int) -> np.ndarray:
     return np.sort(rng.permutation(chosen)[:count])
 
 
+def tune(url: str, model: ShapeModel, rows: int, queries: int, grid: str) -> None:
+    """Recall@10 and median ms a query of pgvector's HNSW over `rows` drawn rows, for each
+    `m/ef_construction` of `grid` ("16/64,24/128") and each ef_search of TUNE_EF_SEARCHES."""
+    generator = ShapeGenerator(model, rows)
+    corpus, asked = generator.corpus(), generator.queries(queries)
+    truth, _ = exact_top(corpus, asked)
+    heads = "".join(f"{f'ef {e}':>16}" for e in TUNE_EF_SEARCHES)
+    print(f"{'m/ef_construction':<20}{'build s':>9}{heads}")
+    for pair in grid.split(","):
+        m, construction = (int(v) for v in pair.split("/"))
+        timings: dict[int, float] = {}
+        recall = hnsw_recall(url, "shape_tune", corpus, asked, truth, TUNE_EF_SEARCHES, m,
+                             construction, timings)  # fmt: skip
+        cells = "".join(f"{recall[e]:>9.3f}{timings[e]:>5.1f}ms" for e in TUNE_EF_SEARCHES)
+        print(f"{pair:<20}{timings[0]:>9.0f}{cells}", flush=True)
+
+
 def main() -> None:
     from real_vectors import DEFAULT_CACHE, find_cached, load_real
 
@@ -349,7 +376,20 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     parser.add_argument("--holdout", type=int, default=500, help="Real chunks kept as queries.")
     parser.add_argument("--json", type=Path, help="Also write the figures here.")
+    parser.add_argument(
+        "--tune",
+        type=int,
+        metavar="ROWS",
+        help="Instead of the check: HNSW recall and time over ROWS rows drawn from the fitted "
+        "model (--model), for each m/ef_construction of --grid.",
+    )
+    parser.add_argument("--model", type=Path, help="With --tune: the model file.")
+    parser.add_argument("--grid", default="16/64,16/128,24/128", help="With --tune.")
     args = parser.parse_args()
+    if args.tune:
+        model = ShapeModel.load(args.model or args.cache / "shape-model.npz")
+        tune(args.db, model, args.tune, min(args.holdout, 300), args.grid)
+        return
     started = time.perf_counter()
     real = load_real(find_cached(args.cache, "chunks"))
     real_queries = load_real(find_cached(args.cache, "queries")).vectors
