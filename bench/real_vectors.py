@@ -173,6 +173,7 @@ def embed_cached(
     cache: Path,
     progress: bool = True,
     from_end: bool = False,
+    documents: Sequence[int] | None = None,
 ) -> Path | None:
     """Embed `texts` with the default model into `cache/NAME-KEY.npz` (resuming from pieces
     already embedded) unless it is there; returns its path. `from_end`: embed the pieces last
@@ -186,6 +187,12 @@ def embed_cached(
         return target
     pieces = cache / f"{name}-{key}.pieces"
     pieces.mkdir(parents=True, exist_ok=True)
+    inputs = pieces / "inputs.json"  # what the pieces are of (`save_partial` reads it)
+    if not inputs.exists():
+        partial = inputs.with_suffix(f".{os.getpid()}.json")
+        partial.write_text(json.dumps({"texts": list(texts), "sources": list(sources),
+                                       "documents": list(documents or [])}))  # fmt: skip
+        partial.replace(inputs)
     embedder = MiniLMEmbedder()
     started = time.perf_counter()
     done_now = 0
@@ -213,30 +220,38 @@ def embed_cached(
             handle.write(json.dumps(text) + "\n")
     np.savez(target.with_suffix(".tmp.npz"), vectors=vectors, sources=np.asarray(sources))
     target.with_suffix(".tmp.npz").replace(target)
+    if documents is not None:
+        np.save(target.with_suffix(".documents.npy"), np.asarray(documents, dtype=np.int64))
     for piece in pieces.iterdir():
         piece.unlink()
     pieces.rmdir()
     return target
 
 
-def save_partial(
-    texts: Sequence[str], sources: Sequence[str], numbers: Sequence[int], cache: Path
-) -> Path:
+def save_partial(cache: Path) -> Path:
     """The chunks whose pieces are embedded so far, as a set of their own
     (`chunks-partial-KEY.npz`, with its texts and documents): a check can run on them while
-    the rest is embedded. Returns its path."""
-    from kbmcp.embed.minilm import FINGERPRINT
-
-    key = cache_key(texts, repr(FINGERPRINT))
-    pieces = cache / f"chunks-{key}.pieces"
+    the rest is embedded. The texts are the ones the pieces were embedded from (kept beside
+    them): a later edit of docs/ changes the key of a new run, not what the pieces are.
+    Returns its path."""
+    folders = sorted(cache.glob("chunks-*.pieces"), key=lambda p: p.stat().st_mtime)
+    if not folders or not (folders[-1] / "inputs.json").exists():
+        raise SystemExit(f"no chunks being embedded in {cache} (or from an older script)")
+    pieces = folders[-1]
+    inputs = json.loads((pieces / "inputs.json").read_text())
+    texts, sources, numbers = inputs["texts"], inputs["sources"], inputs["documents"]
     starts = [f for f in range(0, len(texts), PIECE) if (pieces / f"{f:07d}.npy").exists()]
+    if not starts:
+        raise SystemExit(f"no piece embedded yet in {pieces}")
     rows = np.concatenate([np.arange(f, min(f + PIECE, len(texts))) for f in starts])
     vectors = np.concatenate([np.load(pieces / f"{f:07d}.npy") for f in starts])
+    key = pieces.name.removeprefix("chunks-").removesuffix(".pieces")
     target = cache / f"chunks-partial-{key}.npz"
     with target.with_suffix(".texts.jsonl").open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(texts[row]) + "\n")
-    np.save(target.with_suffix(".documents.npy"), np.asarray(numbers)[rows])
+    if numbers:
+        np.save(target.with_suffix(".documents.npy"), np.asarray(numbers)[rows])
     np.savez(target, vectors=vectors, sources=np.asarray(sources)[rows])
     return target
 
@@ -285,19 +300,20 @@ def main() -> None:
     counts = {s: sources.count(s) for s in dict.fromkeys(sources)}
     print(f"{len(texts)} real chunks: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
     if args.partial:
-        path = save_partial(texts, sources, numbers, args.cache)
+        path = save_partial(args.cache)
         print(f"partial set: {len(np.load(path)['vectors'])} chunks in {path}")
         return
     queries, query_sources = real_queries(args.scifact)
     print(f"{len(queries)} real queries", flush=True)
     for name, items, origin in (("queries", queries, query_sources), ("chunks", texts, sources)):
-        path = embed_cached(items, origin, name, args.cache, from_end=args.from_end)
+        documents = numbers if name == "chunks" else None
+        path = embed_cached(items, origin, name, args.cache, from_end=args.from_end,
+                            documents=documents)  # fmt: skip
         print(f"{name}: {path or 'pieces embedded'}", flush=True)
-    if path is None:
-        return
-    # Which chunks share a document (the check holds out whole documents: a chunk's own
-    # neighbours in its document would make a held-out chunk's nearest rows too near).
-    np.save(path.with_suffix(".documents.npy"), np.asarray(numbers, dtype=np.int64))
+    if path is not None and not path.with_suffix(".documents.npy").exists():
+        # Which chunks share a document (the check holds out whole documents: a chunk's own
+        # neighbours in its document would make a held-out chunk's nearest rows too near).
+        np.save(path.with_suffix(".documents.npy"), np.asarray(numbers, dtype=np.int64))
 
 
 if __name__ == "__main__":
