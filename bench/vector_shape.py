@@ -32,6 +32,7 @@ The real vectors come from bench/real_vectors.py's cache (`--cache`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -43,12 +44,13 @@ from typing import Any
 import numpy as np
 
 ROWS_PER_CLUSTER = 25
+QUANTILES = 100  # of the rows' spread factors kept by the fit
 KMEANS_ROUNDS = 25
 EF_SEARCHES = (10, 20, 40, 100)
 TUNE_EF_SEARCHES = (20, 40, 80, 160, 320)
 TOLERANCE = 0.02
 BLOCK = 8_192  # rows drawn at a time, each block from its own seeded generator
-SPREADS = (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2)  # what the fit tries
+SPREADS = (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1)  # what the fit tries
 
 
 def normalise(rows: np.ndarray) -> np.ndarray:
@@ -87,20 +89,27 @@ class ShapeModel:
     noise: np.ndarray  # (d, d): z @ noise.T has the offsets' covariance, mean square norm 1
     fitted_rows: int
     spread: float = 1.0
+    # Quantiles (0, 1/QUANTILES, ..., 1) of a member's tangent over its cluster's median: rows
+    # are drawn with such factors, so some lie close to their centre and some far from it, as
+    # real rows do (one spread per cluster made every row alike: nearest rows too far, and a
+    # graph index's search too easy). None: one spread per cluster.
+    row_factors: np.ndarray | None = None
 
     def with_spread(self, spread: float) -> ShapeModel:
-        return ShapeModel(self.centres, self.sizes, self.tangents, self.noise, self.fitted_rows,
-                          spread)  # fmt: skip
+        return dataclasses.replace(self, spread=spread)
 
     def save(self, path: Path) -> None:
+        factors = {} if self.row_factors is None else {"row_factors": self.row_factors}
         np.savez(path, centres=self.centres, sizes=self.sizes, tangents=self.tangents,
-                 noise=self.noise, fitted_rows=self.fitted_rows, spread=self.spread)  # fmt: skip
+                 noise=self.noise, fitted_rows=self.fitted_rows, spread=self.spread,
+                 **factors)  # fmt: skip
 
     @classmethod
     def load(cls, path: Path) -> ShapeModel:
         with np.load(path) as data:
+            factors = data.get("row_factors", None)
             return cls(data["centres"], data["sizes"], data["tangents"], data["noise"],
-                       int(data["fitted_rows"]), float(data["spread"]))  # fmt: skip
+                       int(data["fitted_rows"]), float(data["spread"]), factors)  # fmt: skip
 
 
 def fit_shape(rows: np.ndarray, rows_per_cluster: int = ROWS_PER_CLUSTER) -> ShapeModel:
@@ -114,10 +123,14 @@ def fit_shape(rows: np.ndarray, rows_per_cluster: int = ROWS_PER_CLUSTER) -> Sha
     tangents = np.full(k, np.nan)
     order = np.argsort(labels, kind="stable")
     starts = np.searchsorted(labels[order], np.arange(k))
+    factors = []
     for c, (start, stop) in enumerate(zip(starts, [*starts[1:], len(rows)], strict=True)):
         if stop - start >= 3:  # a centre fitted to one or two rows says nothing of their spread
-            tangents[c] = np.median(ratio[order[start:stop]])
+            members = ratio[order[start:stop]]
+            tangents[c] = np.median(members)
+            factors.append(members / max(tangents[c], 1e-6))
     tangents[np.isnan(tangents)] = np.nanmedian(tangents)
+    row_factors = np.quantile(np.concatenate(factors), np.linspace(0, 1, QUANTILES + 1))
     # The noise's covariance: every member's offset scaled to unit length (the tangent carries
     # the size), so large clusters do not set the shape alone.
     unit_offsets = offsets / np.maximum(offset_norms, 1e-12)[:, None]
@@ -125,7 +138,8 @@ def fit_shape(rows: np.ndarray, rows_per_cluster: int = ROWS_PER_CLUSTER) -> Sha
     values, vectors = np.linalg.eigh(covariance)
     values = np.clip(values, 0, None)
     noise = (vectors * np.sqrt(values / values.sum())).astype(np.float32)
-    return ShapeModel(centres, sizes, tangents.astype(np.float32), noise, len(rows))
+    return ShapeModel(centres, sizes, tangents.astype(np.float32), noise, len(rows),
+                      row_factors=row_factors.astype(np.float32))  # fmt: skip
 
 
 class ShapeGenerator:
@@ -153,7 +167,12 @@ class ShapeGenerator:
     def _around(self, rng: np.random.Generator, centres: np.ndarray, tangents: np.ndarray
                 ) -> np.ndarray:  # fmt: skip
         z = rng.standard_normal((len(centres), centres.shape[1]), dtype=np.float32)
-        step = (self.model.spread * tangents)[:, None] * (z @ self.model.noise.T)
+        scale = self.model.spread * tangents
+        factors = self.model.row_factors
+        if factors is not None:  # each row its own factor, drawn from the real rows' ones
+            at = rng.random(len(centres)) * (len(factors) - 1)
+            scale = scale * np.interp(at, np.arange(len(factors)), factors).astype(np.float32)
+        step = scale[:, None] * (z @ self.model.noise.T)
         return normalise(centres + step)
 
     def _draw(self, rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
