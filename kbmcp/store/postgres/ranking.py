@@ -45,7 +45,7 @@ import numpy as np
 import psycopg
 
 from kbmcp.search.ranking import WEAK_KEYWORD_SHARE, RankedRow, Ranking
-from kbmcp.store.postgres import connection, keyword
+from kbmcp.store.postgres import connection, halves, keyword
 from kbmcp.store.postgres.keyword import CONTRIBUTION, KeywordStats, Phrase
 from kbmcp.store.postgres.scope import ScopeQuery, ScopeRuns, runs_of
 from kbmcp.store.postgres.vectors import Float32Vector
@@ -123,12 +123,7 @@ NO_SCOPE_COLUMNS = "NULL::bigint[], NULL::bigint[], NULL::bigint[]"
 # of chunks): the channels JOIN it rather than test IN, so no step de-duplicates it again.
 CHANNELS = """
 WITH
-scope_range(lo, hi) AS MATERIALIZED (
-    {scope}
-),
-scope_chunk(id) AS MATERIALIZED (
-    SELECT generate_series(r.lo, r.hi) FROM scope_range AS r
-),
+{scope_ctes}
 {lexical_ctes}
 lexical_hit(chunk_id, score) AS MATERIALIZED (
     {lexical}
@@ -138,6 +133,31 @@ semantic_pool(chunk_id, embedding) AS MATERIALIZED (
 )
 SELECT true, chunk_id, score, NULL::vector FROM lexical_hit
 UNION ALL
+SELECT false, chunk_id, NULL::float8, embedding FROM semantic_pool
+"""
+SCOPE_CTES = """scope_range(lo, hi) AS MATERIALIZED (
+    {scope}
+),
+scope_chunk(id) AS MATERIALIZED (
+    SELECT generate_series(r.lo, r.hi) FROM scope_range AS r
+),"""
+# The two halves of CHANNELS as two statements, for a large scope's two connections
+# (halves.py): the keyword half on the search's connection, the vector half on the helper.
+LEXICAL_CHANNEL = """
+WITH
+{scope_ctes}
+{lexical_ctes}
+lexical_hit(chunk_id, score) AS MATERIALIZED (
+    {lexical}
+)
+SELECT true, chunk_id, score, NULL::vector FROM lexical_hit
+"""
+SEMANTIC_CHANNEL = """
+WITH
+{scope_ctes}
+semantic_pool(chunk_id, embedding) AS MATERIALIZED (
+    {semantic}
+)
 SELECT false, chunk_id, NULL::float8, embedding FROM semantic_pool
 """
 SCOPE_RANGES = "SELECT * FROM unnest(%(scope_lo)s::bigint[], %(scope_hi)s::bigint[])"
@@ -472,7 +492,6 @@ def rank(
         first = _prelude(conn, request, phrases, scope)
         if first.scope is not None:
             request = dataclasses.replace(request, scope=first.scope)
-        scoped = request.scope is not None
         searched_rows, has_hnsw = first.searched_rows, first.has_hnsw
         if request.scope is not None:  # a scope reads no index but its own rows
             searched_rows, has_hnsw = request.scope.rows, False
@@ -489,14 +508,7 @@ def rank(
         if request.scope is not None:
             params["scope_lo"] = bigint_array_literal(request.scope.lo)
             params["scope_hi"] = bigint_array_literal(request.scope.hi)
-        channels = CHANNELS.format(
-            scope=SCOPE_RANGES if scoped else NO_SCOPE_RANGES,
-            lexical_ctes=lexical.ctes,
-            lexical=lexical.body,
-            semantic=semantic.body,
-        )
-        with conn.cursor(binary=True) as cur:
-            found = cur.execute(channels, params, prepare=False).fetchall()
+        found = _channels(conn, request, lexical, semantic, params)
         lexical_ids = [row[1] for row in found if row[0]]
         lexical_scores = [row[2] for row in found if row[0]]
         pool = [(row[1], row[3]) for row in found if not row[0]]
@@ -537,6 +549,35 @@ def rank(
     )
     scope_rows = None if request.scope is None else request.scope.rows
     return PgRanking(ranking, lexical.strategy, semantic.strategy, lexical.ceiling, scope_rows)
+
+
+def _channels(
+    conn: psycopg.Connection[Any],
+    request: RankRequest,
+    lexical: _Lexical,
+    semantic: _Semantic,
+    params: dict[str, Any],
+) -> list[tuple[Any, ...]]:
+    """The rows of the channels statement: one statement, or for a large scope with both
+    channels its two halves on two connections of one snapshot (halves.py)."""
+    scope_ctes = SCOPE_CTES.format(scope=SCOPE_RANGES if request.scope else NO_SCOPE_RANGES)
+    scope_rows = None if request.scope is None else request.scope.rows
+    both = lexical.strategy is not None and semantic.strategy is not None
+    if not halves.worth_two(conn, scope_rows, both):
+        statement = CHANNELS.format(scope_ctes=scope_ctes, lexical_ctes=lexical.ctes,
+                                    lexical=lexical.body, semantic=semantic.body)  # fmt: skip
+        with conn.cursor(binary=True) as cur:
+            return cur.execute(statement, params, prepare=False).fetchall()
+    keyword_half = LEXICAL_CHANNEL.format(scope_ctes=scope_ctes, lexical_ctes=lexical.ctes,
+                                          lexical=lexical.body)  # fmt: skip
+    vector_half = SEMANTIC_CHANNEL.format(scope_ctes=scope_ctes, semantic=semantic.body)
+
+    def own() -> list[tuple[Any, ...]]:
+        with conn.cursor(binary=True) as cur:
+            return cur.execute(keyword_half, params, prepare=False).fetchall()
+
+    mine, other = halves.run_halves(conn, own, vector_half, params)
+    return mine + other
 
 
 @dataclass(frozen=True)

@@ -155,19 +155,20 @@ FROM scope_document AS s
 JOIN chunk AS c ON c.revision_id = s.current_revision_id
 """
 # A scope's chunks as runs of consecutive ids (`ScopeRuns`): per document, its current
-# revision's smallest and largest chunk id and how many chunks it has (an index-only read of
-# chunk_by_revision, sql/004_scope_ranges.sql), and the ids of the revisions whose chunks are not
-# consecutive (a revision's chunks are written together, so they nearly always are). A scope of
-# 1,000 documents is then 1,000 pairs, merged into runs in Python, instead of 10,000 ids sorted,
-# sent back and forth and estimated by the planner (ranking.py reads the runs as index ranges).
+# revision's smallest and largest chunk id and how many chunks it has (kept on the revision:
+# sql/008_revision_chunk_range.sql, one index-only read of revision_chunk_range per document;
+# it was an aggregate over each document's chunks), and the ids of the revisions whose chunks
+# are not consecutive (a revision's chunks are written together, so they nearly always are). A
+# scope of 1,000 documents is then 1,000 pairs, merged into runs in Python, instead of 10,000
+# ids sorted, sent back and forth and estimated by the planner (ranking.py reads the runs as
+# index ranges).
 SCOPE_RUN_CTES = """scope_document AS MATERIALIZED ({documents}),
 revision_chunk AS MATERIALIZED (
-    SELECT s.current_revision_id AS revision_id, c.lo, c.hi, c.n
+    SELECT r.id AS revision_id, r.first_chunk_id AS lo, r.last_chunk_id AS hi,
+           r.chunk_count AS n
     FROM scope_document AS s
-    CROSS JOIN LATERAL (SELECT min(c.id) AS lo, max(c.id) AS hi, count(*) AS n
-                        FROM chunk AS c
-                        WHERE c.revision_id = s.current_revision_id) AS c
-    WHERE c.n > 0
+    JOIN revision AS r ON r.id = s.current_revision_id
+    WHERE r.chunk_count > 0
 )"""
 # The runs' columns (first ids, last ids, single ids), as scalar subqueries: also columns of
 # ranking.py's first statement.

@@ -27,6 +27,7 @@ from kbmcp.store.postgres import (
     connection,
     evaluation,
     grants,
+    halves,
     id_key,
     index,
     ingest,
@@ -164,11 +165,13 @@ class PostgresStore:
         back under a transaction block it still tracks): it is closed, and the workspace opens
         a new one (`usable` is False)."""
         if self.in_transaction(conn):
+            halves.close_helper(conn)
             conn.close()
 
     def close(self, conns: Sequence[PgConnection]) -> None:
         for conn in conns:
             try:
+                halves.close_helper(conn)
                 conn.close()
             except psycopg.Error as exc:
                 logger.warning("closing a connection to %s: %s", self.shown, exc)
