@@ -51,8 +51,10 @@ export KBMCP_EMBEDDER=hash  # the protocol is under test, not retrieval: no mode
 "$PYTHON" -m kbmcp --db "$WORK/kb.db" add docs --kb docs >/dev/null
 "$PYTHON" -m kbmcp --db "$WORK/kb.db" serve --http --host 127.0.0.1 --port 0 2>"$WORK/server.log" &
 SERVER_PID=$!
+# Wait for the server's "listening on" line for as long as it runs (on a loaded machine the
+# start takes far longer than the ~1 s it takes on an idle one), up to 10 minutes.
 URL=
-for _ in $(seq 1 300); do
+for _ in $(seq 1 6000); do
   URL=$(grep -o 'http://[^ ]*/mcp' "$WORK/server.log" 2>/dev/null || true)
   [ -n "$URL" ] && break
   kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }

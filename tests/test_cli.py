@@ -15,6 +15,7 @@ from syrupy.assertion import SnapshotAssertion
 from kbmcp.cli import cli
 from kbmcp.embed.base import ModelFingerprint
 from kbmcp.embed.hashing import HashingEmbedder
+from tests import processes
 from tests.cli_support import assert_one_line_error
 from tests.store_backends import is_postgres
 
@@ -299,7 +300,7 @@ def test_a_bad_environment_setting_is_a_one_line_error(
 
 
 def run_kbmcp(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "kbmcp", *map(str, args)],
         capture_output=True,
         text=True,

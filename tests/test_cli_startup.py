@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import processes
 from tests.mcp_support import REPO_ROOT
 
 # Imported by commands that need them (search, add, serve, ...), never to parse arguments, print
@@ -66,7 +66,7 @@ print(json.dumps({"args": args, "loaded": loaded}), file=sys.stderr)
 def loaded_heavy_modules(*commands: list[str], db: Path) -> dict[str, object]:
     """Runs `kbmcp ARGS` for each list of arguments, in turn, in one fresh interpreter; stops at
     the first after which a HEAVY module is loaded: {"args": those arguments, "loaded": [...]}."""
-    run = subprocess.run(
+    run = processes.run(
         [sys.executable, "-c", PROBE, json.dumps(HEAVY), json.dumps(commands)],
         env={**os.environ, "KBMCP_DB": str(db)},
         cwd=REPO_ROOT,
@@ -85,11 +85,12 @@ def filled_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "notes").mkdir()
     (root / "notes" / "a.md").write_text("# Keys\n\nRotate the keys every ninety days.\n")
     db = root / "kb.db"
-    subprocess.run(
+    processes.run(
         [sys.executable, "-m", "kbmcp", "--db", str(db), "add", str(root / "notes"), "--kb", "n"],
         env={**os.environ, "KBMCP_EMBEDDER": "hash"},
         check=True,
         capture_output=True,
+        timeout=60,
     )
     return db
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
+from tests import processes
 from tests.mcp_support import REPO_ROOT
 
 
@@ -30,7 +30,7 @@ def test_every_applicable_conformance_scenario_passes(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     env["HOME"] = str(home)
-    run = subprocess.run(
+    run = processes.run(
         ["bash", str(REPO_ROOT / "bench" / "conformance.sh")],
         env=env,
         cwd=REPO_ROOT,
