@@ -320,8 +320,8 @@ def test_end_to_end_as_a_subprocess(corpus: Path, db: Path) -> None:
     read = run_kbmcp("read", doc, env=env)
     assert (read.returncode, read.stdout) == (0, "Plain text notes.\nSecond line.\n")
     bad = run_kbmcp("read", "doc_nothex", env=env)
-    assert bad.returncode == 1 and bad.stdout == ""
-    assert bad.stderr.count("\n") == 1 and "not a valid document id" in bad.stderr
+    assert bad.returncode == 2 and bad.stdout == ""  # a malformed value: a usage mistake
+    assert bad.stderr.count("\n") == 1 and "DOCUMENT_ID: 'doc_nothex' is not a valid" in bad.stderr
     usage = run_kbmcp("add", env=env)
     assert usage.returncode == 2 and usage.stderr.count("\n") == 1
     assert "Traceback" not in bad.stderr + usage.stderr

@@ -378,7 +378,7 @@ def test_cli_non_utf8_query_bytes_from_a_real_terminal(corpus_file: Path) -> Non
         (["search", "q", "--rrf-k", str(2**63)], "'--rrf-k'"),
         (["search", "q", "--rrf-k", "10001"], "'--rrf-k'"),
         (["eval", "nowhere", "--rrf-k", str(2**63)], "'--rrf-k'"),
-        (["search", "q", "--min-similarity", "inf"], "min_similarity"),
+        (["search", "q", "--min-similarity", "inf"], "--min-similarity"),
         (["read", "doc_0123456789abcdef", "--offset", "-1"], "'--offset'"),
         (["read", "doc_0123456789abcdef", "--limit-chars", "0"], "'--limit-chars'"),
         (["ls", "--limit", "100000"], "'--limit'"),

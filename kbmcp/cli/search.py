@@ -7,6 +7,7 @@ import dataclasses
 import click
 
 from kbmcp.cli.common import UTF8_TEXT, echo_json, open_workspace, pairs_option, printable
+from kbmcp.cli.flags import flag
 from kbmcp.config import MAX_RRF_K
 from kbmcp.search.models import (
     DEFAULT_ALPHA,
@@ -19,6 +20,7 @@ from kbmcp.search.models import (
     SearchRequest,
     SearchResponse,
 )
+from kbmcp.search.request import MAX_HALF_LIFE
 from kbmcp.service.listing import resolve_knowledge_bases
 from kbmcp.service.memories import resolve_memory_stores
 from kbmcp.wording import counted
@@ -35,7 +37,7 @@ from kbmcp.wording import counted
 )
 @click.option(
     "--alpha",
-    type=float,
+    type=click.FloatRange(0.0, 1.0),
     default=None,
     help=f"Lexical weight in hybrid mode (0: semantic only, 1: lexical only; default "
     f"{DEFAULT_ALPHA}).",
@@ -47,11 +49,14 @@ from kbmcp.wording import counted
     help="RRF constant (default: $KBMCP_RRF_K or 60).",
 )
 @click.option(
-    "--min-similarity", type=float, default=None, help="Cosine floor for vector candidates."
+    "--min-similarity",
+    type=click.FloatRange(-1.0, 1.0),
+    default=None,
+    help="Cosine floor for vector candidates (keyword matches are kept).",
 )
 @click.option(
     "--limit",
-    type=int,
+    type=click.IntRange(min=1),
     default=DEFAULT_LIMIT,
     show_default=True,
     help=f"Results to return (at most {MAX_LIMIT}; more is clamped, as in the MCP tool).",
@@ -85,7 +90,7 @@ from kbmcp.wording import counted
 )
 @click.option(
     "--half-life",
-    type=float,
+    type=click.FloatRange(min=0.0, max=MAX_HALF_LIFE),
     default=None,
     metavar="DAYS",
     help="Memories' recency half-life in days, 0 for none (default: "
@@ -157,8 +162,8 @@ def search(
 def _print_readable(response: SearchResponse) -> None:
     stats = response.stats
     if not response.results:
-        unmatched = (
-            f" (filters that matched nothing: {', '.join(stats.filters_unmatched)})"
+        unmatched = (  # in the flags the user typed: --path, not document_paths
+            f" (filters that matched nothing: {', '.join(map(flag, stats.filters_unmatched))})"
             if stats.filters_unmatched
             else ""
         )
