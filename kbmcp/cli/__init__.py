@@ -21,12 +21,13 @@ from kbmcp.cli.flags import error_line
 from kbmcp.cli.memory import forget, memory, remember
 from kbmcp.cli.search import search
 from kbmcp.cli.serve import serve
+from kbmcp.cli.summaries import WholeSummaries
 from kbmcp.cli.transfer import export_command, import_command
 from kbmcp.cli.watch import watch
 from kbmcp.errors import KbError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=WholeSummaries, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
     type=Utf8Path(dir_okay=False),

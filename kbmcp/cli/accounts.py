@@ -14,6 +14,7 @@ import click
 from kbmcp.access import TOKEN_SCOPES, Principal
 from kbmcp.cli.audit import audited
 from kbmcp.cli.common import echo_json, open_workspace, print_result, printable
+from kbmcp.cli.summaries import WholeSummaries
 from kbmcp.service import tenants, tokens
 from kbmcp.service.tenants import KnowledgeBaseRecord
 from kbmcp.service.tokens import MAX_EXPIRY_DAYS, TokenInfo
@@ -25,7 +26,7 @@ T = TypeVar("T")
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
 
-@click.group()
+@click.group(cls=WholeSummaries)
 def tenant() -> None:
     """Tenants: who owns knowledge bases and holds tokens ('local' is the single-user owner)."""
 
@@ -63,7 +64,7 @@ def tenant_list(ctx: click.Context, as_json: bool) -> None:
     )
 
 
-@click.group("kb")
+@click.group("kb", cls=WholeSummaries)
 def kb() -> None:
     """Knowledge bases: create them for a tenant, share them read-only with other tenants."""
 
@@ -155,7 +156,7 @@ def _change_share(
     )
 
 
-@click.group()
+@click.group(cls=WholeSummaries)
 def token() -> None:
     """Bearer tokens for `kbmcp serve --http` (and KBMCP_TOKEN for stdio)."""
 
@@ -199,6 +200,7 @@ def token_create(
 ) -> None:
     """Create a token and print its secret (shown once: store it now)."""
     with open_workspace(ctx, create=True) as workspace:
+        first = tokens.count_usable_tokens(workspace, workspace.local_principal()) == 0
         created = audited(
             workspace,
             workspace.local_principal(),
@@ -215,6 +217,16 @@ def token_create(
             # the token's id and allow-list, never its secret
             touched=lambda made: [made.token.token_id, *(made.token.knowledge_base_ids or [])],
             detail=lambda made: {"tenant": made.token.tenant, "scopes": made.token.scopes},
+        )
+    if first:
+        # An HTTP server decides at its start whether it requires tokens (kbmcp/cli/serve.py
+        # `http_verifier`): one started before this token serves without authentication until
+        # it is restarted.
+        click.echo(
+            "note: this is the file's first usable token: HTTP servers started from now on "
+            "require a token, but one already running on this file serves WITHOUT "
+            "authentication until it is restarted: restart it to require tokens",
+            err=True,
         )
     if as_json:
         echo_json(created)

@@ -252,6 +252,16 @@ def read(
     if as_json:  # as the MCP tool's read result: led by its request_mode
         echo_json({"request_mode": "read", **dataclasses.asdict(window)})
         return
+    if not window.content:  # nothing to print: say why rather than print a blank line
+        total = window.content_total_chars
+        click.echo(
+            "-- the document is empty (0 characters)"
+            if total == 0
+            else f"-- --offset {offset} is past the end: the document has "
+            f"{counted(total, 'character')} (offsets 0 to {total - 1})",
+            err=True,
+        )
+        return
     click.echo(window.content, nl=not window.content.endswith("\n"))
     if window.next_offset is not None:
         click.echo(

@@ -15,6 +15,7 @@ import click
 from kbmcp.access import Principal
 from kbmcp.cli.audit import audited
 from kbmcp.cli.common import UTF8_TEXT, open_workspace, pairs_option, print_result, printable
+from kbmcp.cli.summaries import WholeSummaries
 from kbmcp.errors import InvalidRequest
 from kbmcp.service import memories
 from kbmcp.service.memories import MemoryInfo
@@ -120,7 +121,7 @@ def forget(ctx: click.Context, memory_id: str, tenant_ref: str | None, as_json: 
     )
 
 
-@click.group()
+@click.group(cls=WholeSummaries)
 def memory() -> None:
     """Memories: facts agents (or you) remember, searched together with documents."""
 

@@ -89,15 +89,16 @@ def serve(
     """Serve the knowledge base to agents over MCP.
 
     \b
-    stdio (desktop agents launch this as a subprocess):  kbmcp serve
-    HTTP (one server, many clients):  kbmcp serve --http --port 8765
+    Examples:
+      kbmcp serve                          # stdio: desktop agents launch it themselves
+      kbmcp serve --http --port 8765       # HTTP: one server, many clients
+      kbmcp serve --watch ./docs --watch-kb handbook   # keep a folder indexed meanwhile
 
     HTTP requires 'Authorization: Bearer <token>' as soon as the file has a usable token
     (`kbmcp token create`); without tokens it serves loopback addresses only. stdio runs as
     the local owner, or as the token in $KBMCP_TOKEN. GET /health answers without a token.
     HTTP also serves a web page at / (same port, same tokens) to look through what agents
     see: knowledge bases, search, a reader, memories; --no-ui leaves it out.
-    Keep a folder indexed while serving:  kbmcp serve --watch ./docs --watch-kb handbook
     A read-only file (read-only mount, no write permission) is served read-only.
     """
     if not use_http and (host is not None or port is not None or no_ui):
