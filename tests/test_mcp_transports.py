@@ -131,7 +131,7 @@ def test_stdio_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
 
 async def test_http_rejects_foreign_host_header(http_server: HttpServer) -> None:
     """DNS-rebinding protection: a page on another origin cannot drive the local server."""
-    async with httpx2.AsyncClient() as http:
+    async with httpx2.AsyncClient(timeout=ceiling(30)) as http:
         response = await http.post(
             http_server.url,
             headers={"Host": "evil.example:80", "Content-Type": "application/json",
