@@ -3,27 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import click
 
 from kbmcp.cli.common import UTF8_TEXT, echo_json, open_workspace, pairs_option, printable
 from kbmcp.cli.flags import flag
-from kbmcp.config import MAX_RRF_K
-from kbmcp.search.models import (
+from kbmcp.search.limits import (
     DEFAULT_ALPHA,
     DEFAULT_LIMIT,
     DEFAULT_MODE,
+    MAX_HALF_LIFE,
     MAX_LIMIT,
+    MAX_RRF_K,
     MODE_ALIASES,
     MODES,
-    SearchFilters,
-    SearchRequest,
-    SearchResponse,
 )
-from kbmcp.search.request import MAX_HALF_LIFE
-from kbmcp.service.listing import resolve_knowledge_bases
-from kbmcp.service.memories import resolve_memory_stores
 from kbmcp.wording import counted
+
+if TYPE_CHECKING:
+    from kbmcp.search.models import SearchResponse
 
 
 @click.command()
@@ -124,6 +123,9 @@ def search(
       kbmcp search "backup" --kb handbook --path ops/ --tag team=infra --mode lexical
       kbmcp search "deploy freeze" --only memories --half-life 30
     """
+    from kbmcp.search.models import SearchFilters, SearchRequest
+    from kbmcp.service.listing import resolve_knowledge_bases
+    from kbmcp.service.memories import resolve_memory_stores
     from kbmcp.service.search import search as run_search  # numpy and the engine: when run
 
     with open_workspace(ctx) as workspace:
