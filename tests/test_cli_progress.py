@@ -53,6 +53,9 @@ class Report:
     current_file: str | None = None
     current_chunks_done: int = 0
     current_chunks_total: int = 0
+    current_action: str = "embedding"
+    current_pages_done: int = 0
+    current_pages_total: int = 0
 
 
 class Clock:
@@ -136,7 +139,8 @@ def test_amounts_and_unknown_totals() -> None:
     assert shown(progress_lines(chunks, 120))[0].endswith("4%  40/950 chunks  0:00:42  ETA 0:01:10")
     unknown = frame(total=None, elapsed=3.0)  # before the first report: the model is loading
     assert shown(progress_lines(unknown, 120)) == ["indexing  0:00:03"]
-    assert "ETA -:--:--" in shown(progress_lines(frame(remaining=None), 120))[0]
+    # no rate yet (a first large file is still being read): no ETA rather than "-:--:--"
+    assert shown(progress_lines(frame(remaining=None), 120))[0].endswith("18/155 files  0:00:42")
 
 
 def test_add_progress_on_a_50_column_terminal_follows_bytes_not_files() -> None:
