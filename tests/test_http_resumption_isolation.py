@@ -121,7 +121,7 @@ class Session:
             "Last-Event-ID": last_event_id,
         }
         messages: list[Any] = []
-        with anyio.fail_after(REPLAY_SECONDS):
+        with anyio.fail_after(ceiling(REPLAY_SECONDS)):
             async with self.http.stream("GET", self.url, headers=headers) as response:
                 if response.status_code != 200:
                     return [("status", response.status_code)]
