@@ -3,10 +3,11 @@
 Every test waits for an event (a server's "listening" line, a reply, a watch's sync report, a
 process's exit), never for a fixed time, and gives up only after a ceiling: `ceiling(seconds)`,
 where `seconds` is generous on an idle machine and the result grows with the machine's load. On
-an idle 2-core machine a server starts in ~1 s and the ceiling for it is 60 s; on the same
-machine at a load of 40 (another job on every core, several test runs side by side) starting
-took over a minute, and the ceiling is then 20 minutes. A wait that ends with its event costs
-nothing more, so a high ceiling only lengthens a run that was failing anyway.
+an idle 2-core machine a server starts in about a second and the ceiling for it is 60 s; at a
+load of 20-40 on the same machine, fixed waits of 60 s (a server), 5 s (a watch's sync), 180 s
+(the soak) and 300 s (the conformance suite) were not enough, and there the ceilings are 10 to
+20 times as long. A wait that ends with its event costs nothing more, so a high ceiling only
+lengthens a run that was failing anyway.
 
 One setting decides it: `KBMCP_TEST_PATIENCE`, a factor for every ceiling (e.g. `3` on a slow
 CI machine, `1` to fail fast at the base figures). Unset, the factor is the machine's load per
