@@ -112,9 +112,8 @@ def test_tokens_on_a_public_address_print_one_tls_hint(tmp_path: Path) -> None:
     loopback = HttpProcess(db, host="127.0.0.1")
     try:
         port = public.authority.rsplit(":", 1)[1]
-        with httpx2.Client(
-            timeout=ceiling(30)
-        ) as http:  # with tokens any Host is served (a proxy's public name)
+        # with tokens any Host is served (a proxy's public name)
+        with httpx2.Client(timeout=ceiling(30)) as http:
             response = http.post(
                 f"http://127.0.0.1:{port}/mcp",
                 headers={**MCP_HEADERS, "Host": "kb.example.org"},
