@@ -6,17 +6,20 @@ bench/soak.py died, and the two `kbmcp serve --http` it had started ran on for h
 with init as their parent. Here a process starts a new session (its own process group, and no
 terminal's Ctrl-C), and every way out kills the whole group: a timeout, `stop()`, the end of
 the test session (`kill_leftovers`, called by tests/conftest.py) and the exit of the test
-process.
+process; and if the test process dies without any clean-up (killed, or an interrupted xdist
+worker), the kernel sends its children SIGTERM (`_end_with`).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import queue
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,10 +31,32 @@ _STARTED: list[subprocess.Popen[Any]] = []  # leaders of groups that may hold a 
 
 
 def popen(args: Sequence[Any], **kwargs: Any) -> subprocess.Popen[Any]:
-    """`subprocess.Popen` in a process group of its own (whose id is the child's pid)."""
+    """`subprocess.Popen` in a process group of its own (whose id is the child's pid), sent
+    SIGTERM by the kernel if the test process dies first (`preexec_fn` may add its own)."""
+    kwargs["preexec_fn"] = _end_with(os.getpid(), kwargs.get("preexec_fn"))
     process: subprocess.Popen[Any] = subprocess.Popen(args, start_new_session=True, **kwargs)
     _STARTED.append(process)
     return process
+
+
+# Linux's prctl(PR_SET_PDEATHSIG): a signal for the child when the thread that started it ends
+# (tests start processes from the main thread, which lives as long as the test process). Without
+# it, a test process killed mid-test (an interrupted xdist worker, a SIGKILL) runs no clean-up,
+# and its servers ran on with init as their parent. Loaded here: no dlopen between fork and exec.
+_PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
+
+
+def _end_with(parent: int, then: Callable[[], object] | None) -> Callable[[], None]:
+    def in_the_child() -> None:
+        if _LIBC is not None:
+            _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+            if os.getppid() != parent:  # the parent died before prctl: nothing would tell us
+                os._exit(1)
+        if then is not None:
+            then()
+
+    return in_the_child
 
 
 def run(args: Sequence[Any], *, timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[Any]:

@@ -159,3 +159,32 @@ def test_a_server_is_waited_for_until_it_listens(
 def test_the_readme_names_the_setting() -> None:
     readme = (mcp_support.REPO_ROOT / "README.md").read_text()
     assert f"`{PATIENCE_ENV}=" in readme
+
+
+# A test process that starts a server-like child, says its pid, then waits to be killed.
+KILLED_PARENT = """
+import sys
+from tests import processes
+child = processes.popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+import time; time.sleep(600)
+"""
+
+
+def test_a_test_process_killed_outright_takes_its_children_with_it() -> None:
+    """No clean-up runs in a process killed with SIGKILL (or an xdist worker interrupted
+    mid-test): the kernel ends its children (prctl PR_SET_PDEATHSIG)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", KILLED_PARENT],
+        cwd=mcp_support.REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(processes.Lines(parent.stdout).next())
+        assert alive(child)
+    finally:
+        parent.kill()
+        parent.wait()
+    assert ends(child)
