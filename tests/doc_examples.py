@@ -34,11 +34,17 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 
 def json_blocks(markdown: str) -> list[tuple[int, Any]]:
-    """Every ```json block of `markdown`, parsed, with the line it starts on."""
+    """Every JSON value of the ```json blocks of `markdown`, parsed, with the line it starts
+    on: a block holds one value, or one value per line (several calls side by side)."""
     blocks = []
     for match in re.finditer(r"^```json\n(.*?)^```", markdown, re.M | re.S):
         line = markdown.count("\n", 0, match.start()) + 1
-        blocks.append((line, json.loads(match.group(1))))
+        try:
+            blocks.append((line, json.loads(match.group(1))))
+        except json.JSONDecodeError:
+            for offset, text in enumerate(match.group(1).splitlines(), start=1):
+                if text.strip():
+                    blocks.append((line + offset, json.loads(text)))
     return blocks
 
 

@@ -152,6 +152,8 @@ HELP_MODULES = {
     "kbmcp.memory_defaults",
     "kbmcp.search",
     "kbmcp.search.limits",
+    "kbmcp.tags",  # the tag pairs of --tag options, and its annotations
+    "kbmcp.described",
 }
 LOADED_BY_HELP = """
 import json, sys

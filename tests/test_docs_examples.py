@@ -1,7 +1,8 @@
 """Docs that cannot drift: every JSON example of the tools (docs/tools.md, docs/search.md) is
 checked against the schemas the tools really have (tests/doc_examples.py): a result example
 that lacks a field the tool returns (`citation.sha256`, `revision_sha256`), or shows one it
-does not, fails until the docs follow."""
+does not, fails until the docs follow. (The resources' examples are checked against the MCP
+types' own schemas, which are the protocol's.)"""
 
 from __future__ import annotations
 
@@ -10,13 +11,22 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client
-from mcp_types import Tool
+from mcp_types import ReadResourceResult, Tool
 
 from kbmcp.server.app import build_server
 from tests.doc_examples import ERROR_SCHEMA, Root, json_blocks, problems
 from tests.mcp_support import REPO_ROOT, hash_workspace
 
 DOCS = ["docs/tools.md", "docs/search.md"]
+JSON_RPC_REQUEST = {
+    "type": "object",
+    "properties": {
+        "jsonrpc": {"type": "string"},
+        "id": {},
+        "method": {"type": "string"},
+        "params": {"type": "object", "additionalProperties": True},
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +39,17 @@ def roots(tmp_path_factory: pytest.TempPathFactory) -> list[Root]:
 
     with hash_workspace(tmp_path_factory.mktemp("schemas") / "kb.db") as workspace:
         tools = anyio.run(listed)
-    found = [Root("an error", ERROR_SCHEMA, complete=True)]
+    found = [
+        Root("an error", ERROR_SCHEMA, complete=True),
+        # The MCP messages the docs show besides tool calls (resources): the protocol's own
+        # shapes, whose optional fields an example may leave out.
+        Root("a JSON-RPC request", JSON_RPC_REQUEST, complete=False),
+        Root(
+            "a resources/read result",
+            ReadResourceResult.model_json_schema(by_alias=True),
+            complete=False,
+        ),
+    ]
     for tool in tools:
         found.append(Root(f"{tool.name} arguments", tool.input_schema, complete=False))
         if tool.output_schema is not None:
