@@ -18,14 +18,12 @@ from typing import TypeVar
 import platformdirs
 
 from kbmcp.errors import InvalidRequest, StoreError
+from kbmcp.search.limits import MAX_RRF_K
 from kbmcp.store.postgres.url import is_postgres_url, shown_url
 
 DEFAULT_EMBEDDER = "minilm"
 EMBEDDER_NAMES = ("minilm", "hash")
 DEFAULT_RRF_K = 60
-# rrf_k's upper bound. Past a few hundred every rank scores nearly alike (1/(k+1) vs 1/(k+2)), so
-# a larger k only flattens the ranking further; values near 2^63 overflowed SQLite's integers.
-MAX_RRF_K = 10_000
 # Memories' recency half-life in days (0: no decay); a request's recency_half_life_days wins.
 DEFAULT_RECENCY_HALF_LIFE_DAYS = 0.0
 # The most chunks one ingest write transaction writes (docs/ingest.md): a document with more is

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.patience import ceiling
+
 BROWSER_ENV = "KBMCP_TEST_CHROMIUM"  # another Chromium binary (and KBMCP_TEST_CHROMEDRIVER)
 DRIVER_ENV = "KBMCP_TEST_CHROMEDRIVER"
 REQUIRE_ENV = "KBMCP_TEST_REQUIRE_BROWSER"
@@ -94,7 +96,7 @@ def chromium() -> Iterator[Any]:
         options.add_argument(switch)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_page_load_timeout(WAIT_SECONDS)
+    driver.set_page_load_timeout(ceiling(WAIT_SECONDS))
     try:
         yield driver
     finally:
@@ -105,8 +107,9 @@ def chromium() -> Iterator[Any]:
 def wait_until(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT_SECONDS, poll_frequency=0.05).until(
-        condition, message=f"waited {WAIT_SECONDS:.0f} s for {what}"
+    limit = ceiling(WAIT_SECONDS)
+    return WebDriverWait(driver, limit, poll_frequency=0.05).until(
+        condition, message=f"waited {limit:.0f} s for {what}"
     )
 
 

@@ -25,6 +25,7 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.store.postgres.connection import connect
 from kbmcp.workspace import Workspace
+from tests import processes
 from tests.store_backends import is_postgres
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +39,7 @@ ROW = re.compile(
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, str(BENCH), *SMALL_RUN, *args],
         cwd=BENCH.parent,
         capture_output=True,

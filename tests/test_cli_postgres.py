@@ -8,7 +8,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,9 +15,11 @@ import click
 import pytest
 
 from kbmcp.cli import cli
+from tests import processes
 from tests.beir_fixture import write_fixture
 from tests.cli_support import Run, assert_one_line_error
 from tests.mcp_support import REPO_ROOT, subprocess_env, write
+from tests.patience import ceiling
 from tests.server_process import default_sigint
 
 # Every command, in an order where each finds what it needs from the ones before it
@@ -130,7 +131,7 @@ def test_each_command_runs_on_a_url(
 
 def test_watch_runs_on_a_url_until_interrupted(fresh_postgres_url: str, tmp_path: Path) -> None:
     folder = write(tmp_path / "docs", {"heron.md": "# Herons\n\nThe heron waits.\n"})
-    process = subprocess.Popen(
+    process = processes.popen(
         [sys.executable, "-m", "kbmcp", "--db", fresh_postgres_url, "watch", str(folder),
          "--kb", "notes"],
         env=subprocess_env(fresh_postgres_url), cwd=REPO_ROOT, text=True,
@@ -138,20 +139,14 @@ def test_watch_runs_on_a_url_until_interrupted(fresh_postgres_url: str, tmp_path
     )  # fmt: skip
     try:
         assert process.stderr is not None
-        deadline = time.monotonic() + 60
-        seen = []
-        while time.monotonic() < deadline:
-            line = process.stderr.readline()
-            seen.append(line)
-            if "Ctrl-C to stop" in line or not line:
-                break
-        assert "watching" in "".join(seen), "".join(seen)
+        stderr = processes.Lines(process.stderr)
+        stderr.until(lambda line: "Ctrl-C to stop" in line)  # the event: it is watching
+        assert "watching" in "".join(stderr.seen), "".join(stderr.seen)
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=30)
+        err = stderr.rest()
+        process.wait(timeout=ceiling(10))
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        processes.stop(process)
     assert process.returncode == 0, err
     assert "stopped watching" in err
     import psycopg

@@ -24,6 +24,7 @@ from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.store.sqlite.connection import open_connection
 from kbmcp.store.sqlite.migrations import latest_version
 from kbmcp.workspace import Workspace
+from tests import processes
 from tests.cli_support import Run, cli_runner
 from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT, hash_workspace, subprocess_env
@@ -118,21 +119,22 @@ def small_disk(folder: Path, size: str) -> Iterator[Path]:
     folder.mkdir()
     if shutil.which("mount") is None:
         pytest.skip("no mount command")
-    mounted = subprocess.run(
+    mounted = processes.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
         capture_output=True,
         text=True,
+        timeout=60,
     )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
     try:
         yield folder
     finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
+        processes.run(["umount", "-l", str(folder)], check=False, timeout=60)
 
 
 def kbmcp(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "kbmcp", "--db", str(db), *args],
         env=subprocess_env(db),
         cwd=REPO_ROOT,

@@ -18,6 +18,7 @@ from kbmcp.server.event_store import RETRY_MS, ResumptionEvents
 from kbmcp.server.http_app import http_app
 from kbmcp.server.http_sessions import SessionLimits
 from tests.mcp_support import HttpServer, hash_workspace, rpc_line, sse_events
+from tests.patience import ceiling
 
 pytestmark = pytest.mark.anyio
 VERSION = "2025-11-25"  # the first protocol version with SSE polling (SEP-1699)
@@ -28,7 +29,7 @@ async def test_a_response_stream_opens_with_a_priming_event(http_server: HttpSer
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     initialize = {"protocolVersion": VERSION, "capabilities": {},
                   "clientInfo": {"name": "sse", "version": "0"}}  # fmt: skip
-    async with httpx2.AsyncClient(timeout=30) as http:
+    async with httpx2.AsyncClient(timeout=ceiling(30)) as http:
         opened = await http.post(
             http_server.url, headers=headers, content=rpc_line(1, "initialize", initialize)
         )

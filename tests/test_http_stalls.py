@@ -19,6 +19,7 @@ from kbmcp.server.http_body import (
     DEFAULT_BODY_TIMEOUT_SECONDS,
     body_timeout_from_env,
 )
+from tests.patience import ceiling
 from tests.server_process import HttpProcess
 
 INITIALIZE = {
@@ -37,7 +38,7 @@ def half_a_request(authority: str) -> socket.socket:
     """A connection that sends the headers of a POST and the first half of its body, then
     nothing more."""
     host, _, port = authority.rpartition(":")
-    connection = socket.create_connection((host.strip("[]"), int(port)), timeout=60)
+    connection = socket.create_connection((host.strip("[]"), int(port)), timeout=ceiling(60))
     body = json.dumps(INITIALIZE).encode()
     head = (
         f"POST /mcp HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n"
@@ -76,7 +77,7 @@ def test_a_body_that_does_not_arrive_is_answered_408(corpus_file: Path) -> None:
     try:
         stalled = [half_a_request(server.authority) for _ in range(50)]
         started = time.monotonic()
-        replies = answers(stalled, seconds=20)
+        replies = answers(stalled, seconds=ceiling(20))
         waited = time.monotonic() - started
         assert all(reply is not None for reply in replies), "connections left hanging"
         for reply in replies:
@@ -84,18 +85,18 @@ def test_a_body_that_does_not_arrive_is_answered_408(corpus_file: Path) -> None:
             body = json.loads(reply.split(b"\r\n\r\n", 1)[1])
             assert body["error"]["code"] == -32600
             assert "request body timed out" in body["error"]["message"]
-        assert waited < 15, waited
+        assert waited < ceiling(15), waited
         # the server goes on serving, and stops at once on SIGTERM
         fresh = half_a_request(server.authority)
         fresh.sendall(json.dumps(INITIALIZE).encode()[len(json.dumps(INITIALIZE)) // 2 :])
-        assert answers([fresh], seconds=20)[0].startswith(b"HTTP/1.1 200 ")
+        assert answers([fresh], seconds=ceiling(20))[0].startswith(b"HTTP/1.1 200 ")
         fresh.close()
     finally:
         for connection in stalled:
             connection.close()
         stopped = time.monotonic()
         server.stop()
-    assert server.process.returncode == 0 and time.monotonic() - stopped < 8
+    assert server.process.returncode == 0 and time.monotonic() - stopped < ceiling(8)
     timed_out = [line for line in server.stderr_lines if "did not send its request body" in line]
     assert len(timed_out) == 50, server.stderr[-3000:]
     assert "within 1 s" in timed_out[0] and "KBMCP_HTTP_BODY_TIMEOUT_SECONDS" in timed_out[0]
@@ -110,7 +111,7 @@ def test_a_client_that_hangs_up_mid_body_is_one_line(corpus_file: Path) -> None:
         for connection in leaving:
             connection.shutdown(socket.SHUT_RDWR)
             connection.close()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + ceiling(20)
         while time.monotonic() < deadline and server.stderr.count("disconnected before") < 5:
             time.sleep(0.05)
     finally:

@@ -28,7 +28,9 @@ from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.ingest.reader import read_file
 from kbmcp.ingest.walker import special_file_reason
 from kbmcp.workspace import Workspace
+from tests import processes
 from tests.mcp_support import REPO_ROOT, subprocess_env
+from tests.patience import ceiling
 from tests.test_watch import Watcher
 
 HANG_SECONDS = 60  # far more than any of these takes; only a hang reaches it
@@ -74,7 +76,7 @@ def release_readers(fifo: Path) -> None:
 
 
 def kbmcp(db: Path | str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "kbmcp", "--db", str(db), *args],
         env=subprocess_env(db),  # type: ignore[arg-type]  (a URL is passed on as text)
         cwd=REPO_ROOT,
@@ -130,7 +132,7 @@ def test_a_fifo_in_a_watched_folder_does_not_stop_the_syncs(
             watcher.stop.set()
             release_readers(folder / "another.md")
             release_readers(folder / "pipe.md")
-            watcher.thread.join(timeout=10)
+            watcher.thread.join(timeout=ceiling(10))
     assert not watcher.thread.is_alive()
     assert watcher.errors == []
 

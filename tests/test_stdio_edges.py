@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -27,6 +26,7 @@ from kbmcp.server.stdio_lines import (
     read_lines,
     top_level_id,
 )
+from tests import processes
 from tests.mcp_support import REPO_ROOT, hash_workspace, rpc_line, subprocess_env
 
 INITIALIZE = {
@@ -53,7 +53,7 @@ def serve_session(db: Path, lines: list[str | bytes], *, code: str | None = None
     """Run `kbmcp serve` with `lines` as its whole stdin (closed after them); its replies by id,
     its exit status and its stderr."""
     launcher = ["-c", code] if code else ["-m", "kbmcp"]
-    process = subprocess.run(
+    process = processes.run(
         [sys.executable, *launcher, "--db", str(db), "serve"],
         input=b"".join(line if isinstance(line, bytes) else line.encode() for line in lines),
         env=subprocess_env(db, **env),

@@ -17,6 +17,7 @@ from types import ModuleType
 
 import pytest
 
+from tests import processes
 from tests.test_bench_search import load_bench_module
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +48,7 @@ def test_clients_that_cannot_connect_are_errors_not_a_crash(stress: ModuleType) 
 
 def test_a_server_that_ignores_sigterm_is_killed_and_counted(stress: ModuleType) -> None:
     tally = stress.Tally()
-    stubborn = subprocess.Popen(
+    stubborn = processes.popen(
         [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
          "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE,
@@ -82,7 +83,7 @@ def test_the_verdict_is_the_last_word(
 def test_a_short_run_ends_with_its_verdict() -> None:
     """A run too short for the stdio client to complete a request or the throughput runs to
     mean much: it still ends with `errors: N`, and its status agrees with N."""
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, str(STRESS), "--seconds", "2", "--clients", "1", "--writers", "1",
          "--throughput-seconds", "1"],
         capture_output=True,

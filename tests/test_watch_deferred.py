@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -63,9 +63,11 @@ def counted_extractions(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     extractions: Counter[str] = Counter()
     real_extract = ingest.extract
 
-    def extract(source: SourceFile, file: FileBytes) -> Extracted:
+    def extract(
+        source: SourceFile, file: FileBytes, on_page: Callable[[int, int], None] | None = None
+    ) -> Extracted:
         extractions[source.path.name] += 1
-        return real_extract(source, file)
+        return real_extract(source, file, on_page)
 
     monkeypatch.setattr(ingest, "extract", extract)
     monkeypatch.setattr(ingest_batch, "EMBED_SLICE", 8)

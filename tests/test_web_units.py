@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from datetime import timedelta
 from importlib import resources
@@ -24,6 +23,7 @@ from kbmcp.web.passage import LEAD, WINDOW, Passage, mark, window_offset
 from kbmcp.web.render import environment, visible, visible_text
 from kbmcp.web.views import decay_weight
 from kbmcp.workspace import Workspace
+from tests import processes
 from tests.browser_support import BROWSER_ENV, REQUIRE_ENV, SKIP_REASON
 from tests.mcp_support import REPO_ROOT, pinned_clock
 
@@ -182,7 +182,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("jinja2", 
 def test_stdio_serving_imports_nothing_of_the_web_page() -> None:
     """The MCP server's modules, stdio's path, load no template engine: only `serve --http`
     imports kbmcp.web (in `web_page`)."""
-    run = subprocess.run(
+    run = processes.run(
         [sys.executable, "-c", PROBE],
         cwd=REPO_ROOT,
         env=os.environ.copy(),
@@ -200,7 +200,7 @@ def test_without_a_browser_the_browser_tier_skips_with_one_reason(required: bool
     env.pop(REQUIRE_ENV, None)
     if required:
         env[REQUIRE_ENV] = "1"
-    run = subprocess.run(
+    run = processes.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:randomly",
          "tests/test_web_browser.py"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,

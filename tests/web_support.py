@@ -38,6 +38,7 @@ from tests.mcp_support import (
     pinned_clock,
     write,
 )
+from tests.patience import ceiling
 from tests.server_process import HttpProcess
 
 # A path, a title and a text that are markup: each would run script if it reached the page
@@ -175,7 +176,7 @@ class WebServer:
         self.process = HttpProcess(db, *serve_args)  # type: ignore[arg-type]
         self.mcp_url = self.process.url
         self.base = self.mcp_url.removesuffix("/mcp")
-        self.http = httpx2.Client(base_url=self.base, follow_redirects=False, timeout=60)
+        self.http = httpx2.Client(base_url=self.base, follow_redirects=False, timeout=ceiling(60))
 
     def get(self, path: str, token: str | None = None, **headers: str) -> httpx2.Response:
         return self.http.get(path, headers=_headers(token, headers))

@@ -7,25 +7,28 @@ once; it is not stored and cannot be shown again.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from kbmcp.access import TOKEN_SCOPES, Principal
 from kbmcp.cli.audit import audited
 from kbmcp.cli.common import echo_json, open_workspace, print_result, printable
-from kbmcp.service import tenants, tokens
-from kbmcp.service.tenants import KnowledgeBaseRecord
-from kbmcp.service.tokens import MAX_EXPIRY_DAYS, TokenInfo
+from kbmcp.cli.summaries import WholeSummaries
+from kbmcp.scopes import MAX_EXPIRY_DAYS, TOKEN_SCOPES
 from kbmcp.wording import counted
-from kbmcp.workspace import Workspace
+
+if TYPE_CHECKING:  # the service layer loads when a command runs, not for --help
+    from kbmcp.access import Principal
+    from kbmcp.service.tenants import KnowledgeBaseRecord
+    from kbmcp.service.tokens import TokenInfo
+    from kbmcp.workspace import Workspace
 
 T = TypeVar("T")
 
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
 
-@click.group()
+@click.group(cls=WholeSummaries)
 def tenant() -> None:
     """Tenants: who owns knowledge bases and holds tokens ('local' is the single-user owner)."""
 
@@ -36,6 +39,8 @@ def tenant() -> None:
 @click.pass_context
 def tenant_create(ctx: click.Context, name: str, as_json: bool) -> None:
     """Create a tenant."""
+    from kbmcp.service import tenants
+
     _admin(
         ctx,
         as_json,
@@ -50,6 +55,8 @@ def tenant_create(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def tenant_list(ctx: click.Context, as_json: bool) -> None:
     """List tenants with their knowledge-base and active-token counts."""
+    from kbmcp.service import tenants
+
     _admin(
         ctx,
         as_json,
@@ -63,7 +70,7 @@ def tenant_list(ctx: click.Context, as_json: bool) -> None:
     )
 
 
-@click.group("kb")
+@click.group("kb", cls=WholeSummaries)
 def kb() -> None:
     """Knowledge bases: create them for a tenant, share them read-only with other tenants."""
 
@@ -78,6 +85,8 @@ def kb_create(
     ctx: click.Context, name: str, tenant_ref: str, description: str, as_json: bool
 ) -> None:
     """Create an (empty) knowledge base owned by a tenant; add files with `kbmcp add`."""
+    from kbmcp.service import tenants
+
     _admin(
         ctx,
         as_json,
@@ -98,6 +107,7 @@ def kb_create(
 @click.pass_context
 def kb_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> None:
     """List knowledge bases with owner and the tenants they are shared with."""
+    from kbmcp.service import tenants
 
     def line(kb: KnowledgeBaseRecord) -> str:
         shared = f"  shared with {printable(', '.join(kb.shared_with))}" if kb.shared_with else ""
@@ -134,6 +144,8 @@ def kb_unshare(ctx: click.Context, knowledge_base: str, tenant_ref: str, as_json
 def _change_share(
     ctx: click.Context, knowledge_base: str, tenant_ref: str, as_json: bool, *, share: bool
 ) -> None:
+    from kbmcp.service import tenants
+
     change = tenants.share_knowledge_base if share else tenants.unshare_knowledge_base
     states = {
         (True, True): "shared",
@@ -155,7 +167,7 @@ def _change_share(
     )
 
 
-@click.group()
+@click.group(cls=WholeSummaries)
 def token() -> None:
     """Bearer tokens for `kbmcp serve --http` (and KBMCP_TOKEN for stdio)."""
 
@@ -198,7 +210,10 @@ def token_create(
     as_json: bool,
 ) -> None:
     """Create a token and print its secret (shown once: store it now)."""
+    from kbmcp.service import tokens
+
     with open_workspace(ctx, create=True) as workspace:
+        first = tokens.count_usable_tokens(workspace, workspace.local_principal()) == 0
         created = audited(
             workspace,
             workspace.local_principal(),
@@ -216,6 +231,16 @@ def token_create(
             touched=lambda made: [made.token.token_id, *(made.token.knowledge_base_ids or [])],
             detail=lambda made: {"tenant": made.token.tenant, "scopes": made.token.scopes},
         )
+    if first:
+        # An HTTP server decides at its start whether it requires tokens (kbmcp/cli/serve.py
+        # `http_verifier`): one started before this token serves without authentication until
+        # it is restarted.
+        click.echo(
+            "note: this is the file's first usable token: HTTP servers started from now on "
+            "require a token, but one already running on this file serves WITHOUT "
+            "authentication until it is restarted: restart it to require tokens",
+            err=True,
+        )
     if as_json:
         echo_json(created)
         return
@@ -230,6 +255,8 @@ def token_create(
 @click.pass_context
 def token_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> None:
     """List tokens (never their secrets)."""
+    from kbmcp.service import tokens
+
     _admin(
         ctx,
         as_json,
@@ -244,6 +271,8 @@ def token_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> Non
 @click.pass_context
 def token_revoke(ctx: click.Context, token_id: str, as_json: bool) -> None:
     """Revoke a token: its next request is refused."""
+    from kbmcp.service import tokens
+
     _admin(
         ctx,
         as_json,

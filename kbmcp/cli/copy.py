@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from kbmcp.cli.common import Utf8Text, echo_json
+from kbmcp.cli.doctor_lines import contents
 from kbmcp.wording import counted
 
 
@@ -46,16 +47,11 @@ def copy_command(source: str, destination: str, force: bool, as_json: bool) -> N
         echo_json(report)
         return
     rows = report.rows
+    # The contents in doctor's words and numbers (`kbmcp --db DST doctor` says the same).
     click.echo(
-        f"copied {report.source} to {report.destination}: "
-        f"{counted(rows.get('tenant', 0), 'tenant')}, "
-        f"{counted(rows.get('knowledge_base', 0), 'store')}, "
-        f"{counted(rows.get('document', 0), 'document')}, "
-        f"{counted(rows.get('revision', 0), 'revision')}, "
-        f"{counted(rows.get('chunk', 0), 'chunk')} "
-        f"({report.indexed_chunks} indexed), "
-        f"{counted(rows.get('token', 0), 'token')} "
-        f"in {report.seconds:.1f}s; counts verified"
+        f"copied {report.source} to {report.destination}: {contents(report.contents)}; "
+        f"{counted(rows.get('tenant', 0), 'tenant')}, {counted(rows.get('token', 0), 'token')}; "
+        f"counts verified, in {report.seconds:.1f}s"
     )
 
 

@@ -12,12 +12,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from kbmcp.access import principal_for_secret
 from kbmcp.cli.common import UTF8_TEXT, Utf8Path, open_workspace
 from kbmcp.errors import KbError
-from kbmcp.leases import idle_seconds_from_env
-from kbmcp.service.tokens import count_usable_tokens
-from kbmcp.workspace import Workspace
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -25,6 +21,7 @@ if TYPE_CHECKING:
     from kbmcp.server.auth import PrincipalSource, StoreTokenVerifier
     from kbmcp.server.tools import ServerOptions
     from kbmcp.service.ingest import IngestReport
+    from kbmcp.workspace import Workspace
 
 TOKEN_ENV = "KBMCP_TOKEN"
 
@@ -89,20 +86,22 @@ def serve(
     """Serve the knowledge base to agents over MCP.
 
     \b
-    stdio (desktop agents launch this as a subprocess):  kbmcp serve
-    HTTP (one server, many clients):  kbmcp serve --http --port 8765
+    Examples:
+      kbmcp serve                          # stdio: desktop agents launch it themselves
+      kbmcp serve --http --port 8765       # HTTP: one server, many clients
+      kbmcp serve --watch ./docs --watch-kb handbook   # keep a folder indexed meanwhile
 
     HTTP requires 'Authorization: Bearer <token>' as soon as the file has a usable token
     (`kbmcp token create`); without tokens it serves loopback addresses only. stdio runs as
     the local owner, or as the token in $KBMCP_TOKEN. GET /health answers without a token.
     HTTP also serves a web page at / (same port, same tokens) to look through what agents
     see: knowledge bases, search, a reader, memories; --no-ui leaves it out.
-    Keep a folder indexed while serving:  kbmcp serve --watch ./docs --watch-kb handbook
     A read-only file (read-only mount, no write permission) is served read-only.
     """
     if not use_http and (host is not None or port is not None or no_ui):
         raise click.UsageError("--host, --port and --no-ui apply to --http")
     # Imported here: the MCP SDK takes ~0.4 s to import, which every other command would pay.
+    from kbmcp.leases import idle_seconds_from_env
     from kbmcp.server.app import build_server, server_options_from_env
     from kbmcp.server.transports import configure_logging, run_http, run_stdio
 
@@ -147,6 +146,7 @@ def http_verifier(workspace: Workspace, host: str) -> StoreTokenVerifier | None:
     """Authentication is on as soon as the file has a usable token. Without one, the server runs
     as the local owner, and only where nobody else can reach it (loopback)."""
     from kbmcp.server.auth import StoreTokenVerifier, is_loopback
+    from kbmcp.service.tokens import count_usable_tokens
 
     if count_usable_tokens(workspace, workspace.local_principal()) > 0:
         return StoreTokenVerifier(workspace)
@@ -167,6 +167,7 @@ def http_verifier(workspace: Workspace, host: str) -> StoreTokenVerifier | None:
 
 def _stdio_principals(workspace: Workspace) -> PrincipalSource:
     """stdio runs as the local owner, or as KBMCP_TOKEN's principal when it is set."""
+    from kbmcp.access import principal_for_secret
     from kbmcp.server.auth import LocalOwner, TokenPrincipals
 
     secret = os.environ.get(TOKEN_ENV, "").strip()

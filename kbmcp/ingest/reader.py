@@ -12,6 +12,7 @@ import functools
 import hashlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,8 +68,10 @@ class FileBytes:
 # read again.
 # html 2: permalink marks dropped, asides in the main content kept, DocBook navigation dropped,
 # several <code> blocks in one <pre> on lines of their own.
+# html 3: Sphinx tables of contents dropped, rubrics ("Footnotes") as headings.
 # pdf 2: NFKC (ligatures), pages with under 20 letters and digits left out, printed labels.
-EXTRACTION_VERSIONS = {"html": 2, "pdf": 2}
+# pdf 3: control characters dropped; short pages kept when nothing longer is (scans: not).
+EXTRACTION_VERSIONS = {"html": 3, "pdf": 3}
 
 
 def extraction_version(kind: str) -> int:
@@ -97,13 +100,16 @@ def read_file(path: Path) -> FileBytes:
     return FileBytes(data, signature, reason)
 
 
-def extract(source: SourceFile, file: FileBytes) -> Extracted:
-    """The stored text of a file read by `read_file`, or why it is skipped."""
+def extract(
+    source: SourceFile, file: FileBytes, on_page: Callable[[int, int], None] | None = None
+) -> Extracted:
+    """The stored text of a file read by `read_file`, or why it is skipped. `on_page(pages
+    done, pages)`: the progress of a PDF's extraction."""
     data = file.data
     if data is None:
         return Extracted(None, source.kind, reason=file.reason)
     if source.kind == "pdf":
-        pdf = pdf_to_text(data)
+        pdf = pdf_to_text(data, on_page)
         return Extracted(pdf.content, "pdf", pdf.title, pdf.reason)
     if source.kind == "html":
         html = decode_html(data)
@@ -113,16 +119,20 @@ def extract(source: SourceFile, file: FileBytes) -> Extracted:
             page = html_to_text(html)
         except RecursionError:  # nesting deeper than Python's stack: a hostile page
             return Extracted(None, "html", reason=UNREADABLE_HTML)
+        if page.reason is not None:
+            return Extracted(None, "html", reason=page.reason)
         if not page.content.strip():
             return Extracted(None, "html", reason=NO_TEXT)
         return Extracted(page.content + "\n", "html", page.title)
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         return Extracted(None, source.kind, reason=BINARY)
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         return Extracted(None, source.kind, reason=NOT_UTF8)
-    return Extracted(text.removeprefix("\ufeff"), source.kind)
+    if not text.strip():  # an empty file (a placeholder, a stub): no document without a chunk
+        return Extracted(None, source.kind, reason=NO_TEXT)
+    return Extracted(text, source.kind)
 
 
 def _read_bytes(path: Path) -> tuple[bytes | None, str | None]:

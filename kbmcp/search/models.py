@@ -13,28 +13,25 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
 
 from kbmcp.described import Described
-
-MODES = ("hybrid", "lexical", "semantic", "rrf")
-MODE_ALIASES = {"keyword": "lexical"}
-DEFAULT_MODE = "hybrid"
-DEFAULT_ALPHA = 0.5
-# The mode each fusion parameter belongs to: given without a mode, it selects that mode; given
-# with another mode, it would do nothing, so it is an error (nothing is silently ignored).
-FUSION_PARAMETERS = {"alpha": "hybrid", "rrf_k": "rrf"}
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 100
-MAX_DOCUMENT_IDS = 100
-MAX_KNOWLEDGE_BASE_IDS = 100
-MAX_MEMORY_STORE_IDS = 100
-MAX_PATH_PREFIXES = 100
-MAX_FILTER_PAIRS = 50  # keys of a tags or metadata filter
-MAX_QUERY_CHARS = 10_000
-# A read window of a document: its default and largest size in characters (targeted reads, and
-# the text include_content inlines in query results).
-DEFAULT_LIMIT_CHARS = 4000
-MAX_LIMIT_CHARS = 10_000
-# include_content inlines the text of this many distinct documents (or memories) of a query.
-MAX_INLINED_DOCUMENTS = 5
+from kbmcp.search.limits import (  # noqa: F401 (re-exported: the request's contract)
+    DEFAULT_ALPHA,
+    DEFAULT_LIMIT,
+    DEFAULT_LIMIT_CHARS,
+    DEFAULT_MODE,
+    FUSION_PARAMETERS,
+    MAX_DOCUMENT_IDS,
+    MAX_FILTER_PAIRS,
+    MAX_HALF_LIFE,
+    MAX_INLINED_DOCUMENTS,
+    MAX_KNOWLEDGE_BASE_IDS,
+    MAX_LIMIT,
+    MAX_LIMIT_CHARS,
+    MAX_MEMORY_STORE_IDS,
+    MAX_PATH_PREFIXES,
+    MAX_QUERY_CHARS,
+    MODE_ALIASES,
+    MODES,
+)
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ Outermost first, for a request to /mcp:
 1. `LoopbackOnly` (no tokens only): Host and Origin must name this machine (DNS rebinding).
 2. `RequestSizeLimit`: a body larger than MAX_REQUEST_BYTES is refused before it is read.
 3. Bearer authentication (tokens only): the SDK's `AuthenticationMiddleware` verifies the token
-   against the database on every request, and `RequireAuthMiddleware` answers 401 without one;
-   a database that cannot answer is a 503 naming it (`store_unavailable`), not a 401.
+   against the database on every request, and `RequireBearerToken` answers 401 without one
+   (kbmcp/server/bearer_challenge.py: no error code for a request that sent no token); a
+   database that cannot answer is a 503 naming it (`store_unavailable`), not a 401.
 4. `KbSessionManager`: sessions, each with its own resumable events; a new session at the
    session cap ends the longest-idle one. Because it runs after step 3, only an authenticated
    request can cost another session its place.
@@ -27,7 +28,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
 from mcp.server.transport_security import TransportSecuritySettings
@@ -42,6 +43,7 @@ from starlette.types import ASGIApp
 
 from kbmcp.errors import StoreError
 from kbmcp.server.auth import StoreTokenVerifier
+from kbmcp.server.bearer_challenge import RequireBearerToken
 from kbmcp.server.event_store import RETRY_MS, ReadableNow, ResumptionEvents
 from kbmcp.server.host_check import LoopbackOnly
 from kbmcp.server.http_limits import MAX_REQUEST_BYTES, RequestSizeLimit
@@ -83,7 +85,7 @@ def http_app(
     endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
     middleware: list[Middleware] = []
     if verifier is not None:
-        endpoint = RequireAuthMiddleware(endpoint, required_scopes=[])
+        endpoint = RequireBearerToken(endpoint, required_scopes=[])
         middleware = [
             Middleware(
                 AuthenticationMiddleware,

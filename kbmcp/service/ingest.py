@@ -188,6 +188,11 @@ def add_paths(
         if tracker is not None:
             tracker.report(batch.in_progress, counts["embedded"])
 
+    def pages_read(done: int, total: int) -> None:
+        if tracker is not None:
+            tracker.read_pages(done, total)
+            show()
+
     batch = IngestBatch(workspace, kb, counts, on_ready=show, keep_going=True, interrupt=interrupt)
     batch.drop_stale_staged()
     seen: set[str] = set()
@@ -195,8 +200,12 @@ def add_paths(
         if batch.should_stop(progressed=processed > 0):
             report.deferred.extend(later.path for later in files[index:])
             break
+        if tracker is not None:
+            tracker.read(source.path)
+            show()  # the file is named while it is read (a large PDF takes minutes)
         try:
-            pending = _prepare(source, options, known, seen, report, batch, carry)
+            on_page = None if tracker is None else pages_read
+            pending = _prepare(source, options, known, seen, report, batch, carry, on_page=on_page)
         except Exception as error:  # one file's failure never loses the others (a bug, a hostile
             # file): it is reported and the run goes on
             report.fail(str(source.path), error)
@@ -351,10 +360,13 @@ def _prepare(
     report: IngestReport,
     batch: IngestBatch,
     carry: Carry | None = None,
+    *,
+    on_page: Callable[[int, int], None] | None = None,
 ) -> PendingDocument | None:
     """Decide about one file: skip it, leave it unchanged, refresh it in place (same content,
     other attributes) or queue a new revision (chunked here). A file deferred by an earlier
-    sync is not extracted again (`carry`).
+    sync is not extracted again (`carry`). `on_page`: a PDF's extraction progress (pages done,
+    pages).
 
     An unchanged file is found without opening it when its signature (size, mtime_ns, inode)
     is the one recorded, and without extracting it when its bytes hash is (docs/ingest.md)."""
@@ -398,7 +410,7 @@ def _prepare(
         )
         return None
     carried = None if carry is None else carry.take(str(source.path), file, key)
-    extracted = extract(source, file) if carried is None else carried.extracted
+    extracted = extract(source, file, on_page) if carried is None else carried.extracted
     if extracted.content is None:
         report.skipped[extracted.reason or "unreadable"] += 1
         return None

@@ -33,6 +33,7 @@ from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import InvalidRequest, ResourceUnavailable, StoreError
 from kbmcp.ids import check_id
 from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document
+from kbmcp.memory_defaults import DEFAULT_LIST, MAX_LIST
 from kbmcp.store.catalog import DEFAULT_MEMORY_STORE, MEMORIES, KnowledgeBaseRef, TenantRef
 from kbmcp.store.memories import MemoryState, OwnMemory
 from kbmcp.store.vectors import to_blob
@@ -47,8 +48,6 @@ DEFAULT_STORE = DEFAULT_MEMORY_STORE
 MAX_MEMORY_CHARS = 20_000  # a memory is a fact, not a document: add long text with `kbmcp add`
 MAX_SOURCE_CHARS = 500
 MAX_TAGS = 50
-DEFAULT_LIST = 50
-MAX_LIST = 1000
 CHUNKING = ChunkingOptions()
 # Memories are chunked as plain text: a memory that starts with '---' is not front matter.
 MEMORY_FORMAT = "text"

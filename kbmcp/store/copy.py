@@ -30,6 +30,7 @@ from typing import Any
 
 from kbmcp.embed.base import ModelFingerprint
 from kbmcp.errors import InvalidRequest, StoreError
+from kbmcp.store.admin import count_rows
 from kbmcp.store.postgres.url import is_postgres_url, shown_url
 
 # Every table copied, in an order that satisfies the foreign keys (document -> revision is the
@@ -94,6 +95,9 @@ class CopyReport:
     destination: str
     rows: dict[str, int] = field(default_factory=dict)  # table -> rows copied
     indexed_chunks: int = 0
+    # What DST holds, counted as `kbmcp doctor` counts it (knowledge bases and memory stores,
+    # documents and memories apart; kbmcp/store/admin.py), so both say the same.
+    contents: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -186,6 +190,7 @@ def _copy(src: _Side, dst: _Side, report: CopyReport, *, force: bool, say: Progr
         report.indexed_chunks = dst.rebuild_indexes(say)
     say("verifying counts")
     _verify(src, dst, report)
+    report.contents = count_rows(dst.conn)
     dst.finish(say)
 
 
