@@ -18,9 +18,13 @@ from pathlib import Path
 REFERENCE_TOOL = "needs the suite's reference tool {}: kbmcp's tools are its knowledge tools"
 REFERENCE_PROMPT = "needs the suite's reference prompt {}: kbmcp defines no prompts"
 REFERENCE_RESOURCE = (
-    "needs the suite's reference resource {}: kbmcp exposes knowledge through tools, not resources"
+    "needs the suite's reference resource {}: kbmcp's resources are the caller's documents and "
+    "memory stores (kbmcp://documents/...), which resources-list checks"
 )
-NO_SUBSCRIPTIONS = "kbmcp has no resources to subscribe to (it declares subscribe: false)"
+NO_SUBSCRIPTIONS = (
+    "kbmcp's resources are read on request and it sends no change notifications (it declares "
+    "subscribe: false)"
+)
 
 # Scenarios that test features a knowledge server does not have, and why.
 NOT_APPLICABLE: dict[str, str] = {
@@ -74,6 +78,15 @@ def scenario_results(results: Path) -> dict[str, list[dict]]:
     return found
 
 
+def _listed(checks: list[dict]) -> str:
+    """How many resources resources-list saw (the knowledge base's documents): a pass over an
+    empty list would check nothing."""
+    counts = [
+        c["details"]["resourceCount"] for c in checks if "resourceCount" in c.get("details", {})
+    ]
+    return f" ({counts[0]} resources listed)" if counts else ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path)
@@ -96,7 +109,7 @@ def main() -> int:
     )
     print(f"applies to kbmcp: {len(applicable) - len(failing)} of {len(applicable)} pass")
     for name in applicable:
-        print(f"  {'pass' if name in passed else 'FAIL'}  {name}")
+        print(f"  {'pass' if name in passed else 'FAIL'}  {name}{_listed(scenarios[name])}")
     not_applicable = sorted(set(scenarios) & set(NOT_APPLICABLE))
     print(f"does not apply to a knowledge server ({len(not_applicable)}):")
     for name in not_applicable:

@@ -203,7 +203,27 @@ def bench_folder(tmp: Path, folder: Path) -> dict[str, float]:
     inner.load()
     embedder = TimedEmbedder(inner)
     report, elapsed = ingest(tmp / "folder.db", folder, embedder)
-    return rates(report.chunks_indexed, elapsed, embedder) | {"files": report.added}
+    tokens = model_tokens(tmp / "folder.db", inner)
+    return rates(report.chunks_indexed, elapsed, embedder) | {
+        "files": report.added,
+        "tokens_per_chunk": tokens / max(1, report.chunks_indexed),
+    }
+
+
+# Every indexed chunk's text (the embedding input adds the title and heading path to it).
+INDEXED_TEXTS = """
+SELECT c.text FROM indexed_chunk AS i JOIN chunk AS c ON c.id = i.chunk_id
+"""
+
+
+def model_tokens(db: Path, model: Embedder) -> int:
+    """The tokens the model reads of the folder's chunks (truncated as it truncates them),
+    counted after the timed run: the model's cost grows with tokens, not chunks, so a corpus
+    of long chunks (code examples) embeds fewer chunks per second."""
+    tokenizer = model._tokenizer  # type: ignore[attr-defined]
+    with Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder()) as workspace:
+        texts = [text for (text,) in workspace.conn.execute(INDEXED_TEXTS)]
+    return sum(len(encoding.ids) for encoding in tokenizer.encode_batch(texts))
 
 
 def print_folder(folder: Path, result: dict[str, float]) -> None:
@@ -212,7 +232,9 @@ def print_folder(folder: Path, result: dict[str, float]) -> None:
     print(
         f"default model: {result['files']:,.0f} files, {result['chunks']:,.0f} chunks in "
         f"{result['seconds']:.2f} s: {result['chunks_per_s']:,.1f} chunks/s "
-        f"({result['chunks_per_cpu_s']:,.1f} per CPU-s); excluding embedding "
+        f"({result['chunks_per_cpu_s']:,.1f} per CPU-s, "
+        f"{result['chunks_per_cpu_s'] * result['tokens_per_chunk']:,.0f} tokens per CPU-s at "
+        f"{result['tokens_per_chunk']:.0f} tokens a chunk); excluding embedding "
         f"{result['rest_chunks_per_s']:,.0f} chunks/s"
     )
 

@@ -38,10 +38,10 @@ from kbmcp.service.ingest_batch import sha256
 from kbmcp.service.search import search
 from kbmcp.store.catalog import dump_json
 from kbmcp.store.copy import copy_store
-from kbmcp.store.postgres import keyword, ranking
+from kbmcp.store.postgres import halves, keyword, ranking
 from kbmcp.store.postgres.connection import configure, connect
 from kbmcp.store.postgres.id_key import id_key_of
-from kbmcp.store.postgres.vectors import Float32Vector, build_index, record_model
+from kbmcp.store.postgres.vectors import DROP_HNSW, Float32Vector, build_index, record_model
 from kbmcp.workspace import Workspace
 
 COUNT_BENCH_DOCUMENTS = """
@@ -124,9 +124,64 @@ WHERE i.indrelid = %(table)s::regclass
 """
 
 
-def check_postgres_built_alike(pg: Any, corpus: Any, bench: ModuleType) -> None:
-    """bench/search.py's `check_built_alike` for a reused database."""
-    bench.check_built_alike(pg, "%s", corpus, "the PostgreSQL database")
+# The first chunk's vector (a bench database's first chunk is the corpus's), as floats.
+FIRST_VECTOR = "SELECT embedding::real[] FROM chunk_vec ORDER BY chunk_id LIMIT 1"
+
+
+def check_postgres_built_alike(
+    pg: Any, corpus: Any, bench: ModuleType, vectors: bool = True
+) -> None:
+    """bench/search.py's `check_built_alike` for a reused database (`vectors`: its vectors
+    too)."""
+    bench.check_built_alike(pg, "%s", corpus, "the PostgreSQL database",
+                            FIRST_VECTOR if vectors else None)  # fmt: skip
+
+
+# The bench store's chunks, in the corpus's order (its rows were written with consecutive ids).
+BENCH_CHUNKS = """
+SELECT min(c.id), count(*), (SELECT id FROM knowledge_base WHERE name = 'bench')
+FROM chunk AS c
+JOIN revision AS r ON r.id = c.revision_id
+JOIN document AS d ON d.id = r.document_id
+JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+WHERE kb.name = 'bench' AND kb.kind = 'documents'
+"""
+REVECTOR_ROWS = 50_000  # vectors drawn and copied at a time
+
+
+def revector_postgres(conn: psycopg.Connection[Any], corpus: Any) -> dict[str, float]:
+    """Replace every vector of a bench database with the ones `corpus` draws (its --vectors),
+    then rebuild the HNSW index: the text and keyword rows (most of a 1M build) are kept.
+    Returns the seconds of each phase."""
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    if corpus.shaped is None:
+        raise SystemExit(
+            "--revector: with --vectors shaped (the hashing vectors come with a build)"
+        )
+    first, count, kb_id = conn.execute(BENCH_CHUNKS).fetchone()
+    if count != corpus.docs * corpus.chunks_per_doc:
+        raise SystemExit(f"the database holds {count} bench chunks, not the corpus's")
+    vector_oid = _vector_oid(conn)
+    with conn.transaction():
+        conn.execute(DROP_HNSW)
+        conn.execute("TRUNCATE chunk_vec")
+        with conn.cursor() as cur, cur.copy(COPY_INDEXED_VECTORS) as copy:
+            copy.set_types(["bigint", "bigint", vector_oid])
+            for start in range(0, count, REVECTOR_ROWS):
+                rows = min(REVECTOR_ROWS, count - start)
+                vectors = corpus.embed_many([np.zeros(1, np.int64)] * rows, start)
+                for offset, vector in enumerate(vectors):
+                    copy.write_row((first + start + offset, kb_id, Float32Vector(vector.tobytes())))
+                print(f"  {start + rows} vectors written", flush=True)
+    timings["vectors"] = time.perf_counter() - started
+    started = time.perf_counter()
+    build_index(conn)
+    timings["hnsw"] = time.perf_counter() - started
+    started = time.perf_counter()
+    conn.execute("VACUUM ANALYZE chunk_vec")
+    timings["vacuum"] = time.perf_counter() - started
+    return timings
 
 
 def build_postgres(
@@ -267,7 +322,7 @@ def _write_keywords(
     """The keyword index's rows of a batch written by `_write_batch` (same chunk ids)."""
     rows = []
     for document in batch:
-        title = f"Document {document.doc}"
+        title = corpus.title(document.doc)
         for ids in document.chunk_words:
             chunk_id += 1
             rows.append(keyword.KeywordRow(kb_id, chunk_id, title, (), corpus.text(ids)))
@@ -298,7 +353,7 @@ def _write_batch(
             rev_public = key.make("revision", doc_public, 1)
             texts = [corpus.text(ids) for ids in chunk_words]
             content = "\n\n".join(texts)
-            title = f"Document {doc}"
+            title = corpus.title(doc)
             metadata = dump_json({"bucket": bucket} if bucket else {})
             docs.append((doc_id, doc_public, kb_id, path, title, "text", metadata, "published",
                          doc_id, now, now))  # fmt: skip
@@ -306,7 +361,7 @@ def _write_batch(
                 tags.append((doc_id, "bucket", bucket, kb_id))
             revisions.append((doc_id, rev_public, doc_id, 1, content, sha256(content),
                               len(content), 2 * len(texts) - 1, now, kb_id))  # fmt: skip
-            embedded = corpus.embed_many(chunk_words)
+            embedded = corpus.embed_many(chunk_words, doc * corpus.chunks_per_doc)
             offset = 0
             for ordinal, text in enumerate(texts):
                 chunk_id += 1
@@ -343,6 +398,11 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
         raise SystemExit("--clock cpu: the database's work is in another process; use wall")
     if not args.postgres_only and args.file is None:
         raise SystemExit("a PostgreSQL --db needs --file (the SQLite side) or --postgres-only")
+    for value, module, name in ((args.ef_search, ranking, "HNSW_EF_SEARCH"),
+                                (args.exact_max_rows, ranking, "VECTOR_EXACT_MAX_ROWS"),
+                                (args.halves_min_rows, halves, "HALVES_MIN_ROWS")):  # fmt: skip
+        if value is not None:
+            setattr(module, name, value)
     corpus = bench.corpus_of(args)
     pg = connect(args.db)
     held = bench_documents(pg)
@@ -366,7 +426,11 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
         elif held != corpus.docs:
             raise SystemExit(f"the database holds {held} bench documents, not {corpus.docs}")
         else:
-            check_postgres_built_alike(pg, corpus, bench)
+            check_postgres_built_alike(pg, corpus, bench, vectors=not args.revector)
+            if args.revector:
+                timings = revector_postgres(pg, corpus)
+                print("vectors replaced: " + ", ".join(f"{k} {v:.0f}s" for k, v in timings.items()),
+                      flush=True)  # fmt: skip
             samples = bench.samples_of(bench.corpus_documents(corpus))
     else:
         reuse = args.file.exists()
@@ -382,13 +446,7 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
     print(f"corpus ready in {time.perf_counter() - started:.0f}s", flush=True)
     if args.build_only:
         return
-    queries = {name: bench.make_queries(corpus, s, args.queries) for name, s in samples.items()}
-    warmup = {
-        name: bench.make_queries(corpus, s, args.warmup, seed=12) for name, s in samples.items()
-    }
-    embedder = bench.PrecomputedEmbedder(
-        [q for qs in [*queries.values(), *warmup.values()] for q in qs], corpus
-    )
+    queries, warmup, embedder = bench.queries_of(args, corpus, samples)
     on_postgres = Workspace(Settings(db=args.db, embedder="hash"), embedder=embedder)
     if ws is not None:
         ws._embedder = embedder

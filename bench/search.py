@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import pickle
 import statistics
 import sys
@@ -40,7 +41,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import apsw
 import numpy as np
@@ -60,12 +61,17 @@ from kbmcp.store.sqlite.index import IndexRow, add_to_index
 from kbmcp.store.sqlite.vectors import record_model, store_vectors
 from kbmcp.workspace import Workspace
 
+if TYPE_CHECKING:
+    from vector_shape import ShapeGenerator
+
 DIM = 384
 CHUNKS_PER_DOC = 10  # the default shape
 WORDS_PER_CHUNK = (60, 120)
 WORDS_PER_MEMORY = (10, 41)  # numpy's high end is exclusive: 10-40 words
 MEMORY_STORE = "bench-memories"
 SCOPES = {"0.1%": 0.001, "1%": 0.01, "10%": 0.10}
+VECTORS_OF = {True: "hashing", False: "shaped"}  # by "the corpus draws no shaped vectors"
+DEFAULT_SHAPE = Path.home() / ".cache" / "kbmcp-bench" / "shape-model.npz"
 # What a search's time is measured with: wall time (what a caller waits), or the process's CPU
 # time (the engine's own work, much less disturbed when other processes load the machine).
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
@@ -81,6 +87,8 @@ JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
 JOIN chunk AS c ON c.revision_id = d.current_revision_id AND c.ordinal = 0
 WHERE kb.name = 'bench' AND kb.kind = 'documents' AND d.path = {path}
 """
+# The vector of the file's first chunk (a bench file's first chunk is the corpus's).
+FIRST_STORED_VECTOR = "SELECT embedding FROM chunk_vector ORDER BY chunk_id LIMIT 1"
 FUNCTION_WORDS = (  # noqa: SIM905 - a word list reads better as text
     "the of and to a in is that for it as with was on be by this are or from at an which have "
     "not but can all will more one has their there been if when also into other its only may "
@@ -141,6 +149,24 @@ class Corpus:
         self.rng = rng
         self.topics = [rng.integers(200, len(self.words), 40) for _ in range(300)]
         self.vectors_of_words = word_vectors(self.words)
+        self.shaped: ShapeGenerator | None = None  # set by `with_vectors`
+        self.query_rows: dict[str, int] = {}  # each query's source chunk (make_queries)
+
+    def with_vectors(self, shape: Path | None) -> Corpus:
+        """Draw the chunks' vectors from the model of real vectors in `shape` (a file
+        bench/vector_shape.py wrote) instead of the hashing embedder; None: hashing."""
+        if shape is not None:
+            from vector_shape import ShapeGenerator, ShapeModel  # bench/, beside this file
+
+            self.shaped = ShapeGenerator(ShapeModel.load(shape), self.docs * self.chunks_per_doc)
+        return self
+
+    def query_vectors(self, queries: Sequence[str]) -> np.ndarray | None:
+        """Shaped vectors: each query a new row of its source chunk's cluster (a question
+        about that chunk); None with hashing vectors (the queries' own hashing vectors)."""
+        if self.shaped is None:
+            return None
+        return self.shaped.near([self.query_rows.get(q, 0) for q in queries])
 
     def chunk_words(
         self,
@@ -158,7 +184,14 @@ class Corpus:
         background[mask] = rng.choice(topic, int(mask.sum()))
         return background
 
-    def embed_many(self, word_ids: Sequence[np.ndarray]) -> np.ndarray:
+    def title(self, doc: int) -> str:
+        return f"Document {doc}"
+
+    def embed_many(self, word_ids: Sequence[np.ndarray], first_row: int) -> np.ndarray:
+        """The vectors of chunks `first_row`, `first_row + 1`, ... (their words `word_ids`):
+        the hashing embedder's, or rows drawn from a model of real vectors (`shaped`)."""
+        if self.shaped is not None:
+            return self.shaped.row_range(first_row, len(word_ids))[0]
         out = np.zeros((len(word_ids), DIM), dtype=np.float32)
         for i, ids in enumerate(word_ids):
             vector = self.vectors_of_words[ids].sum(axis=0)
@@ -176,8 +209,62 @@ class Corpus:
 
 def corpus_of(args: argparse.Namespace) -> Corpus:
     """The corpus the command line describes (each run draws the same one)."""
+    shape = args.shape if args.vectors == "shaped" else None
+    if args.corpus == "scifact":
+        if args.dataset is None:
+            raise SystemExit("--corpus scifact needs --dataset (a BEIR SciFact folder)")
+        return RealTextCorpus(args.chunks, args.dataset).with_vectors(shape)
     return Corpus(args.chunks, anisotropy=args.anisotropy, chunks_per_doc=args.chunks_per_doc,
-                  vocabulary_size=args.vocabulary)  # fmt: skip
+                  vocabulary_size=args.vocabulary).with_vectors(shape)  # fmt: skip
+
+
+class RealTextCorpus(Corpus):
+    """One-chunk documents of real text: document i carries abstract i mod 5,183 of a BEIR
+    SciFact folder (its title and text), the shape of notes, tickets and abstracts with real
+    vocabulary and real sentence lengths. A chunk's "words" are one id, its abstract's; the
+    queries are SciFact's claims (long natural-language questions), each about the abstracts
+    it cites (its vector, with shaped vectors, a new row of the first cited abstract's cluster).
+    """
+
+    def __init__(self, chunks: int, dataset: Path) -> None:
+        from kbmcp.eval.beir import load_beir
+
+        loaded = load_beir(dataset)
+        self.abstracts = [(d.title, d.text) for d in loaded.corpus]
+        position = {d.id: i for i, d in enumerate(loaded.corpus)}
+        self.claims = [q.text for q in loaded.queries]
+        self.cited = [min(position[d] for d in loaded.qrels.get(q.id, {}) if d in position)
+                      for q in loaded.queries]  # fmt: skip
+        self.chunks_per_doc = 1
+        self.docs = chunks
+        self.anisotropy = 0.0
+        self.words = []  # no vocabulary: the reuse check's flag (--vocabulary) does not apply
+        self.rng = np.random.default_rng(7)
+        self.shaped = None
+        self.query_rows = {}
+
+    def chunk_words(self, doc: int, rng: np.random.Generator | None = None,
+                    length: tuple[int, int] = WORDS_PER_CHUNK) -> np.ndarray:  # fmt: skip
+        return np.asarray([doc % len(self.abstracts)])
+
+    def title(self, doc: int) -> str:
+        return self.abstracts[doc % len(self.abstracts)][0]
+
+    def text(self, ids: np.ndarray) -> str:
+        return self.abstracts[int(ids[0])][1]
+
+    def embed_many(self, word_ids: Sequence[np.ndarray], first_row: int) -> np.ndarray:
+        if self.shaped is not None:
+            return self.shaped.row_range(first_row, len(word_ids))[0]
+        return HashingEmbedder(DIM).embed([self.text(ids) for ids in word_ids])
+
+    def questions(self, count: int, seed: int) -> list[str]:
+        """`count` claims: seed 11 (measured) from the first, others (warm-up) from the last."""
+        order = range(len(self.claims)) if seed == 11 else reversed(range(len(self.claims)))
+        chosen = [i for _, i in zip(range(count), itertools.cycle(order), strict=False)]
+        for i in chosen:
+            self.query_rows[self.claims[i]] = self.cited[i]
+        return [self.claims[i] for i in chosen]
 
 
 def path_of(doc: int, docs: int) -> str:
@@ -205,8 +292,16 @@ def corpus_documents(corpus: Corpus) -> Iterator[CorpusDocument]:
         scope = next((n for n in SCOPES if path.startswith(scope_prefix(n))), "unscoped")
         # The same scopes as tags and metadata: {"bucket": "s01"} / tag bucket=s01.
         bucket = scope_prefix(scope).rstrip("/") if scope != "unscoped" else "rest"
-        sample = chunk_words[int(corpus.rng.integers(corpus.chunks_per_doc))]
+        ordinal = int(corpus.rng.integers(corpus.chunks_per_doc))
+        sample = Sample(chunk_words[ordinal], doc * corpus.chunks_per_doc + ordinal)
         yield CorpusDocument(doc, path, bucket, chunk_words, scope, sample)
+
+
+class Sample(NamedTuple):
+    """A chunk that queries are drawn from: its word ids and its row (chunk number)."""
+
+    words: np.ndarray
+    row: int
 
 
 @dataclass(frozen=True)
@@ -216,50 +311,72 @@ class CorpusDocument:
     bucket: str
     chunk_words: list[np.ndarray]
     scope: str  # a SCOPES name or "unscoped"
-    sample: np.ndarray  # word ids of one of its chunks (queries are drawn from samples)
+    sample: Sample  # one of its chunks (queries are drawn from samples)
 
 
-def samples_of(documents: Iterable[CorpusDocument]) -> dict[str, list[np.ndarray]]:
-    samples: dict[str, list[np.ndarray]] = {name: [] for name in [*SCOPES, "unscoped"]}
+def samples_of(documents: Iterable[CorpusDocument]) -> dict[str, list[Sample]]:
+    samples: dict[str, list[Sample]] = {name: [] for name in [*SCOPES, "unscoped"]}
     for document in documents:
         samples[document.scope].append(document.sample)
     return samples
 
 
-def first_chunk(corpus: Corpus) -> tuple[str, str]:
-    """The path of the corpus's first document and the text of its first chunk, drawn by a
-    generator of its own (the corpus's own sequence is not advanced)."""
+def first_chunk(corpus: Corpus) -> tuple[str, str, np.ndarray]:
+    """The path of the corpus's first document, the text of its first chunk and that chunk's
+    vector, drawn by a generator of its own (the corpus's own sequence is not advanced)."""
+    if isinstance(corpus, RealTextCorpus):
+        words = corpus.chunk_words(0)
+        return path_of(0, corpus.docs), corpus.text(words), corpus.embed_many([words], 0)[0]
     fresh = Corpus(
         corpus.docs * corpus.chunks_per_doc,
         anisotropy=corpus.anisotropy,
         chunks_per_doc=corpus.chunks_per_doc,
         vocabulary_size=len(corpus.words),
     )
+    fresh.shaped = corpus.shaped
     document = next(corpus_documents(fresh))
-    return document.path, fresh.text(document.chunk_words[0])
+    words = document.chunk_words[0]
+    return document.path, fresh.text(words), fresh.embed_many([words], 0)[0]
 
 
-def check_built_alike(conn: Any, placeholder: str, corpus: Corpus, where: str) -> None:
+def check_built_alike(
+    conn: Any, placeholder: str, corpus: Corpus, where: str, vectors_sql: str | None = None
+) -> None:
     """Exit with a clear message unless the reused corpus `conn` reads (an SQLite file or a
     PostgreSQL database, whose driver writes parameters as `placeholder`) was built from this
     command line's corpus: queries drawn from another vocabulary would find nothing they were
-    drawn from, and the recall reference would be another corpus's. `first_chunk` once: it
-    draws a corpus (~3 s at 100k chunks)."""
-    path, text = first_chunk(corpus)
+    drawn from, and the recall reference would be another corpus's. `vectors_sql`: the
+    statement reading the first chunk's vector (float32 bytes), also compared (another
+    --vectors would search other neighbourhoods). `first_chunk` once: it draws a corpus (~3 s
+    at 100k chunks)."""
+    path, text, vector = first_chunk(corpus)
     row = conn.execute(FIRST_CHUNK_TEXT.format(path=placeholder), (path,)).fetchone()
     if (row and row[0]) != text:
         raise SystemExit(
             f"{where} was built from another corpus (its first chunk differs): give the "
-            "--vocabulary and --chunks-per-doc it was built with, or build a new one"
+            "--corpus, --vocabulary and --chunks-per-doc it was built with, or build a new one"
+        )
+    if vectors_sql is None:
+        return
+    stored = conn.execute(vectors_sql).fetchone()
+    value = None if stored is None else stored[0]
+    if not isinstance(value, bytes | memoryview | None):  # PostgreSQL: real[]
+        value = np.asarray(value, dtype="<f4").tobytes()
+    if value is None or bytes(value) != np.asarray(vector, dtype="<f4").tobytes():
+        raise SystemExit(
+            f"{where} holds other vectors than --vectors {VECTORS_OF[corpus.shaped is None]} "
+            "draws: give the --vectors and --shape it was built with, or replace them "
+            "(--revector, PostgreSQL)"
         )
 
 
-def cached_samples(db_path: Path, corpus: Corpus) -> dict[str, list[np.ndarray]]:
+def cached_samples(db_path: Path, corpus: Corpus) -> dict[str, list[Sample]]:
     """The samples of a file built earlier, kept beside it
     (`FILE.samples-DOCSxCHUNKS-vVOCABULARY.pkl`): regenerating them walks the whole generator,
     ~40 s of CPU at 100k chunks on every reuse, which is most of a short timing run's wall time
     on a busy machine."""
-    name = f"{db_path.name}.samples-{corpus.docs}x{corpus.chunks_per_doc}-v{len(corpus.words)}"
+    kind = "scifact" if isinstance(corpus, RealTextCorpus) else f"v{len(corpus.words)}"
+    name = f"{db_path.name}.samples2-{corpus.docs}x{corpus.chunks_per_doc}-{kind}"
     path = db_path.with_name(f"{name}.pkl")
     if path.exists():
         with path.open("rb") as handle:
@@ -270,7 +387,7 @@ def cached_samples(db_path: Path, corpus: Corpus) -> dict[str, list[np.ndarray]]
     return samples
 
 
-def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[np.ndarray]]:
+def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[Sample]]:
     """Insert documents straight into the store (ingest's chunker/embedder would take an hour
     with a real model; the rows are the same). Returns sample chunk word-ids per scope.
     With write=False only the (deterministic) samples are regenerated for an existing file."""
@@ -283,7 +400,7 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[n
                 f"--chunks {corpus.docs * corpus.chunks_per_doc} --chunks-per-doc "
                 f"{corpus.chunks_per_doc}: give the flags it was built with"
             )
-        check_built_alike(conn, "?", corpus, str(ws.settings.db_path))
+        check_built_alike(conn, "?", corpus, str(ws.settings.db_path), FIRST_STORED_VECTOR)
         return cached_samples(Path(ws.settings.db_path), corpus)
     conn.execute("BEGIN IMMEDIATE")
     record_model(conn, HashingEmbedder().fingerprint)
@@ -294,8 +411,8 @@ def build(ws: Workspace, corpus: Corpus, write: bool = True) -> dict[str, list[n
     for document in corpus_documents(corpus):
         doc_public = id_key_of(conn).make("document", kb.public_id, document.path)
         insert_document(conn, corpus, kb.id, doc_public, document.path,
-                        f"Document {document.doc}", document.chunk_words, now,
-                        bucket=document.bucket)  # fmt: skip
+                        corpus.title(document.doc), document.chunk_words, now,
+                        document.doc * corpus.chunks_per_doc, bucket=document.bucket)  # fmt: skip
         written.append(replace(document, chunk_words=[]))
     conn.execute("COMMIT")
     return samples_of(written)
@@ -310,6 +427,7 @@ def insert_document(
     title: str,
     chunk_words: Sequence[np.ndarray],
     now: str,
+    first_row: int,
     *,
     bucket: str | None = None,
 ) -> None:
@@ -341,7 +459,7 @@ def insert_document(
     revision_id = conn.last_insert_rowid()
     conn.execute("UPDATE document SET current_revision_id = ? WHERE id = ?",
                  (revision_id, document_id))  # fmt: skip
-    vectors = corpus.embed_many(chunk_words)
+    vectors = corpus.embed_many(chunk_words, first_row)
     rows, offset = [], 0
     for ordinal, text in enumerate(texts):
         conn.execute(
@@ -381,40 +499,79 @@ def add_memories(ws: Workspace, corpus: Corpus, count: int, seed: int = 13) -> t
     for i in range(held, count):
         words = corpus.chunk_words(i, np.random.default_rng([seed, i]), WORDS_PER_MEMORY)
         memory = id_key_of(conn).make("memory", store.public_id, i)
-        insert_document(conn, corpus, store.id, memory, memory, "", [words], now)
+        insert_document(conn, corpus, store.id, memory, memory, "", [words], now, 0)
     conn.execute("COMMIT")
     return count, count - held
 
 
-def make_queries(
-    corpus: Corpus, samples: list[np.ndarray], count: int, seed: int = 11
-) -> list[str]:
+def make_queries(corpus: Corpus, samples: list[Sample], count: int, seed: int = 11) -> list[str]:
+    """`count` questions: words of a sample chunk mixed with function words (the real-text
+    corpus: its real questions). Each query's source chunk is kept in `corpus.query_rows`."""
+    if isinstance(corpus, RealTextCorpus):
+        return corpus.questions(count, seed)
     rng = np.random.default_rng(seed)
     queries = []
     for i in range(count):
         source = samples[i % len(samples)]
         n = int(rng.integers(8, 16))
         content = round(n * 0.6)
-        words = list(rng.choice(source, content, replace=False))
+        words = list(rng.choice(source.words, content, replace=False))
         words += list(rng.choice(len(FUNCTION_WORDS), n - content))
         rng.shuffle(words)
         queries.append(" ".join(corpus.words[w] for w in words))
+        corpus.query_rows.setdefault(queries[-1], source.row)
     return queries
 
 
 class PrecomputedEmbedder(HashingEmbedder):
     """Query vectors computed up front, so timings exclude embedding."""
 
-    def __init__(self, queries: Sequence[str], corpus: Corpus | None = None) -> None:
+    def __init__(
+        self,
+        queries: Sequence[str],
+        corpus: Corpus | None = None,
+        given: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        """`given`: vectors of some queries (real questions embedded by the real model)."""
         super().__init__(DIM)
-        vectors = np.asarray(super().embed(list(queries)), dtype=np.float32)
+        queries = list(dict.fromkeys(queries))
+        shaped = corpus.query_vectors(queries) if corpus is not None else None
+        vectors = shaped if shaped is not None else np.asarray(super().embed(queries), np.float32)
         if corpus is not None and corpus.anisotropy:  # queries share the corpus's direction too
             vectors = vectors + corpus.anisotropy * corpus.shared
             vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        self.cache = {q: v for q, v in zip(queries, vectors, strict=True)}
+        self.cache = {q: v for q, v in zip(queries, vectors, strict=True)} | (given or {})
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         return np.stack([self.cache[t] for t in texts])
+
+
+def queries_of(
+    args: argparse.Namespace, corpus: Corpus, samples: dict[str, list[Sample]]
+) -> tuple[dict[str, list[str]], dict[str, list[str]], PrecomputedEmbedder]:
+    """The measured queries and the warm-up queries of each scope, and the embedder that
+    knows their vectors: drawn from the corpus, or with --real-queries the real questions
+    (the same ones in every scope) with their real vectors."""
+    if args.real_queries:
+        texts, vectors = real_questions()
+        measured = texts[: args.queries]
+        others = texts[args.queries :] or texts
+        warm = [others[i % len(others)] for i in range(args.warmup)]
+        embedder = PrecomputedEmbedder([], given=dict(zip(texts, vectors, strict=True)))
+        return ({n: measured for n in samples}, {n: warm for n in samples}, embedder)
+    queries = {name: make_queries(corpus, s, args.queries) for name, s in samples.items()}
+    warmup = {name: make_queries(corpus, s, args.warmup, seed=12) for name, s in samples.items()}
+    every = [q for qs in [*queries.values(), *warmup.values()] for q in qs]
+    return queries, warmup, PrecomputedEmbedder(every, corpus)
+
+
+def real_questions() -> tuple[list[str], np.ndarray]:
+    """The real questions bench/real_vectors.py embedded (SciFact's claims, then the docs
+    questions, in its order) and their vectors."""
+    from real_vectors import DEFAULT_CACHE, find_cached, load_real  # bench/, beside this file
+
+    real = load_real(find_cached(DEFAULT_CACHE, "queries"))
+    return real.texts, real.vectors
 
 
 @contextlib.contextmanager
@@ -500,6 +657,29 @@ def main() -> None:
         help="Distinct words of the corpus (a smaller one starts faster, for quick checks). "
         "A reused --db must have been built with the same value.",
     )
+    parser.add_argument(
+        "--corpus",
+        choices=("synthetic", "scifact"),
+        default="synthetic",
+        help="synthetic: Zipfian made-up words (the default); scifact: one-chunk documents each "
+        "carrying a real abstract of --dataset, asked SciFact's real claims. A reused --db "
+        "must have been built with the same value.",
+    )
+    parser.add_argument("--dataset", type=Path, help="With --corpus scifact: a SciFact folder.")
+    parser.add_argument(
+        "--vectors",
+        choices=("hashing", "shaped"),
+        default="hashing",
+        help="hashing: the hashing embedder's vectors of the text; shaped: drawn from the model "
+        "of real vectors in --shape (bench/vector_shape.py), queries near their source chunk. "
+        "A reused --db must have been built with the same value.",
+    )
+    parser.add_argument(
+        "--shape",
+        type=Path,
+        default=DEFAULT_SHAPE,
+        help="With --vectors shaped: the fitted model (default: %(default)s).",
+    )
     parser.add_argument("--limits", default="10", help="Result limits k (comma-separated).")
     parser.add_argument(
         "--clock",
@@ -547,6 +727,35 @@ def main() -> None:
         "lock; the timed run reuses it).",
     )
     parser.add_argument(
+        "--revector",
+        action="store_true",
+        help="With a reused PostgreSQL --db: replace its vectors by the ones --vectors draws and "
+        "rebuild the HNSW index (the text and keyword rows, most of a build, are kept).",
+    )
+    parser.add_argument(
+        "--ef-search",
+        type=int,
+        help="PostgreSQL: the HNSW search's breadth for this run (ranking.HNSW_EF_SEARCH).",
+    )
+    parser.add_argument(
+        "--exact-max-rows",
+        type=int,
+        help="PostgreSQL: unscoped searches over at most this many chunks scan exactly instead "
+        "of using the HNSW index, for this run (ranking.VECTOR_EXACT_MAX_ROWS).",
+    )
+    parser.add_argument(
+        "--halves-min-rows",
+        type=int,
+        help="PostgreSQL: scopes from this many chunks run their two channels on two "
+        "connections, for this run (halves.HALVES_MIN_ROWS).",
+    )
+    parser.add_argument(
+        "--real-queries",
+        action="store_true",
+        help="Ask the real questions bench/real_vectors.py embedded (their text and their real "
+        "vectors) instead of queries drawn from the corpus: recall's lower bound.",
+    )
+    parser.add_argument(
         "--memories",
         type=int,
         default=0,
@@ -566,6 +775,10 @@ def main() -> None:
         "been answering for a while would have (fills the per-term keyword cache).",
     )
     args = parser.parse_args()
+    if args.memories and (args.corpus != "synthetic" or args.vectors != "hashing"):
+        raise SystemExit("--memories: with the synthetic corpus and hashing vectors only")
+    if args.vectors == "shaped" and not args.shape.exists():
+        raise SystemExit(f"no model of real vectors at {args.shape}: run bench/vector_shape.py")
     if args.db and is_postgres_url(args.db):
         import postgres_search  # bench/postgres_search.py, beside this file
 
@@ -585,13 +798,7 @@ def main() -> None:
         held, added = add_memories(ws, corpus, args.memories)
         if held:
             print(f"memories: {held} ({added} added in {time.perf_counter() - started:.0f}s)")
-        queries = {name: make_queries(corpus, s, args.queries) for name, s in samples.items()}
-        warmup = {
-            name: make_queries(corpus, s, args.warmup, seed=12) for name, s in samples.items()
-        }
-        ws._embedder = PrecomputedEmbedder(
-            [q for qs in [*queries.values(), *warmup.values()] for q in qs], corpus
-        )
+        queries, warmup, ws._embedder = queries_of(args, corpus, samples)
         reference = Workspace(ws.settings, embedder=ws._embedder)  # one-shot: SQL only
         kinds = {"include_memories": False} if args.documents_only else {}
         cells = make_cells(args.filters, kinds)

@@ -17,6 +17,14 @@ from typing import TYPE_CHECKING
 
 from kbmcp.clock import system_now_iso
 from kbmcp.errors import Forbidden
+from kbmcp.scopes import (
+    KNOWLEDGE_READ,
+    KNOWLEDGE_WRITE,
+    MEMORY_READ,
+    MEMORY_WRITE,  # noqa: F401 (re-exported: the service code imports scopes from here)
+    METRICS_READ,  # noqa: F401 (re-exported)
+    TOKEN_SCOPES,
+)
 from kbmcp.store.catalog import LOCAL_TENANT, TenantRef
 from kbmcp.tokens import secret_matches, token_id_of
 
@@ -25,12 +33,7 @@ if TYPE_CHECKING:
     from kbmcp.store.grants import StoredToken
 
 NO_ROW = 0  # row ids start at 1 (SQLite rowids, PostgreSQL identity columns)
-KNOWLEDGE_READ = "knowledge:read"
-KNOWLEDGE_WRITE = "knowledge:write"
-MEMORY_READ = "memory:read"
-MEMORY_WRITE = "memory:write"
-# The scopes a token can carry, in display order.
-TOKEN_SCOPES = (KNOWLEDGE_READ, KNOWLEDGE_WRITE, MEMORY_READ, MEMORY_WRITE)
+# The scope names live in kbmcp/scopes.py (the command line offers them without this module).
 # Managing the file (re-embedding, tenants, shares, tokens) is the local operator's alone: no
 # token can carry this scope, so nothing reachable over the network administers the file.
 ADMIN = "kbmcp:admin"
@@ -65,6 +68,13 @@ def local_principal(
     holding `writer_lock` for that write)."""
     tenant = _local_tenant(store, conn, writer_lock)
     return Principal(tenant_id=tenant.id, tenant_public_id=tenant.public_id)
+
+
+def operator_principal() -> Principal:
+    """The local operator acting on the database as a whole (`kbmcp export`, `import`): ADMIN
+    only, as no tenant (row id 0), so nothing is written on its behalf (not even the local
+    owner's tenant row, which an import may bring with its own id)."""
+    return Principal(tenant_id=NO_ROW, tenant_public_id="", scopes=frozenset({ADMIN}))
 
 
 def tenant_principal(tenant: TenantRef) -> Principal:

@@ -10,25 +10,27 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 import platformdirs
 
 from kbmcp.errors import InvalidRequest, StoreError
+from kbmcp.search.limits import MAX_RRF_K
 from kbmcp.store.postgres.url import is_postgres_url, shown_url
 
 DEFAULT_EMBEDDER = "minilm"
 EMBEDDER_NAMES = ("minilm", "hash")
 DEFAULT_RRF_K = 60
-# rrf_k's upper bound. Past a few hundred every rank scores nearly alike (1/(k+1) vs 1/(k+2)), so
-# a larger k only flattens the ranking further; values near 2^63 overflowed SQLite's integers.
-MAX_RRF_K = 10_000
 # Memories' recency half-life in days (0: no decay); a request's recency_half_life_days wins.
 DEFAULT_RECENCY_HALF_LIFE_DAYS = 0.0
 # The most chunks one ingest write transaction writes (docs/ingest.md): a document with more is
 # written in parts of this size and made current at the end. ~0.2 s of writing on two cores.
 DEFAULT_WRITE_BATCH_CHUNKS = 1000
+# How long the audit trail keeps its rows (docs/operations.md, "Audit trail"); 0 keeps them all.
+DEFAULT_AUDIT_RETENTION_DAYS = 90
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,10 @@ class Settings:
     # docs/operations.md, read-only files).
     immutable: bool = False
     write_batch_chunks: int = DEFAULT_WRITE_BATCH_CHUNKS
+    # The audit trail: record each search's query text (off: queries can be sensitive, only
+    # their number per token is kept), and the days its rows are kept (0: forever).
+    audit_queries: bool = False
+    audit_retention_days: int = DEFAULT_AUDIT_RETENTION_DAYS
 
     def with_db(self, db: Path | str | None) -> Settings:
         return self if db is None else replace(self, db=database(db))
@@ -105,6 +111,8 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         recency_half_life_days=_half_life(env),
         immutable=_flag(env, "KBMCP_IMMUTABLE"),
         write_batch_chunks=_write_batch_chunks(env),
+        audit_queries=_flag(env, "KBMCP_AUDIT_QUERIES"),
+        audit_retention_days=_retention_days(env),
     )
 
 
@@ -143,3 +151,55 @@ def _half_life(env: os._Environ[str] | dict[str, str]) -> float:
             f"KBMCP_RECENCY_HALF_LIFE_DAYS={text!r} must be a number of days >= 0 (0: no decay)"
         )
     return days
+
+
+N = TypeVar("N", int, float)
+
+
+def number_from_env(
+    name: str,
+    default: N,
+    parse: Callable[[str], N],
+    accept: Callable[[N], bool],
+    requirement: str,
+    environ: Mapping[str, str] | None = None,
+) -> N:
+    """A numeric setting: the environment variable `name`, parsed and accepted, or `default`
+    when it is unset or empty; an InvalidRequest naming it and the `requirement` otherwise."""
+    env = os.environ if environ is None else environ
+    text = env.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value: N | None = parse(text)
+    except ValueError:
+        value = None
+    if value is None or not accept(value):
+        shown = f"{default:g}" if isinstance(default, float) else str(default)
+        raise InvalidRequest(
+            f"{name}={text!r} must be {requirement} (default {shown})", details={"argument": name}
+        )
+    return value
+
+
+def seconds_from_env(name: str, default: float, environ: Mapping[str, str] | None = None) -> float:
+    """A duration setting in seconds (> 0); see number_from_env."""
+    return number_from_env(
+        name,
+        default,
+        float,
+        lambda seconds: math.isfinite(seconds) and seconds > 0,
+        "a number of seconds > 0",
+        environ,
+    )
+
+
+def _retention_days(env: Mapping[str, str]) -> int:
+    return number_from_env(
+        "KBMCP_AUDIT_RETENTION_DAYS",
+        DEFAULT_AUDIT_RETENTION_DAYS,
+        int,
+        lambda days: days >= 0,
+        "a whole number of days >= 0 (0: keep the audit trail forever)",
+        env,
+    )

@@ -12,44 +12,41 @@ the text they were computed from, which each search reads anew).
 The store (kbmcp/store/backend.py) is an SQLite file or a PostgreSQL database, opened from
 `settings.db`; services reach it through `workspace.store` and `workspace.conn`.
 
-Connections: every thread that uses the workspace holds its own connection to the database
-while it lives, so a server's requests run in parallel: in WAL mode (and on PostgreSQL) readers
-never wait for each other nor for a writer. Writes take `lock`, so a process has one writer at a
-time (other processes queue on SQLite's busy timeout, or on PostgreSQL's row locks); reads take
-no lock.
+Connections (kbmcp/leases.py): every thread that uses the workspace holds its own connection
+to the database while it lives, so a server's requests run in parallel: in WAL mode (and on
+PostgreSQL) readers never wait for each other nor for a writer. Writes take `lock`, so a process
+has one writer at a time (other processes queue on SQLite's busy timeout, or on PostgreSQL's
+row locks); reads take no lock. A process never holds more connections than it had threads
+using the workspace at one time; all are closed with the workspace, and a server on PostgreSQL
+closes those idle for a while (`close_idle_connections`).
 
-Threads come and go (the servers' worker threads expire after 10 s idle and new ones start for
-the next request), connections do not: a thread that needs one takes over the connection of a
-thread that has ended, and only opens a new one when every connection belongs to a live thread.
-So a process never holds more connections than it had threads using the workspace at one time
-(the worker pool's size), however long it runs; all are closed with the workspace. A connection
-the PostgreSQL server dropped is replaced at the thread's next call.
+A request of a server (a tool call, a token check) runs through `run_request`: when the database
+server dropped the thread's connection (a restart, a failover: the first statement fails), a
+request that has written nothing is made again, once, on a new connection, and one that began a
+write is not (it may have been written) but reported as one clear `store_error`; while the
+server is down, every request gets `cannot connect to PostgreSQL at …`.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from kbmcp.access import Principal, local_principal
 from kbmcp.config import Settings
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.registry import create_embedder
+from kbmcp.leases import ConnectionLeases
 from kbmcp.store.backend import Connection, Store, open_store
 
 if TYPE_CHECKING:
     from kbmcp.search.text_tokens import TextTokenCache
 
-
-@dataclass
-class _Lease:
-    """A connection and the thread it belongs to until that thread ends."""
-
-    conn: Connection
-    thread: threading.Thread
+logger = logging.getLogger(__name__)
+R = TypeVar("R")
 
 
 class Workspace:
@@ -75,61 +72,85 @@ class Workspace:
         self.text_tokens: TextTokenCache | None = None
         self._long_lived = False
         self.long_lived = long_lived
-        self._local = threading.local()
-        self._leases: list[_Lease] = []
-        self._leases_lock = threading.Lock()
+        self._leases = ConnectionLeases(self.store)
         # The first connection creates and migrates the database; the others only open it.
-        self._local.conn = self._register(self.store.connect(create=create, migrate=True))
+        self._leases.add(self.store.connect(create=create, migrate=True))
         self._embedder = embedder
         self._embedder_lock = threading.Lock()
+        self._embedder_wraps: list[Callable[[Embedder], Embedder]] = []
         # The process's writer lock: service functions that write hold it while they use the
         # connection (and never while they embed), so one thread writes at a time.
         self.lock = threading.RLock()
+        # What must run while the connections are still open (`before_close`).
+        self._before_close: list[Callable[[], None]] = []
 
     @property
     def conn(self) -> Connection:
         """This thread's connection to the database (only store functions use what it is)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None or not self.store.usable(conn):
-            if conn is not None:
-                self._drop(conn)
-            conn = self._take_over() or self._register(self.store.connect())
-            self._local.conn = conn
-        return conn
+        return self._leases.conn()
 
     @property
     def connection_count(self) -> int:
         """How many connections to the database the workspace holds open."""
-        with self._leases_lock:
-            return len(self._leases)
+        return self._leases.count
 
-    def _take_over(self) -> Connection | None:
-        """The connection of a thread that has ended, now this thread's; None if every
-        connection belongs to a live thread. A thread that has ended runs no more code, so
-        nothing else can be using its connection."""
-        while True:
-            with self._leases_lock:
-                lease = next((lease for lease in self._leases if not lease.thread.is_alive()), None)
-                if lease is None:
-                    return None
-                lease.thread = threading.current_thread()
-            # Never expected (write_transaction always ends what it began), but a transaction
-            # left open by a dead thread must not leak into this thread's first call.
-            self.store.abandon(lease.conn)
-            if self.store.usable(lease.conn):
-                return lease.conn
-            self._drop(lease.conn)  # closed by `abandon`, or dropped by the server
+    def run_request(self, produce: Callable[[], R]) -> R:
+        """`produce()`, one request of a server (a tool call, a token check), on this thread's
+        connection, which is idle again afterwards (`close_idle_connections`).
 
-    def _drop(self, conn: Connection) -> None:
-        """Forget (and close) a connection that can no longer be used."""
-        with self._leases_lock:
-            self._leases = [lease for lease in self._leases if lease.conn is not conn]
-        self.store.close([conn])
+        A connection the database server dropped (a restart, a failover) fails the request's
+        first statement; the request is then made again, once, on a new connection, unless it
+        began a write: that one may have been written, so it is never made twice but reported
+        as a StoreError. A database that cannot be reached is the StoreError of connecting
+        (`cannot connect to PostgreSQL at …`). Nested requests run as part of the outer one."""
+        self._leases.check_out()
+        try:
+            if self._leases.current_requests() > 1:
+                return produce()
+            return self._made_again_if_lost(produce)
+        finally:
+            self._leases.check_in()
 
-    def _register(self, conn: Connection) -> Connection:
-        with self._leases_lock:
-            self._leases.append(_Lease(conn, threading.current_thread()))
-        return conn
+    def _made_again_if_lost(self, produce: Callable[[], R]) -> R:
+        store = self.store
+        writes = store.writes_begun()
+        try:
+            return produce()
+        except store.driver_errors as error:
+            if not self._lost_connection():
+                raise
+            if store.writes_begun() != writes:
+                raise store.lost_connection(error, during_write=True) from None
+            logger.warning(
+                "the connection to %s was lost (%s): making the request again on a new one",
+                store.shown,
+                _first_line(error),
+            )
+        try:
+            return produce()
+        except store.driver_errors as error:
+            if not self._lost_connection():
+                raise
+            wrote = store.writes_begun() != writes
+            raise store.lost_connection(error, during_write=wrote) from None
+
+    def _lost_connection(self) -> bool:
+        """Whether this thread's connection is gone (closed, or broken by the server)."""
+        lease = self._leases.current()
+        return lease is not None and not self.store.usable(lease.conn)
+
+    def close_idle_connections(self, seconds: float) -> None:
+        """From now on, close connections idle for `seconds` (kbmcp/leases.py), on a database
+        where an idle connection holds something (a PostgreSQL server's session, which a smart
+        shutdown waits for); this thread's connection is idle from now on too."""
+        if self.store.closes_idle_connections:
+            self._leases.close_idle_after(seconds)
+        self._leases.release()
+
+    def release_connection(self) -> None:
+        """This thread is done with its connection until it next needs one (a watch between
+        syncs): it may be closed when idle (`close_idle_connections`)."""
+        self._leases.release()
 
     @property
     def long_lived(self) -> bool:
@@ -155,7 +176,18 @@ class Workspace:
         with self._embedder_lock:
             if self._embedder is None:
                 self._embedder = create_embedder(self.settings.embedder)
+                for wrap in self._embedder_wraps:
+                    self._embedder = wrap(self._embedder)
             return self._embedder
+
+    def wrap_embedder(self, wrap: Callable[[Embedder], Embedder]) -> None:
+        """Put `wrap(embedder)` in the embedder's place (now, or when it is made): e.g. timing
+        every call for /metrics without loading the model before it is needed."""
+        with self._embedder_lock:
+            if self._embedder is None:
+                self._embedder_wraps.append(wrap)
+            else:
+                self._embedder = wrap(self._embedder)
 
     def local_principal(self) -> Principal:
         return local_principal(self.store, self.conn, self.lock)
@@ -173,11 +205,17 @@ class Workspace:
             if not store.vectors.check_model(conn, fingerprint):
                 store.vectors.record_model(conn, fingerprint)
 
+    def before_close(self, callback: Callable[[], None]) -> None:
+        """Run `callback` when the workspace closes, before its connections do (e.g. the audit
+        trail writing what it holds)."""
+        self._before_close.append(callback)
+
     def close(self) -> None:
         """Close every connection (on SQLite, the WAL is folded into the file first)."""
-        with self._leases_lock:
-            leases, self._leases = self._leases, []
-        self.store.close([lease.conn for lease in leases])
+        callbacks, self._before_close = self._before_close, []
+        for callback in callbacks:
+            callback()
+        self._leases.close_all()
 
     def __enter__(self) -> Workspace:
         return self
@@ -187,7 +225,10 @@ class Workspace:
 
 
 P = ParamSpec("P")
-R = TypeVar("R")
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def holding_lock(

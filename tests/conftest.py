@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from syrupy.assertion import SnapshotAssertion
@@ -26,7 +27,7 @@ from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.ids import TEST_KEY_ENV
 from kbmcp.server.app import build_server
 from kbmcp.workspace import Workspace
-from tests import store_backends
+from tests import processes, store_backends
 from tests.cli_support import Run, cli_runner
 from tests.id_support import TEST_ID_KEY
 from tests.mcp_support import HttpServer, build_corpus, hash_workspace
@@ -47,6 +48,11 @@ from tests.store_backends import (  # noqa: F401 (fixtures)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT_DIR = REPO_ROOT / "snapshots"
 
+# Hypothesis fails an example slower than 200 ms by default: on a loaded machine a plain one
+# is. No property test here is about speed, so none has a deadline (tests/patience.py).
+settings.register_profile("kbmcp", deadline=None)
+settings.load_profile("kbmcp")
+
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", store_backends.MARKER_HELP)
@@ -60,6 +66,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if "sqlite" not in store_backends.selected_backends():
         # The SQLite-only tests do not run, so their snapshots go unused: not an error here.
         config.option.warn_unused_snapshots = True
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Nothing the tests started outlives the run (each xdist worker sweeps its own)."""
+    processes.kill_leftovers()
 
 
 def _share_bytecode_with_children(config: pytest.Config) -> None:

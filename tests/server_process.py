@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import json
 import queue
-import re
 import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
-from tests.mcp_support import REPO_ROOT, rpc_line, subprocess_env
+from tests import processes
+from tests.mcp_support import REPO_ROOT, HttpServer, rpc_line, subprocess_env
+from tests.patience import ceiling
 
 CLI = "from kbmcp.cli import main; main()"
 
@@ -28,7 +28,11 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-class HttpProcess:
+class HttpProcess(HttpServer):
+    """`kbmcp serve --http` on any --host with any serve options, launched by `code` (Python
+    source that runs the command line; tests/test_long_running.py changes a library constant
+    first) with `env` added to its environment."""
+
     def __init__(
         self,
         db: Path,
@@ -37,51 +41,7 @@ class HttpProcess:
         code: str = CLI,
         env: dict[str, str] | None = None,
     ) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", code, "--db", str(db), "serve", "--http", "--host", host,
-             "--port", "0", *serve_args],
-            env=subprocess_env(db, **(env or {})),
-            cwd=REPO_ROOT,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        self.stderr_lines: list[str] = []
-        self._url = threading.Event()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
-        if not self._url.wait(timeout=60):
-            self.stop()
-            raise AssertionError(f"the HTTP server did not start: {self.stderr}")
-        match = re.search(r"listening on (http://(\S+)/mcp)", self.stderr)
-        assert match is not None, self.stderr
-        self.url, self.authority = match.group(1), match.group(2)
-
-    def _read_stderr(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.stderr_lines.append(line)
-            if "listening on" in line:
-                self._url.set()
-        self._url.set()  # ended before listening
-
-    @property
-    def stderr(self) -> str:
-        return "".join(self.stderr_lines)
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        time.sleep(0)  # let the stderr reader see the end
+        super().__init__(db, *serve_args, host=host, launcher=("-c", code), **(env or {}))
 
 
 class StdioProcess:
@@ -89,7 +49,7 @@ class StdioProcess:
     whole command line (by default `python -m kbmcp --db DB serve`)."""
 
     def __init__(self, db: Path, command: list[str] | None = None) -> None:
-        self.process = subprocess.Popen(
+        self.process = processes.popen(
             command or [sys.executable, "-c", CLI, "--db", str(db), "serve"],
             env=subprocess_env(db),
             cwd=REPO_ROOT,
@@ -130,12 +90,13 @@ class StdioProcess:
     def exchange(
         self, calls: list[tuple[str, dict[str, Any]]], timeout: float = 60
     ) -> list[dict[str, Any]]:
-        """Send every call at once, then wait for all replies."""
+        """Send every call at once, then wait for all replies (each within `timeout` seconds
+        on an idle machine: tests/patience.py)."""
         for method, params in calls:
             self._send(rpc_line(self.next_id, method, params))
             self.next_id += 1
         try:
-            return [json.loads(self.replies.get(timeout=timeout)) for _ in calls]
+            return [json.loads(self.replies.get(timeout=ceiling(timeout))) for _ in calls]
         except queue.Empty:
             raise AssertionError(f"no reply from the stdio server: {self.stderr}") from None
 
@@ -149,6 +110,4 @@ class StdioProcess:
         return result["structuredContent"]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait()
+        processes.kill_group(self.process)

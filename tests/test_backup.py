@@ -17,9 +17,11 @@ from kbmcp.errors import InvalidRequest
 from kbmcp.service.backup import backup
 from kbmcp.service.ingest import DocumentInput, add_documents
 from kbmcp.workspace import Workspace
+from tests import processes
 from tests.cli_support import assert_one_line_error
 from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT, subprocess_env
+from tests.patience import ceiling
 from tests.test_crash_safety import document_text
 
 HERON = DocumentInput("heron.md", "# Heron\n\nThe heron waits in shallow water.\n")
@@ -68,7 +70,7 @@ def test_backup_while_an_ingest_writes_is_a_consistent_snapshot(
     rng = random.Random(4)
     for n in range(150):
         (corpus / f"more{n:03}.md").write_text(document_text(rng, n, 1))
-    writer = subprocess.Popen(
+    writer = processes.popen(
         [sys.executable, "-m", "kbmcp", "--db", str(source), "add", str(corpus)],
         env=subprocess_env(source), cwd=REPO_ROOT, stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -80,7 +82,8 @@ def test_backup_while_an_ingest_writes_is_a_consistent_snapshot(
             assert kbmcp("--db", source, "backup", copy).code == 0
             copies.append(copy)
     finally:
-        _, stderr = writer.communicate(timeout=120)
+        _, stderr = writer.communicate(timeout=ceiling(120))
+        processes.stop(writer)
     assert writer.returncode == 0, stderr
     sizes = [len(indexed_state(copy)) for copy in copies]  # each one consistent
     assert sizes == sorted(sizes) and sizes[-1] <= 170

@@ -15,6 +15,7 @@ from syrupy.assertion import SnapshotAssertion
 from kbmcp.cli import cli
 from kbmcp.embed.base import ModelFingerprint
 from kbmcp.embed.hashing import HashingEmbedder
+from tests import processes
 from tests.cli_support import assert_one_line_error
 from tests.store_backends import is_postgres
 
@@ -299,7 +300,7 @@ def test_a_bad_environment_setting_is_a_one_line_error(
 
 
 def run_kbmcp(*args: str | Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "kbmcp", *map(str, args)],
         capture_output=True,
         text=True,
@@ -319,8 +320,8 @@ def test_end_to_end_as_a_subprocess(corpus: Path, db: Path) -> None:
     read = run_kbmcp("read", doc, env=env)
     assert (read.returncode, read.stdout) == (0, "Plain text notes.\nSecond line.\n")
     bad = run_kbmcp("read", "doc_nothex", env=env)
-    assert bad.returncode == 1 and bad.stdout == ""
-    assert bad.stderr.count("\n") == 1 and "not a valid document id" in bad.stderr
+    assert bad.returncode == 2 and bad.stdout == ""  # a malformed value: a usage mistake
+    assert bad.stderr.count("\n") == 1 and "DOCUMENT_ID: 'doc_nothex' is not a valid" in bad.stderr
     usage = run_kbmcp("add", env=env)
     assert usage.returncode == 2 and usage.stderr.count("\n") == 1
     assert "Traceback" not in bad.stderr + usage.stderr

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from tests import processes
 from tests.mcp_support import REPO_ROOT
 
 # A Ctrl-C arriving while kbmcp.cli imports its commands, made deterministic: an import hook
@@ -27,7 +28,7 @@ sys.meta_path.insert(0, InterruptAnImport())
 
 def _run(entry: str) -> subprocess.CompletedProcess[str]:
     code = INTERRUPTED_IMPORT.format(entry=entry)
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-c", code, "--help"],
         cwd=REPO_ROOT,
         capture_output=True,

@@ -8,7 +8,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,9 +15,11 @@ import click
 import pytest
 
 from kbmcp.cli import cli
+from tests import processes
 from tests.beir_fixture import write_fixture
 from tests.cli_support import Run, assert_one_line_error
 from tests.mcp_support import REPO_ROOT, subprocess_env, write
+from tests.patience import ceiling
 from tests.server_process import default_sigint
 
 # Every command, in an order where each finds what it needs from the ones before it
@@ -46,11 +47,27 @@ INVOCATIONS: dict[str, list[str]] = {
     "doctor": ["doctor"],
     "eval": ["eval", "{dir}/beir", "--mode", "lexical"],
     "backup": ["backup", "{dir}/backup.db"],
+    "export": ["export", "-o", "{dir}/kb.jsonl"],
+    "import": ["import", "{dir}/other.jsonl"],
+    "audit": ["audit", "--json"],
     "serve": ["serve", "--http", "--host", "example.com"],
     "watch": ["watch", "{dir}/docs", "--kb", "notes"],
 }
-# Commands that take no --db (their arguments say where the data is).
-NO_DATABASE = {"copy"}
+# Commands that take no --db (their arguments say where the data is), or only to write its
+# path into an MCP client's configuration (connect, disconnect: tests/test_connect.py).
+NO_DATABASE = {"copy", "connect", "disconnect"}
+# A small export of another database, for `import` (docs/export-format.md).
+OTHER_EXPORT = "".join(
+    json.dumps(line) + "\n"
+    for line in (
+        {"type": "kbmcp_export", "format": 1, "with_vectors": False, "with_tenants": False},
+        {"type": "knowledge_base", "id": "kb_00000000000000aa", "tenant": "local",
+         "name": "imported", "description": "", "tags": {},
+         "created_at": "2026-01-01T00:00:00.000000Z",
+         "updated_at": "2026-01-01T00:00:00.000000Z"},
+        {"type": "end", "counts": {"knowledge_base": 1}},
+    )
+)  # fmt: skip
 # Run until stopped: tried as a process (watch), or up to the check before serving (serve).
 LONG_RUNNING = {"serve", "watch"}
 
@@ -74,6 +91,7 @@ def test_each_command_runs_on_a_url(
 ) -> None:
     write(tmp_path / "docs", {"wombat.md": "# Wombats\n\nThe wombat digs burrows.\n"})
     write_fixture(tmp_path / "beir")
+    (tmp_path / "other.jsonl").write_text(OTHER_EXPORT, encoding="utf-8")
     ids = {"dir": str(tmp_path)}
     outputs: dict[str, Run] = {}
     for command, template in INVOCATIONS.items():
@@ -104,12 +122,16 @@ def test_each_command_runs_on_a_url(
     assert "forgot" in outputs["forget"].out.lower()
     assert "PostgreSQL" in outputs["doctor"].out
     assert not (tmp_path / "backup.db").exists()
+    assert '"name":"notes"' in (tmp_path / "kb.jsonl").read_text(encoding="utf-8")
+    assert "imported 1 knowledge base" in outputs["import"].out
+    actions = [event["action"] for event in json.loads(outputs["audit"].out)["events"]]
+    assert {"add", "remember", "forget", "import", "token revoke"} <= set(actions)
     assert not list(Path.cwd().glob("postgresql*"))  # a URL is never taken for a file name
 
 
 def test_watch_runs_on_a_url_until_interrupted(fresh_postgres_url: str, tmp_path: Path) -> None:
     folder = write(tmp_path / "docs", {"heron.md": "# Herons\n\nThe heron waits.\n"})
-    process = subprocess.Popen(
+    process = processes.popen(
         [sys.executable, "-m", "kbmcp", "--db", fresh_postgres_url, "watch", str(folder),
          "--kb", "notes"],
         env=subprocess_env(fresh_postgres_url), cwd=REPO_ROOT, text=True,
@@ -117,20 +139,14 @@ def test_watch_runs_on_a_url_until_interrupted(fresh_postgres_url: str, tmp_path
     )  # fmt: skip
     try:
         assert process.stderr is not None
-        deadline = time.monotonic() + 60
-        seen = []
-        while time.monotonic() < deadline:
-            line = process.stderr.readline()
-            seen.append(line)
-            if "Ctrl-C to stop" in line or not line:
-                break
-        assert "watching" in "".join(seen), "".join(seen)
+        stderr = processes.Lines(process.stderr)
+        stderr.until(lambda line: "Ctrl-C to stop" in line)  # the event: it is watching
+        assert "watching" in "".join(stderr.seen), "".join(stderr.seen)
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=30)
+        err = stderr.rest()
+        process.wait(timeout=ceiling(10))
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        processes.stop(process)
     assert process.returncode == 0, err
     assert "stopped watching" in err
     import psycopg

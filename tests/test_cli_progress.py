@@ -12,10 +12,12 @@ import io
 import os
 import pty
 import re
+import select
 import struct
 import subprocess
 import sys
 import termios
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +33,9 @@ from kbmcp.cli.progress import (
     chunk_progress,
     progress_lines,
 )
+from tests import processes
 from tests.mcp_support import REPO_ROOT, subprocess_env, write
+from tests.patience import ceiling
 
 # CSI sequences (cursor moves, erase, colours) and the lone controls rich writes between frames.
 CONTROL = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|[\r\n\x07]")
@@ -49,6 +53,9 @@ class Report:
     current_file: str | None = None
     current_chunks_done: int = 0
     current_chunks_total: int = 0
+    current_action: str = "embedding"
+    current_pages_done: int = 0
+    current_pages_total: int = 0
 
 
 class Clock:
@@ -132,7 +139,8 @@ def test_amounts_and_unknown_totals() -> None:
     assert shown(progress_lines(chunks, 120))[0].endswith("4%  40/950 chunks  0:00:42  ETA 0:01:10")
     unknown = frame(total=None, elapsed=3.0)  # before the first report: the model is loading
     assert shown(progress_lines(unknown, 120)) == ["indexing  0:00:03"]
-    assert "ETA -:--:--" in shown(progress_lines(frame(remaining=None), 120))[0]
+    # no rate yet (a first large file is still being read): no ETA rather than "-:--:--"
+    assert shown(progress_lines(frame(remaining=None), 120))[0].endswith("18/155 files  0:00:42")
 
 
 def test_add_progress_on_a_50_column_terminal_follows_bytes_not_files() -> None:
@@ -197,7 +205,7 @@ def run_add_on_a_terminal(tmp_path: Path, columns: int) -> tuple[str, str]:
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     env = {**subprocess_env(db), "TERM": "xterm-256color"}
     env.pop("COLUMNS", None)
-    process = subprocess.Popen(
+    process = processes.popen(
         [sys.executable, "-m", "kbmcp", "--db", str(db), "add", str(source)],
         cwd=REPO_ROOT,
         env=env,
@@ -207,16 +215,22 @@ def run_add_on_a_terminal(tmp_path: Path, columns: int) -> tuple[str, str]:
     )
     os.close(slave)
     seen = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-    stdout = process.communicate(timeout=120)[0].decode()
-    os.close(master)
+    deadline = time.monotonic() + ceiling(120)
+    try:
+        while True:
+            # The terminal's output as it comes; a child that hangs fails the test in time.
+            assert select.select([master], [], [], max(0, deadline - time.monotonic()))[0], seen
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        stdout = process.communicate(timeout=max(1, deadline - time.monotonic()))[0].decode()
+    finally:
+        processes.stop(process)
+        os.close(master)
     assert process.returncode == 0, seen.decode(errors="replace")
     return seen.decode(errors="replace"), stdout
 
@@ -233,7 +247,7 @@ def test_kbmcp_add_on_a_50_column_terminal(tmp_path: Path) -> None:
 def test_kbmcp_add_piped_writes_no_escape_code(tmp_path: Path) -> None:
     source = write(tmp_path / "src", {"a.md": "# A\n\nText.\n"})
     db = tmp_path / "kb.db"
-    run = subprocess.run(
+    run = processes.run(
         [sys.executable, "-m", "kbmcp", "--db", str(db), "add", str(source)],
         cwd=REPO_ROOT,
         env=subprocess_env(db),

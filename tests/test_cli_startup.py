@@ -1,19 +1,23 @@
 """A first run that feels instant: `kbmcp --help`, every command's `--help` and `kbmcp ls` load
-no heavy module (the model runtime, numpy, the MCP SDK, pydantic, parsers), so they finish in
-tens of milliseconds. Which modules load is checked, not how long it takes: a timed test would
-be flaky on a loaded machine, a module list is deterministic. Each case runs in a fresh
-interpreter, as a user's command does."""
+no heavy module (the model runtime, numpy, the MCP SDK, pydantic, parsers), and `--help` loads
+none of kbmcp's service or store layers either (kbmcp/cli imports them inside the commands), so
+they finish in tens of milliseconds. Mostly which modules load is checked, which is
+deterministic; one test times `kbmcp --help` in CPU seconds (not wall time, which a loaded
+machine stretches), against a bound with room to spare. Each case runs in a fresh interpreter,
+as a user's command does."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
+import resource
+import statistics
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import processes
 from tests.mcp_support import REPO_ROOT
 
 # Imported by commands that need them (search, add, serve, ...), never to parse arguments, print
@@ -41,6 +45,10 @@ HEAVY = (
     "kbmcp.store.sqlite.search.accelerator",
     "kbmcp.server",
     "kbmcp.ingest.walker",
+    # The web page of `serve --http` (kbmcp/web/) and its template engine.
+    "kbmcp.web",
+    "jinja2",
+    "markupsafe",
 )
 
 PROBE = """
@@ -62,7 +70,7 @@ print(json.dumps({"args": args, "loaded": loaded}), file=sys.stderr)
 def loaded_heavy_modules(*commands: list[str], db: Path) -> dict[str, object]:
     """Runs `kbmcp ARGS` for each list of arguments, in turn, in one fresh interpreter; stops at
     the first after which a HEAVY module is loaded: {"args": those arguments, "loaded": [...]}."""
-    run = subprocess.run(
+    run = processes.run(
         [sys.executable, "-c", PROBE, json.dumps(HEAVY), json.dumps(commands)],
         env={**os.environ, "KBMCP_DB": str(db)},
         cwd=REPO_ROOT,
@@ -81,11 +89,12 @@ def filled_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "notes").mkdir()
     (root / "notes" / "a.md").write_text("# Keys\n\nRotate the keys every ninety days.\n")
     db = root / "kb.db"
-    subprocess.run(
+    processes.run(
         [sys.executable, "-m", "kbmcp", "--db", str(db), "add", str(root / "notes"), "--kb", "n"],
         env={**os.environ, "KBMCP_EMBEDDER": "hash"},
         check=True,
         capture_output=True,
+        timeout=60,
     )
     return db
 
@@ -132,3 +141,69 @@ def test_the_extension_is_found_where_sqlite_vec_says() -> None:
     from kbmcp.store.sqlite.connection import sqlite_vec_path
 
     assert sqlite_vec_path() == sqlite_vec.loadable_path()
+
+
+# What `--help` may load of kbmcp: the command line and the plain values its options show.
+HELP_MODULES = {
+    "kbmcp",
+    "kbmcp.errors",
+    "kbmcp.wording",
+    "kbmcp.scopes",
+    "kbmcp.memory_defaults",
+    "kbmcp.search",
+    "kbmcp.search.limits",
+    "kbmcp.tags",  # the tag pairs of --tag options, and its annotations
+    "kbmcp.described",
+}
+LOADED_BY_HELP = """
+import json, sys
+from kbmcp.cli import main
+for args in json.loads(sys.argv[1]):
+    try:
+        main(args)
+    except SystemExit:
+        pass
+names = [name for name in sys.modules if name.startswith(("kbmcp", "apsw", "platformdirs"))]
+print(json.dumps(sorted(names)), file=sys.stderr)
+"""
+
+
+def test_help_loads_no_service_or_store_module(filled_db: Path) -> None:
+    run = processes.run(
+        [sys.executable, "-c", LOADED_BY_HELP, json.dumps(every_help())],
+        env={**os.environ, "KBMCP_DB": str(filled_db)},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    loaded = json.loads(run.stderr.strip().splitlines()[-1])
+    outside = [
+        name for name in loaded if name not in HELP_MODULES and not name.startswith("kbmcp.cli")
+    ]
+    assert outside == []
+
+
+# Beyond a bare interpreter (`python -c pass`), in CPU seconds (user + system), the median of
+# runs with byte code cached (tests/conftest.py gives the suite's children a byte-code cache).
+HELP_CPU_BOUND = 0.15
+RUNS = 9
+
+
+def cpu_seconds(command: list[str]) -> float:
+    """The median CPU time of `command` over RUNS runs, after one that fills the byte-code
+    cache."""
+    processes.run(command, capture_output=True, timeout=120)
+    times = []
+    for _ in range(RUNS):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        processes.run(command, capture_output=True, timeout=120)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        times.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(times)
+
+
+def test_help_takes_little_cpu_beyond_the_interpreter() -> None:
+    bare = cpu_seconds([sys.executable, "-c", "pass"])
+    helped = cpu_seconds([sys.executable, "-m", "kbmcp", "--help"])
+    assert helped - bare < HELP_CPU_BOUND, f"kbmcp --help: {helped:.3f} s, bare {bare:.3f} s"

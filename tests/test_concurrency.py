@@ -15,6 +15,7 @@ from kbmcp.service.listing import list_documents, list_knowledge_bases
 from kbmcp.service.read import read_document
 from kbmcp.service.search import search
 from kbmcp.workspace import Workspace
+from tests.patience import ceiling
 from tests.search_corpus import ingest, write_small_corpus
 
 QUERIES = ["rotate api keys", "backups restore", "on-call escalation", "database"]
@@ -69,22 +70,24 @@ def test_reads_do_not_wait_for_a_writer_of_the_same_process(
         with workspace.lock, workspace.store.write_transaction(conn):
             conn.execute("UPDATE document SET title = 'changed, not committed'")
             writing.set()
-            release.wait(timeout=30)
+            release.wait(timeout=ceiling(30))
             raise RuntimeError("roll back")  # the uncommitted title never lands
 
     thread = threading.Thread(target=lambda: _swallow(writer))
     thread.start()
     try:
-        assert writing.wait(timeout=10)
+        assert writing.wait(timeout=ceiling(10))
         with ThreadPoolExecutor(max_workers=2) as pool:
-            found = pool.submit(search, workspace, principal, request).result(timeout=10)
-            listed = pool.submit(list_knowledge_bases, workspace, principal).result(timeout=10)
+            found = pool.submit(search, workspace, principal, request).result(timeout=ceiling(10))
+            listed = pool.submit(list_knowledge_bases, workspace, principal).result(
+                timeout=ceiling(10)
+            )
         assert [r.chunk_id for r in found.results] == expected
         assert {r.title for r in found.results} != {"changed, not committed"}
         assert len(listed) == 1
     finally:
         release.set()
-        thread.join(timeout=30)
+        thread.join(timeout=ceiling(30))
 
 
 def test_each_thread_has_its_own_connection_and_close_closes_them_all(
@@ -93,7 +96,7 @@ def test_each_thread_has_its_own_connection_and_close_closes_them_all(
     barrier = threading.Barrier(3)
 
     def connection_of_this_thread(_: int) -> object:
-        barrier.wait(timeout=10)  # three threads at once: three connections
+        barrier.wait(timeout=ceiling(10))  # three threads at once: three connections
         return workspace.conn
 
     with ThreadPoolExecutor(max_workers=3) as pool:

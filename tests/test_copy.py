@@ -10,15 +10,9 @@ import apsw
 import psycopg
 import pytest
 
-from kbmcp.config import Settings
-from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search.models import SearchRequest
-from kbmcp.service.search import search
-from kbmcp.store.copy import DERIVED, FILE_ROW_STORE, STORE_COLUMN, TABLES
+from kbmcp.store.copy import DERIVED, FILE_ROW_STORE, POSTGRES_DERIVED_COLUMNS, STORE_COLUMN, TABLES
 from kbmcp.store.sqlite.connection import open_connection
-from kbmcp.workspace import Workspace
-from tests.postgres_search import FILTERS, MODES, QUERIES, build_rich_corpus, principal_of
-from tests.ranked_output import stable
+from tests.postgres_search import build_rich_corpus, every_search
 
 # SQLite tables that are not copied because the destination derives them.
 SQLITE_DERIVED = {"document_metadata", "index_log", "sqlite_sequence"}
@@ -75,29 +69,14 @@ def test_every_row_comes_back_unchanged(round_trip: tuple[Path, Path, str]) -> N
         assert after[table] == before[table], table
 
 
-def _searches(path: Path, tenant: str | None) -> list[object]:
-    ws = Workspace(Settings(db=path, embedder="hash"), embedder=HashingEmbedder())
-    try:
-        principal = principal_of(ws, tenant)
-        found = []
-        for mode in MODES:
-            for filters in FILTERS:
-                for query in QUERIES:
-                    request = SearchRequest(query=query, mode=mode, limit=5, filters=filters)
-                    found.append(stable(search(ws, principal, request).__dict__ | {"stats": None}))
-        return found
-    finally:
-        ws.close()
-
-
 @pytest.mark.parametrize("tenant", [None, "acme"])
 def test_searches_are_identical_after_a_round_trip(
     round_trip: tuple[Path, Path, str], tenant: str | None
 ) -> None:
     source, back, _ = round_trip
-    before = _searches(source, tenant)
+    before = every_search(source, tenant)
     assert any(response["results"] for response in before)  # type: ignore[index]
-    assert _searches(back, tenant) == before
+    assert every_search(back, tenant) == before
 
 
 def test_the_database_holds_what_the_file_holds(round_trip: tuple[Path, Path, str]) -> None:
@@ -142,7 +121,8 @@ def test_copy_names_every_column_of_both_schemas(round_trip: tuple[Path, Path, s
                     (table,),
                 )
             ]
-            assert sorted(have) == sorted(columns), table
+            derived = POSTGRES_DERIVED_COLUMNS.get(table, ())
+            assert sorted(have) == sorted([*columns, *derived]), table
     assert set(DERIVED) <= SQLITE_DERIVED
 
 
@@ -163,7 +143,12 @@ def test_a_destination_in_use_needs_force(
     assert again.code == 0, again.err
     report = again.json()
     assert report["rows"]["document"] == len(_dump(source)["document"])
-    assert _dump(other) == _dump(source)
+    copied_rows, source_rows = _dump(other), _dump(source)
+    # the copy is recorded in the destination's audit trail, after the rows it copied
+    trail = copied_rows.pop("audit_event")
+    assert [(row[5], row[6]) for row in trail] == [("copy", "ok")]
+    source_rows.pop("audit_event")
+    assert copied_rows == source_rows
 
 
 def test_copying_to_itself_is_refused(kbmcp, round_trip: tuple[Path, Path, str]) -> None:

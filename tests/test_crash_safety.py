@@ -21,8 +21,10 @@ from pathlib import Path
 import apsw
 import pytest
 
+from tests import processes
 from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT, subprocess_env
+from tests.patience import ceiling
 
 pytestmark = pytest.mark.sqlite_only("file: crash safety (a killed writer)")
 
@@ -46,7 +48,7 @@ def document_text(rng: random.Random, number: int, version: int) -> str:
 
 
 def ingest(db: Path, corpus: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
+    return processes.popen(
         [sys.executable, "-m", "kbmcp", "--db", str(db), "add", str(corpus), "--prune"],
         env=subprocess_env(db),
         cwd=REPO_ROOT,
@@ -58,7 +60,7 @@ def ingest(db: Path, corpus: Path) -> subprocess.Popen[bytes]:
 def timed_ingest(db: Path, corpus: Path) -> float:
     """Seconds an uninterrupted ingest takes: kill times are drawn from the machine's pace."""
     started = time.perf_counter()
-    assert ingest(db, corpus).wait(timeout=120) == 0
+    assert ingest(db, corpus).wait(timeout=ceiling(120)) == 0
     return time.perf_counter() - started
 
 
@@ -92,7 +94,8 @@ def test_killed_ingests_leave_every_document_at_its_old_or_new_revision(tmp_path
             kills += 1
         else:  # finished first (the machine got faster than measured): kill earlier next time
             latest = max(0.8 * idle, 0.7 * latest)
-        process.wait(timeout=120)
+        process.wait(timeout=ceiling(120))
+        processes.kill_group(process)
 
         after = indexed_state(db)
         for path, (status, content) in after.items():
@@ -106,7 +109,7 @@ def test_killed_ingests_leave_every_document_at_its_old_or_new_revision(tmp_path
     assert kills >= MIN_KILLS, f"only {kills} of {version} ingests were killed mid-way"
 
     final = ingest(db, corpus)
-    _, stderr = final.communicate(timeout=120)
+    _, stderr = final.communicate(timeout=ceiling(120))
     assert final.returncode == 0, stderr
     state = indexed_state(db)
     assert {p: c for p, (s, c) in state.items() if s == "published"} == files
@@ -117,7 +120,7 @@ def test_the_check_notices_a_half_indexed_document(tmp_path: Path) -> None:
     corpus, db = tmp_path / "corpus", tmp_path / "kb.db"
     corpus.mkdir()
     (corpus / "a.md").write_text(document_text(random.Random(1), 1, 0))
-    assert ingest(db, corpus).wait(timeout=120) == 0
+    assert ingest(db, corpus).wait(timeout=ceiling(120)) == 0
     conn = apsw.Connection(str(db))
     chunk_id = conn.execute("SELECT id FROM chunk_fts_docsize LIMIT 1").fetchone()[0]
     conn.execute("DELETE FROM chunk_fts WHERE rowid = ?", (chunk_id,))

@@ -13,7 +13,7 @@ import hashlib
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import apsw
@@ -24,6 +24,8 @@ from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.store.sqlite.connection import open_connection
 from kbmcp.store.sqlite.migrations import latest_version
 from kbmcp.workspace import Workspace
+from tests import processes
+from tests.cli_support import Run, cli_runner
 from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT, hash_workspace, subprocess_env
 from tests.search_corpus import ingest, write_small_corpus
@@ -117,21 +119,22 @@ def small_disk(folder: Path, size: str) -> Iterator[Path]:
     folder.mkdir()
     if shutil.which("mount") is None:
         pytest.skip("no mount command")
-    mounted = subprocess.run(
+    mounted = processes.run(
         ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
         capture_output=True,
         text=True,
+        timeout=60,
     )
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
     try:
         yield folder
     finally:
-        subprocess.run(["umount", "-l", str(folder)], check=False)
+        processes.run(["umount", "-l", str(folder)], check=False, timeout=60)
 
 
 def kbmcp(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-m", "kbmcp", "--db", str(db), *args],
         env=subprocess_env(db),
         cwd=REPO_ROOT,
@@ -213,3 +216,139 @@ def test_a_schema_that_does_not_match_its_version_is_named(tmp_path: Path) -> No
     conn.close()
     with pytest.raises(StoreError, match="missing table id_key"):
         open_connection(db)
+
+
+# ------------------------------------------------------------ a new file, whatever the space left
+# (issue 33, item 4: with ~16 KiB free, `kbmcp add` said "unexpected IOError: disk I/O error"
+# and left a 4 KiB new.db with its -wal and -shm, which `doctor` could not open; with a few
+# hundred KiB it left the empty knowledge base its failed first add had created)
+
+
+def leave_free(disk: Path, free: int) -> None:
+    """Fill `disk` until `free` bytes are left (a tmpfs counts whole pages)."""
+    available = shutil.disk_usage(disk).free
+    with open(disk / "filler", "wb") as filler:
+        filler.truncate(0)
+        remaining = available - free
+        block = b"\0" * (1 << 20)
+        while remaining > 0:
+            remaining -= filler.write(block[: min(len(block), remaining)])
+    assert abs(shutil.disk_usage(disk).free - free) <= 4096
+
+
+def assert_one_full_disk_line(run: subprocess.CompletedProcess[str], db: Path) -> None:
+    assert run.returncode == 1
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith(f"error: the disk holding {db} is full ("), run.stderr
+    assert "nothing stored before is lost" in lines[0]
+
+
+@pytest.mark.parametrize(
+    "free",
+    [0, 16 * 1024, 100 * 1024, 400 * 1024, 1024 * 1024],
+    ids=["0", "16K", "100K", "400K", "1M"],
+)
+def test_a_first_add_on_a_nearly_full_disk_leaves_no_file(tmp_path: Path, free: int) -> None:
+    """Not even the vector index's first block fits (1.5 MiB): the first add fails whole, and
+    the new file it created goes, whatever failed first (the -shm at 16 KiB, the schema at
+    100 KiB, the documents at 400 KiB and 1 MiB)."""
+    corpus = write_small_corpus(tmp_path)
+    with small_disk(tmp_path / "disk", "2m") as disk:
+        leave_free(disk, free)
+        db = disk / "new.db"
+        added = kbmcp(db, "add", str(corpus))
+        assert_one_full_disk_line(added, db)
+        assert sorted(path.name for path in disk.iterdir()) == ["filler"]
+        doctor = kbmcp(db, "doctor")
+        assert "there is no knowledge-base file" in doctor.stderr
+
+
+@pytest.mark.parametrize("free_kib", [4000, 6000, 7000])
+def test_a_first_add_that_wrote_some_documents_keeps_a_complete_file(
+    tmp_path: Path, free_kib: int
+) -> None:
+    """Room for the vector block and some documents: those committed stay, whole and
+    searchable (the file is complete and opens); the rest is the same one-line error. (With
+    6000 KiB, sqlite-vec's failed vector write rolled the whole batch back and the next COMMIT
+    said "unexpected SQLError: cannot commit - no transaction is active".)"""
+    big = write_corpus(tmp_path / "big", files=80)
+    with small_disk(tmp_path / "disk", "8m") as disk:
+        leave_free(disk, free_kib * 1024)
+        db = disk / "new.db"
+        added = kbmcp(db, "add", str(big))
+        assert_one_full_disk_line(added, db)
+        assert kbmcp(db, "doctor").returncode == 0
+        state = indexed_state(db)
+        assert 0 < len(state) < 80 and {status for status, _ in state.values()} == {"published"}
+
+
+def test_a_new_file_is_removed_only_when_it_holds_nothing_and_nobody_has_it(
+    tmp_path: Path,
+) -> None:
+    from kbmcp.store.sqlite.new_file import remove_if_empty
+
+    empty = tmp_path / "empty.db"
+    with hash_workspace(empty) as workspace:
+        workspace.local_principal()  # a tenant, no documents
+        assert not remove_if_empty(empty)  # open here: kept
+    assert remove_if_empty(empty) and not empty.exists()
+    assert not list(tmp_path.glob("empty.db*"))
+
+    used = tmp_path / "used.db"
+    with hash_workspace(used) as workspace:
+        ingest(workspace, write_small_corpus(tmp_path))
+    assert not remove_if_empty(used) and used.exists()
+
+    foreign = tmp_path / "foreign.db"
+    conn = apsw.Connection(str(foreign))
+    conn.execute("CREATE TABLE notes (x)")
+    conn.close()
+    assert not remove_if_empty(foreign) and foreign.exists()
+
+    header = tmp_path / "header.db"
+    header.touch()
+    assert remove_if_empty(header) and not header.exists()
+
+
+@pytest.fixture
+def kbmcp_in_process(capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
+    return cli_runner(capsys)
+
+
+def test_a_failed_first_add_removes_the_file_it_created(
+    kbmcp_in_process: Callable[..., Run], tmp_path: Path
+) -> None:
+    """Any failure of the command that created the file, not only a full disk: a path that
+    does not exist left an empty knowledge base behind."""
+    db = tmp_path / "new.db"
+    run = kbmcp_in_process("--db", db, "add", tmp_path / "missing")
+    assert run.code == 1 and "no such file or folder" in run.err
+    assert not list(tmp_path.glob("new.db*"))
+    existing = tmp_path / "kb.db"
+    assert kbmcp_in_process("--db", existing, "add", write_small_corpus(tmp_path)).code == 0
+    assert kbmcp_in_process("--db", existing, "add", tmp_path / "missing").code == 1
+    assert existing.exists()  # not created by that command: kept
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        apsw.FullError("database or disk is full"),
+        apsw.SQLError("Internal sqlite-vec error: could not write vector blob on main.x.1"),
+        apsw.SQLError("Could not insert a new vector chunk"),
+    ],
+)
+def test_full_disk_errors_are_recognised(error: apsw.Error) -> None:
+    from kbmcp.store.sqlite.disk_full import is_disk_full
+
+    assert is_disk_full(error)
+    wrapped = apsw.SQLError("no such savepoint: _apsw-0")
+    wrapped.__context__ = error
+    assert is_disk_full(wrapped)
+    assert not is_disk_full(apsw.SQLError("no such table: x"))
+    assert not is_disk_full(apsw.IOError("disk I/O error"))
+    assert is_disk_full(apsw.IOError("disk I/O error"), system_errno=28)  # ENOSPC
+    shm = apsw.IOError("disk I/O error")
+    shm.extendedresult = apsw.SQLITE_IOERR_SHMSIZE  # (the -shm could not grow)
+    assert is_disk_full(shm)

@@ -16,6 +16,7 @@ import pytest
 from kbmcp.server.host_check import is_loopback_name, loopback_host, loopback_origin
 from tests.access_support import make_token
 from tests.mcp_support import build_corpus, rpc_line
+from tests.patience import ceiling
 from tests.server_process import HttpProcess
 
 HOSTS = ["127.0.0.1", "127.0.0.2", "127.1.2.3", "LOCALHOST", "0:0:0:0:0:0:0:1", "::1"]
@@ -45,7 +46,7 @@ def server(request: pytest.FixtureRequest, db: Path) -> Iterator[HttpProcess]:
 
 
 def post(server: HttpProcess, **headers: str) -> httpx2.Response:
-    with httpx2.Client() as http:
+    with httpx2.Client(timeout=ceiling(30)) as http:
         return http.post(server.url, headers={**MCP_HEADERS, **headers}, content=INITIALIZE)
 
 
@@ -111,7 +112,8 @@ def test_tokens_on_a_public_address_print_one_tls_hint(tmp_path: Path) -> None:
     loopback = HttpProcess(db, host="127.0.0.1")
     try:
         port = public.authority.rsplit(":", 1)[1]
-        with httpx2.Client() as http:  # with tokens any Host is served (a proxy's public name)
+        # with tokens any Host is served (a proxy's public name)
+        with httpx2.Client(timeout=ceiling(30)) as http:
             response = http.post(
                 f"http://127.0.0.1:{port}/mcp",
                 headers={**MCP_HEADERS, "Host": "kb.example.org"},

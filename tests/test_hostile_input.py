@@ -29,8 +29,10 @@ from mcp.shared.exceptions import MCPError
 
 from kbmcp.server.errors import RequestErrorGuard
 from kbmcp.server.scope_guard import TOOL_SCOPES
+from tests import processes
 from tests.cli_support import assert_one_line_error
 from tests.mcp_support import REPO_ROOT, HttpServer, connect, rpc_line, subprocess_env
+from tests.patience import ceiling
 
 JSONRPC_CODES = {-32700, -32600, -32601, -32602, -32603}
 
@@ -40,7 +42,7 @@ class RawStdio:
     and drops what is still running)."""
 
     def __init__(self, db: Path) -> None:
-        self.process = subprocess.Popen(
+        self.process = processes.popen(
             [sys.executable, "-m", "kbmcp", "--db", str(db), "serve"],
             env=subprocess_env(db),
             cwd=REPO_ROOT,
@@ -79,7 +81,7 @@ class RawStdio:
     def wait_for_log(self, fragment: str, mark: int, timeout: float = 30) -> str:
         """The log since `mark` once it holds `fragment` (stderr is read by its own thread,
         so a line the server wrote before its last reply may still be on its way)."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + ceiling(timeout)
         while fragment not in self.log_since(mark) and time.monotonic() < deadline:
             time.sleep(0.01)
         return self.log_since(mark)
@@ -104,14 +106,14 @@ class RawStdio:
 
     def reply(self, line: str, timeout: float = 30) -> dict[str, Any]:
         self.send(line)
-        return json.loads(self.lines.get(timeout=timeout))
+        return json.loads(self.lines.get(timeout=ceiling(timeout)))
 
     def close(self) -> str:
         """Close stdin (the server stops at EOF) and return everything it logged."""
         assert self.process.stdin is not None
         self.process.stdin.close()
-        self.process.wait(timeout=30)
-        self._stderr_reader.join(timeout=10)
+        self.process.wait(timeout=ceiling(30))
+        self._stderr_reader.join(timeout=ceiling(10))
         return "".join(self.stderr_lines)
 
     def initialize(self) -> None:
@@ -123,9 +125,7 @@ class RawStdio:
         self.send(rpc_line(None, "notifications/initialized"))
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        processes.kill_group(self.process)
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +213,7 @@ def test_stdio_deeply_nested_json_is_one_log_line(shared_stdio: RawStdio) -> Non
 def test_stdio_stops_at_once_when_the_client_closes_stdout(corpus_file: Path) -> None:
     """Nothing can reach the client any more: the server exits cleanly now, not when stdin
     closes (before: it ran on, then ended with "unexpected ExceptionGroup")."""
-    process = subprocess.Popen(
+    process = processes.popen(
         [sys.executable, "-m", "kbmcp", "--db", str(corpus_file), "serve"],
         env=subprocess_env(corpus_file),
         cwd=REPO_ROOT,
@@ -223,6 +223,10 @@ def test_stdio_stops_at_once_when_the_client_closes_stdout(corpus_file: Path) ->
         text=True,
     )
     assert process.stdin is not None and process.stdout is not None
+    # A server that never answers fails the test (the pipe is closed below, so it is read here,
+    # not by a thread).
+    watchdog = threading.Timer(ceiling(60), processes.kill_group, [process])
+    watchdog.start()
     try:
         initialize = {"protocolVersion": "2025-06-18", "capabilities": {},
                       "clientInfo": {"name": "raw", "version": "0"}}  # fmt: skip
@@ -232,13 +236,12 @@ def test_stdio_stops_at_once_when_the_client_closes_stdout(corpus_file: Path) ->
         process.stdout.close()  # the client stops reading; stdin stays open
         # stdin never closes here, so a server that waits for it never exits: the timeout only
         # leaves room for a loaded machine (it took 6 s once while the suite ran beside a soak).
-        assert process.wait(timeout=30) == 0
-        _, stderr = process.communicate(timeout=10)
+        assert process.wait(timeout=ceiling(30)) == 0
+        _, stderr = process.communicate(timeout=ceiling(10))
         assert "Traceback" not in stderr and "unexpected" not in stderr, stderr
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        watchdog.cancel()
+        processes.stop(process)
 
 
 def test_stdio_errors_for_other_methods_have_valid_codes(shared_stdio: RawStdio) -> None:
@@ -298,7 +301,7 @@ HTTP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json,
 async def test_http_refuses_an_oversized_body_before_reading_it(http_server: HttpServer) -> None:
     huge = rpc_line(1, "tools/call", {"name": "search_knowledge",
                                  "arguments": {"query": "x" * (3 * 1024 * 1024)}})  # fmt: skip
-    async with httpx2.AsyncClient(timeout=30) as http:
+    async with httpx2.AsyncClient(timeout=ceiling(30)) as http:
         response = await http.post(http_server.url, headers=HTTP_HEADERS, content=huge)
         assert response.status_code == 413
         error = response.json()["error"]
@@ -311,11 +314,11 @@ async def test_http_refuses_an_oversized_body_before_reading_it(http_server: Htt
 
 @pytest.mark.anyio
 async def test_http_answers_bad_json_with_a_parse_error(http_server: HttpServer) -> None:
-    async with httpx2.AsyncClient(timeout=30) as http:
+    async with httpx2.AsyncClient(timeout=ceiling(30)) as http:
         response = await http.post(http_server.url, headers=HTTP_HEADERS, content="{not json")
     assert response.json()["error"]["code"] == -32700
     lone_surrogate = '{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"x": "\\ud800"}}'
-    async with httpx2.AsyncClient(timeout=30) as http:
+    async with httpx2.AsyncClient(timeout=ceiling(30)) as http:
         response = await http.post(http_server.url, headers=HTTP_HEADERS, content=lone_surrogate)
     assert response.json()["error"]["code"] == -32700
 
@@ -325,7 +328,7 @@ def test_port_in_use_is_one_line(corpus_file: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        run = subprocess.run(
+        run = processes.run(
             [sys.executable, "-m", "kbmcp", "--db", str(corpus_file), "serve", "--http",
              "--port", str(port)],
             env=subprocess_env(corpus_file), cwd=REPO_ROOT, capture_output=True, text=True,
@@ -353,7 +356,7 @@ def test_cli_text_must_be_utf8(kbmcp, corpus_db: Path, arguments, fragments) -> 
 
 def test_cli_non_utf8_query_bytes_from_a_real_terminal(corpus_file: Path) -> None:
     """The bytes as a shell passes them (the minilm tokenizer used to fail with TypeError)."""
-    run = subprocess.run(
+    run = processes.run(
         [sys.executable.encode(), b"-m", b"kbmcp", b"--db", str(corpus_file).encode(), b"search",
          b"caf\xe9"],
         env=subprocess_env(corpus_file, KBMCP_EMBEDDER="minilm"), cwd=REPO_ROOT,
@@ -375,7 +378,7 @@ def test_cli_non_utf8_query_bytes_from_a_real_terminal(corpus_file: Path) -> Non
         (["search", "q", "--rrf-k", str(2**63)], "'--rrf-k'"),
         (["search", "q", "--rrf-k", "10001"], "'--rrf-k'"),
         (["eval", "nowhere", "--rrf-k", str(2**63)], "'--rrf-k'"),
-        (["search", "q", "--min-similarity", "inf"], "min_similarity"),
+        (["search", "q", "--min-similarity", "inf"], "--min-similarity"),
         (["read", "doc_0123456789abcdef", "--offset", "-1"], "'--offset'"),
         (["read", "doc_0123456789abcdef", "--limit-chars", "0"], "'--limit-chars'"),
         (["ls", "--limit", "100000"], "'--limit'"),

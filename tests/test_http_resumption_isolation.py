@@ -25,7 +25,8 @@ import pytest
 from kbmcp.service.tenants import share_knowledge_base, unshare_knowledge_base
 from kbmcp.service.tokens import revoke_token
 from tests.access_support import MARKERS, admin_workspace, build_two_tenants, make_token
-from tests.mcp_support import HttpServer, rpc_line
+from tests.mcp_support import HttpServer, rpc_line, sse_events
+from tests.patience import ceiling
 from tests.store_backends import database_on
 
 pytestmark = pytest.mark.anyio
@@ -68,18 +69,6 @@ def served(
         )
     finally:
         server.stop()
-
-
-def sse_events(text: str) -> list[dict[str, str]]:
-    events = []
-    for block in text.replace("\r\n", "\n").strip().split("\n\n"):
-        event: dict[str, str] = {}
-        for line in block.splitlines():
-            field, _, value = line.partition(":")
-            event[field] = value.removeprefix(" ")
-        if event:
-            events.append(event)
-    return events
 
 
 class Session:
@@ -132,7 +121,7 @@ class Session:
             "Last-Event-ID": last_event_id,
         }
         messages: list[Any] = []
-        with anyio.fail_after(REPLAY_SECONDS):
+        with anyio.fail_after(ceiling(REPLAY_SECONDS)):
             async with self.http.stream("GET", self.url, headers=headers) as response:
                 if response.status_code != 200:
                     return [("status", response.status_code)]
@@ -154,7 +143,7 @@ class Session:
 
 @pytest.fixture
 async def http() -> AsyncIterator[httpx2.AsyncClient]:
-    async with httpx2.AsyncClient(timeout=60) as client:
+    async with httpx2.AsyncClient(timeout=ceiling(60)) as client:
         yield client
 
 

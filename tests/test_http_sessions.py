@@ -24,6 +24,7 @@ from kbmcp.server.event_store import ResumptionEvents
 from kbmcp.server.http_sessions import session_limits_from_env
 from tests.access_support import make_token
 from tests.mcp_support import rpc_line
+from tests.patience import ceiling, patience
 from tests.server_process import HttpProcess
 
 VERSION = "2025-06-18"
@@ -60,7 +61,7 @@ def rss_mib(pid: int) -> float:
 def test_abandoned_sessions_make_room_for_new_clients(corpus_file: Path) -> None:
     server = HttpProcess(corpus_file, env={"KBMCP_MAX_SESSIONS": "20"})
     try:
-        with httpx2.Client() as http:
+        with httpx2.Client(timeout=ceiling(30)) as http:
             sessions = [open_session(http, server.url) for _ in range(60)]  # none refused
             assert [ping(http, server.url, s) for s in sessions[:40]] == [404] * 40
             assert [ping(http, server.url, s) for s in sessions[40:]] == [200] * 20
@@ -80,7 +81,7 @@ def test_requests_without_a_valid_token_never_end_a_session(
     server = HttpProcess(db, env={"KBMCP_MAX_SESSIONS": "3"})
     bearer = {"Authorization": f"Bearer {secret}"}
     try:
-        with httpx2.Client() as http:
+        with httpx2.Client(timeout=ceiling(30)) as http:
             sessions = [open_session(http, server.url, bearer) for _ in range(3)]
             for auth in ({}, {"Authorization": "Bearer kbmcp_not_a_token"}):
                 for _ in range(5):
@@ -101,7 +102,7 @@ def test_memory_stays_flat_however_many_sessions_are_abandoned(corpus_file: Path
     measured: KBMCP_MAX_SESSIONS=100000 fails this test)."""
     server = HttpProcess(corpus_file, env={"KBMCP_MAX_SESSIONS": "50"})
     try:
-        with httpx2.Client() as http:
+        with httpx2.Client(timeout=ceiling(30)) as http:
             for _ in range(100):
                 open_session(http, server.url)
             warm = rss_mib(server.pid)
@@ -114,12 +115,15 @@ def test_memory_stays_flat_however_many_sessions_are_abandoned(corpus_file: Path
 
 
 def test_idle_sessions_expire_after_the_configured_time(corpus_file: Path) -> None:
-    server = HttpProcess(corpus_file, env={"KBMCP_SESSION_IDLE_SECONDS": "1"})
+    # 1 s on an idle machine; longer under load, where the first ping may come later (each
+    # ping that finds the session restarts its idle time: so a sleep, not a poll, below).
+    factor = patience()
+    server = HttpProcess(corpus_file, env={"KBMCP_SESSION_IDLE_SECONDS": f"{factor:g}"})
     try:
-        with httpx2.Client() as http:
+        with httpx2.Client(timeout=ceiling(30)) as http:
             session = open_session(http, server.url)
             assert ping(http, server.url, session) == 200
-            time.sleep(2.5)
+            time.sleep(2.5 * factor)
             assert ping(http, server.url, session) == 404  # the client opens a new one
             assert ping(http, server.url, open_session(http, server.url)) == 200
     finally:

@@ -201,9 +201,11 @@ def downgrade_to_version_6(db: Path, reference: apsw.Connection) -> None:
                 f"UPDATE {tables[ref[0]]} SET public_id = ? WHERE id = ?", (public, int(ref[1:]))
             )
         conn.execute("DROP TABLE id_key")
-        # migrations after 8 undone too (ingest's file records and revisions written in parts)
+        # migrations after 8 undone too (ingest's file records and revisions written in parts,
+        # the audit trail)
         conn.execute("DROP TABLE IF EXISTS source_file")
         conn.execute("DROP TABLE IF EXISTS staged_revision")
+        conn.execute("DROP TABLE IF EXISTS audit_event")
         conn.execute("ALTER TABLE document ADD COLUMN tenant_id INTEGER REFERENCES tenant(id)")
         conn.execute(
             "UPDATE document SET tenant_id = (SELECT kb.tenant_id FROM knowledge_base AS kb "

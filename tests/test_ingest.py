@@ -268,7 +268,7 @@ def test_front_matter_and_options_fill_title_tags_and_metadata(
     by_path = {doc.path: doc for doc in page.documents}
     guide = by_path["guide.md"]
     assert guide.title == "The Field Guide"
-    assert guide.tags == [("tag", "Field Notes"), ("tag", "birds"), ("team", "birds")]
+    assert guide.tags == {"tag": ["Field Notes", "birds"], "team": "birds"}
     # --meta wins over front matter; dates become ISO text and NaN a string (valid JSON)
     assert guide.metadata == {
         "author": "Bo",
@@ -276,7 +276,7 @@ def test_front_matter_and_options_fill_title_tags_and_metadata(
         "rating": "nan",
         "source": "field",
     }
-    assert by_path["notes.txt"].tags == [("team", "birds")]
+    assert by_path["notes.txt"].tags == {"team": "birds"}
     assert by_path["notes.txt"].metadata == {"author": "Bo", "source": "field"}
 
 

@@ -56,7 +56,8 @@ def build_corpus(root: Path) -> Path:
         [["Annual bird report", "Counting started in spring."], ["Page two: 41 bitterns seen."]],
         title="Bird Report 2026",
     )
-    write_pdf(folder / "scan.pdf", [[], []])  # pages without text: a scan without OCR
+    # pages that draw an image and hold no text: a scan without OCR
+    write_pdf(folder / "scan.pdf", [[], []], scanned=frozenset({0, 1}))
     (folder / "herons.html").write_text(HTML_PAGE)
     (folder / ".gitignore").write_text("drafts/\n")
     (folder / "drafts").mkdir()

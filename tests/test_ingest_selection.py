@@ -147,14 +147,14 @@ def test_unreadable_non_utf8_and_loops_are_skips_not_failures(
         {"ok.md": "# Ok", "latin.md": "caf\xe9".encode("latin-1"), "locked.md": "# Locked"},
     )
     (root / "loop.md").symlink_to(root / "loop.md")
-    real_read_bytes = Path.read_bytes
+    real_open = os.open
 
-    def read_bytes(self: Path) -> bytes:
-        if self.name == "locked.md":
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_read_bytes(self)
+    def open_file(path: str | Path, flags: int, *args: int, **kwargs: int) -> int:
+        if Path(path).name == "locked.md":  # (as root, a mode of 000 would not stop the read)
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(os, "open", open_file)
     report = add_paths(workspace, workspace.local_principal(), [root])
     assert (report.added, report.errors) == (1, [])
     assert report.skipped == {

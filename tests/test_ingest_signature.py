@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -38,9 +39,11 @@ class Spy:
             self.reads[path.name] += 1
             return real_read(path)
 
-        def pdf_to_text(data: bytes) -> reader.PdfText:  # type: ignore[name-defined]
+        def pdf_to_text(
+            data: bytes, on_page: Callable[[int, int], None] | None = None
+        ) -> reader.PdfText:  # type: ignore[name-defined]
             self.extractions["pdf"] += 1
-            return real_pdf(data)
+            return real_pdf(data, on_page)
 
         def html_to_text(html: str) -> reader.HtmlText:  # type: ignore[name-defined]
             self.extractions["html"] += 1

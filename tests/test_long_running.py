@@ -28,6 +28,7 @@ from kbmcp.store.sqlite import wal
 from kbmcp.store.sqlite.connection import open_connection, write_transaction
 from kbmcp.workspace import Workspace
 from tests.mcp_support import build_corpus, payload
+from tests.patience import ceiling
 from tests.search_corpus import ingest, write_small_corpus
 from tests.server_process import HttpProcess, StdioProcess
 
@@ -195,7 +196,7 @@ def test_sigterm_closes_the_file_and_folds_the_wal_in(transport: str, tmp_path: 
         anyio.run(remember_all)
     assert Path(f"{db}-wal").stat().st_size > 0
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=20) == 0
+    assert process.wait(timeout=ceiling(20)) == 0
     assert wal_and_shm(db) == []
     assert memory_count(db) == before + len(facts)
 

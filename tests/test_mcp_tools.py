@@ -701,8 +701,9 @@ async def test_an_unknown_tool_is_a_json_rpc_error(client: Client) -> None:
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 discover; 2025 initialize
 async def test_only_served_capabilities_are_declared(corpus_db: Path | str, mode: str) -> None:
-    """No logging (no log notifications are sent), no subscriptions (no resources; the tool
-    list never changes during a connection), on both protocol eras."""
+    """No logging (no log notifications are sent), no subscriptions (resources are read on
+    request; the tool list never changes during a connection), on both protocol eras; resources
+    are announced because they are served (tests/test_mcp_resources.py)."""
     with hash_workspace(corpus_db) as ws:
         async with Client(build_server(ws), mode=mode) as client:
             capabilities = client.server_capabilities

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from mcp import Client
 
 from kbmcp.cli import cli
+from tests import processes
 from tests.id_support import test_id
 from tests.mcp_support import (
     REPO_ROOT,
@@ -26,6 +27,7 @@ from tests.mcp_support import (
     rpc_line,
     subprocess_env,
 )
+from tests.patience import ceiling
 
 pytestmark = pytest.mark.anyio
 
@@ -85,7 +87,7 @@ def test_stdio_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
         rpc_line(2, "tools/list"),
         rpc_line(3, "tools/call", {"name": "list_knowledge_bases", "arguments": {}}),
     ])  # fmt: skip
-    process = subprocess.Popen(
+    process = processes.popen(
         [
             sys.executable,
             "-m",
@@ -104,7 +106,8 @@ def test_stdio_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    watchdog = threading.Timer(60, process.kill)  # a hung server fails the test, not the run
+    # A hung server fails the test, not the run.
+    watchdog = threading.Timer(ceiling(60), processes.kill_group, [process])
     watchdog.start()
     try:
         assert process.stdin is not None and process.stdout is not None
@@ -117,8 +120,7 @@ def test_stdio_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
         assert process.wait() == 0, stderr
     finally:
         watchdog.cancel()
-        if process.poll() is None:
-            process.kill()
+        processes.stop(process)
     messages = [json.loads(line) for line in lines]
     assert [m.get("id") for m in messages] == [1, 2, 3], stderr
     assert all(m["jsonrpc"] == "2.0" and "result" in m for m in messages)
@@ -129,7 +131,7 @@ def test_stdio_stdout_carries_protocol_messages_only(tmp_path: Path) -> None:
 
 async def test_http_rejects_foreign_host_header(http_server: HttpServer) -> None:
     """DNS-rebinding protection: a page on another origin cannot drive the local server."""
-    async with httpx2.AsyncClient() as http:
+    async with httpx2.AsyncClient(timeout=ceiling(30)) as http:
         response = await http.post(
             http_server.url,
             headers={"Host": "evil.example:80", "Content-Type": "application/json",

@@ -184,7 +184,7 @@ async def test_remember_output_and_dedup(client: Client, snapshot_json: Snapshot
     again = await ok(client, "remember", content=f"  {FACT}\n", tags={"team": "ops"})
     assert again["memory_id"] == first["memory_id"]
     assert again["outcome"] == "existing"
-    assert again["tags"] == [["team", "ops"], ["topic", "deploy"]]  # new tags are added
+    assert again["tags"] == {"team": "ops", "topic": "deploy"}  # new tags are added
     hits = await search(client, query="deploy key rotates", include_documents=False)
     assert len(hits) == 1  # one memory, not two
     assert {"first": first, "again": again} == snapshot_json
@@ -229,7 +229,7 @@ async def test_a_memory_is_revised_under_the_same_id(db: Path, client: Client) -
     assert "eu-west-1" in fetched["chunks"][0]["text"]
     with workspace(db) as ws:
         (listed,) = memories.list_memories(ws, ws.local_principal())
-    assert (listed.revision_number, listed.tags) == (2, [("topic", "staging")])
+    assert (listed.revision_number, listed.tags) == (2, {"topic": "staging"})
     # Revising to another memory's text would make a second copy: refused, naming it.
     other = await ok(client, "remember", content=QUOKKA)
     clash = await call(client, "remember", content=QUOKKA, memory_id=first["memory_id"])
@@ -724,7 +724,7 @@ async def test_a_write_only_token_learns_nothing_of_what_is_stored(
         again = await ok(reader, "remember", content=FACT)
     for answer in answers.values():
         assert answer["outcome"] == "stored"
-        assert answer["tags"] == [["topic", "x"]]  # never the stored memory's own tags
+        assert answer["tags"] == {"topic": "x"}  # never the stored memory's own tags
         assert answer["memory_store"] == "memories"
     shapes = {
         label: {
@@ -735,7 +735,7 @@ async def test_a_write_only_token_learns_nothing_of_what_is_stored(
     assert shapes["new"] == shapes["stored already"] == shapes["forgotten"]
     # The writes happened all the same: tags added, the forgotten memory back, nothing doubled.
     assert len(listed["results"]) == 3
-    assert again["outcome"] == "existing" and again["tags"] == [["private", "yes"], ["topic", "x"]]
+    assert again["outcome"] == "existing" and again["tags"] == {"private": "yes", "topic": "x"}
     # Revising into text another memory holds is answered like any revision (a refusal told
     # the writer what the store held), and names no other memory.
     shape = {key: value for key, value in revised.items() if key != "revision_id"}

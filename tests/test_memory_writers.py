@@ -183,10 +183,10 @@ def test_a_memory_written_between_read_and_write_is_not_overwritten(
     (theirs,) = fired
     assert theirs.outcome == "created"
     assert (mine.memory_id, mine.outcome) == (theirs.memory_id, "existing")
-    assert mine.tags == [("from", "me"), ("from", "other")]
+    assert mine.tags == {"from": ["me", "other"]}
     listed = [m for m in memories.list_memories(ws, admin) if m.content == FACT]
     assert [(m.memory_id, m.revision_number, m.tags) for m in listed] == [
-        (mine.memory_id, 1, [("from", "me"), ("from", "other")])
+        (mine.memory_id, 1, {"from": ["me", "other"]})
     ]
 
 
@@ -221,11 +221,11 @@ def remember_while_another_writer_commits(
     (theirs,) = fired
     assert theirs.outcome == "created"
     assert (mine.memory_id, mine.outcome, mine.tags) == (
-        theirs.memory_id, "existing", [("a", "1"), ("b", "2")],
+        theirs.memory_id, "existing", {"a": "1", "b": "2"},
     )  # fmt: skip
     listed = [m for m in memories.list_memories(ws, admin) if m.content == text]
     assert [(m.memory_id, m.revision_number, m.tags) for m in listed] == [
-        (mine.memory_id, 1, [("a", "1"), ("b", "2")])
+        (mine.memory_id, 1, {"a": "1", "b": "2"})
     ]
 
 
@@ -282,7 +282,7 @@ def test_writers_remembering_at_once_make_one_memory(backend_workspace: Workspac
     assert sorted(r.outcome for r in results) == ["created", "existing", "existing", "existing"]
     assert len({r.memory_id for r in results}) == 1
     (stored,) = [m for m in memories.list_memories(ws, admin) if m.content == text]
-    assert stored.tags == [(f"writer{i}", "yes") for i in range(4)]
+    assert stored.tags == {f"writer{i}": "yes" for i in range(4)}
     assert stored.revision_number == 1
 
 

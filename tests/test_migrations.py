@@ -103,7 +103,7 @@ def test_tag_and_metadata_rows_learn_their_store_on_upgrade(tmp_path: Path) -> N
         ).fetchall()
         assert {(doc, store) for doc, store, _ in stores} == {(1, 10), (2, 20)}
         assert all(store == owner for _, store, owner in stores)
-    for filters in ({"tags": {"t": "x"}}, {"metadata": {"team": "ops"}}):
+    for filters in ({"tags": [["t", "x"]]}, {"metadata": {"team": "ops"}}):
         (kind,) = filter_documents(conn, Scope(readable_kb_ids=[20], filters=filters))
         assert kind.stores == [20] and kind.documents is not None
         assert kind.documents.tolist() == [2]

@@ -24,7 +24,7 @@ KEPT = "SELECT token, knowledge_base_id, rows FROM keyword_token ORDER BY 1, 2"
 
 def _catalog(conn: psycopg.Connection[Any], chunks: int, *, store_keys: bool = True) -> None:
     """A tenant, two stores, one document each and `chunks` chunks (odd ids in store 1);
-    `store_keys` False: at a schema before migration 8 (revisions and chunks name no store)."""
+    `store_keys` False: at a schema before migration 9 (revisions and chunks name no store)."""
     store = ", knowledge_base_id" if store_keys else ""
     insert_tenant_and_two_stores(conn)
     for store_id in (1, 2):

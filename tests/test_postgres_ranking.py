@@ -19,7 +19,8 @@ from kbmcp.search.lexical import channel
 from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.service.search import search
 from kbmcp.store import copy
-from kbmcp.store.postgres import keyword
+from kbmcp.store.postgres import halves, keyword
+from kbmcp.store.postgres.connection import connect, read_snapshot
 from kbmcp.workspace import Workspace
 from tests.mcp_support import pinned_clock
 from tests.postgres_search import (
@@ -177,3 +178,49 @@ def test_whole_responses_are_the_same(stores: tuple, mode: str, tenant: str | No
             assert stable(to_jsonable_python(pg_response(pg, principal, request))) == want
             compared += len(want["results"])
     assert compared > 0
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "rrf"])
+@pytest.mark.parametrize("filters", FILTERS[2:], ids=("path", "tag", "metadata"))
+def test_a_large_scope_runs_its_halves_on_two_connections_alike(
+    stores: tuple, mode: str, filters: SearchFilters, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scope of HALVES_MIN_ROWS chunks or more runs its keyword half on the search's
+    connection and its vector half on a second one in the same snapshot (halves.py): the same
+    results as SQLite's, as the one-statement path gives."""
+    monkeypatch.setattr(halves, "HALVES_MIN_ROWS", 1)
+    pg, views = stores
+    ws, reference = views["all"], views["local"]
+    principal, alone = principal_of(ws, None), principal_of(reference, None)
+    halves.close_helper(pg.conn)
+    compared = 0
+    for query in QUERIES:
+        request = SearchRequest(query=query, mode=mode, limit=8, filters=filters)
+        want = sqlite_hits(reference, alone, request)
+        assert pg_hits(pg, principal, request) == want, query
+        compared += len(want)
+    assert compared > 0
+    assert halves.helpers_of([pg.conn])  # the vector halves ran beside the search
+
+
+def test_the_second_connection_reads_the_searchs_snapshot(postgres_url: str) -> None:
+    """Rows committed by another connection after the search's snapshot was taken are not seen
+    by its second half either, though the helper's own transaction begins after that commit."""
+    conn = connect(postgres_url, migrate=False)
+    writer = connect(postgres_url, migrate=False)
+    try:
+        writer.execute("CREATE TABLE IF NOT EXISTS halves_probe (n integer)")
+        writer.execute("TRUNCATE halves_probe")
+        writer.execute("INSERT INTO halves_probe VALUES (1)")
+        count = "SELECT count(*) FROM halves_probe"
+        with read_snapshot(conn):
+            assert conn.execute(count).fetchone()[0] == 1  # the snapshot is taken
+            writer.execute("INSERT INTO halves_probe VALUES (2)")  # committed after it
+            mine, other = halves.run_halves(conn, lambda: conn.execute(count).fetchall(), count, {})
+        assert mine == [(1,)] and other == [(1,)]
+        assert writer.execute(count).fetchone()[0] == 2
+    finally:
+        halves.close_helper(conn)
+        writer.execute("DROP TABLE IF EXISTS halves_probe")
+        conn.close()
+        writer.close()

@@ -12,6 +12,7 @@ from kbmcp.errors import StoreError
 from kbmcp.store.postgres import migrations
 from kbmcp.store.postgres.connection import connect
 from kbmcp.store.postgres.url import is_postgres_url, shown_url
+from tests import processes
 from tests.backend_state import OLDER_TAGGED_ROWS
 
 
@@ -30,14 +31,15 @@ def test_passwords_never_shown() -> None:
 
 
 def test_importing_kbmcp_loads_no_driver() -> None:
-    import subprocess
     import sys
 
     code = (
         "import sys, kbmcp.cli, kbmcp.store.copy, kbmcp.store.postgres.url;"
         "print('psycopg' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = processes.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
     assert out.stdout.strip() == "False"
 
 

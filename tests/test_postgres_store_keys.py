@@ -1,4 +1,4 @@
-"""Migration 8 (kbmcp/store/postgres/sql/008_store_keys.sql): every table of a store's data names
+"""Migration 9 (kbmcp/store/postgres/sql/009_store_keys.sql): every table of a store's data names
 the store, and every key and foreign key between those tables includes it (the shape Citus
 distributes by store, docs/scale-out.md), on a new database and on one upgraded with rows in
 it, whose ids do not change."""
@@ -110,11 +110,11 @@ def test_an_existing_database_gets_the_store_keys_with_its_ids_unchanged(
 ) -> None:
     conn = psycopg.connect(fresh_postgres_url, autocommit=True)
     try:
-        migrations.migrate(conn, target=7)
+        migrations.migrate(conn, target=8)
         with conn.transaction():
             _rows_at_schema_7(conn)
         before = _snapshot(conn)
-        assert migrations.migrate(conn) == [8]
+        assert migrations.migrate(conn) == [9]
         assert _snapshot(conn) == before  # every id, count and derived row as it was
         for table in OWNED_THROUGH:
             wrong = conn.execute(

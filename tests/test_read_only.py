@@ -25,6 +25,7 @@ from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.store.sqlite import migrations
 from kbmcp.store.sqlite.connection import open_connection, write_transaction
 from kbmcp.workspace import Workspace
+from tests import processes
 from tests.cli_support import assert_one_line_error
 from tests.mcp_support import REPO_ROOT, HttpServer, connect, payload, subprocess_env
 from tests.server_process import StdioProcess
@@ -87,7 +88,7 @@ async def test_serve_create_starts_an_empty_knowledge_base(tmp_path: Path) -> No
     db = tmp_path / "new" / "kb.db"
     env = subprocess_env(db)
     command = [sys.executable, "-m", "kbmcp", "--db", str(db), "serve", "--create"]
-    process = subprocess.run(
+    process = processes.run(
         command, input="", env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
     )
     assert process.returncode == 0, process.stderr
@@ -212,9 +213,10 @@ async def test_a_read_only_file_is_served(read_only_db: Path, transport: str) ->
 def _can_mount_read_only() -> bool:
     if shutil.which("unshare") is None:
         return False
-    probe = subprocess.run(
+    probe = processes.run(
         ["unshare", "-m", "sh", "-c", "mount -t tmpfs none /mnt && mount -o remount,ro /mnt"],
         capture_output=True,
+        timeout=60,
     )
     return probe.returncode == 0
 
@@ -236,7 +238,7 @@ def test_a_frozen_wal_file_on_a_read_only_mount_needs_immutable(
         f"{{ {kbmcp} search herons --json; echo exit=$?; }} && "
         f"{kbmcp} --immutable search herons --json"
     )
-    run = subprocess.run(
+    run = processes.run(
         ["unshare", "-m", "sh", "-c", script],
         env=subprocess_env(read_only_db),
         cwd=REPO_ROOT,
@@ -316,10 +318,11 @@ def found_paths(server: StdioProcess, query: str) -> list[str]:
 def live_folder(corpus: Path, tmp_path: Path) -> Path:
     if shutil.which("unshare") is None:
         pytest.skip("needs unshare(1) for a private mount namespace")
-    probe = subprocess.run(
+    probe = processes.run(
         ["unshare", "-m", "sh", "-c", f"mount --bind {tmp_path} {tmp_path}"],
         capture_output=True,
         text=True,
+        timeout=60,
     )
     if probe.returncode != 0:
         pytest.skip(f"cannot make a bind mount here: {probe.stderr.strip()}")
@@ -378,7 +381,7 @@ def test_a_server_on_a_read_only_mount_without_the_shm_is_refused_clearly(
         f"mount --bind {live_folder} {mount_point} && mount -o remount,ro,bind {mount_point} && "
         f"exec {sys.executable} -m kbmcp --db {mount_point}/kb.db serve"
     )
-    run = subprocess.run(
+    run = processes.run(
         ["unshare", "-m", "sh", "-c", script],
         env=subprocess_env(mount_point / "kb.db"),
         cwd=REPO_ROOT,

@@ -119,10 +119,11 @@ def alice_scope(tenants: Tenants, name: str) -> Scope:
 
 
 FILTERS = {
-    "tag": {"tags": dict([MATCHING["tag"]])},
+    # A resolved scope's tags are [key, value] pairs (kbmcp/search/scope.py `_tags`).
+    "tag": {"tags": [list(MATCHING["tag"])]},
     "metadata": {"metadata": dict([MATCHING["metadata"]])},
     "path": {"document_paths": ["note"]},
-    "tag+path": {"tags": dict([MATCHING["tag"]]), "document_paths": ["note00"]},
+    "tag+path": {"tags": [list(MATCHING["tag"])], "document_paths": ["note00"]},
 }
 # Chunks of Alice's that each filter selects (one chunk per note and per memory); the memory
 # tag filter also matches her memories, the document-only filters leave them out.

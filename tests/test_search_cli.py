@@ -92,7 +92,7 @@ def test_a_fusion_option_selects_its_mode_and_is_refused_by_another(db: Path, kb
     )
     assert _run(db, "keys", "--alpha", "0.3")["alpha"] == 0.3
     refused = kbmcp("--db", db, "search", "keys", "--mode", "lexical", "--rrf-k", "10")
-    assert refused.code != 0 and "rrf_k" in refused.err and "'lexical'" in refused.err
+    assert refused.code == 2 and "--rrf-k" in refused.err and "'lexical'" in refused.err
 
 
 def test_readable_output_shows_rank_score_title_location_and_excerpt(db: Path) -> None:
@@ -110,7 +110,7 @@ def test_readable_output_shows_rank_score_title_location_and_excerpt(db: Path) -
 def test_empty_results_explain_which_filter_matched_nothing(db: Path) -> None:
     result = CliRunner().invoke(cli, ["--db", str(db), "search", "keys", "--path", "zzz/"])
     assert result.exit_code == 0
-    assert "no results (filters that matched nothing: document_paths)" in result.output
+    assert "no results (filters that matched nothing: --path)" in result.output
 
 
 def test_unknown_knowledge_base_name_is_an_error(db: Path) -> None:

@@ -126,8 +126,9 @@ def test_filters_alone_and_combined_select_alike(both: tuple) -> None:
             ["odd/"], ["odd/100%"], ["odd/100_"], ["odd/é"], ["odd/é/accent.md"], ["int", "text"],
             ["zzz"], [""],
         ],
-        "tags": [{"team": "ops"}, {"team": "ops", "tier": "gold"}, {"tier": "gold"},
-                 {"team": "nobody"}],
+        # A resolved scope's tags are [key, value] pairs (kbmcp/search/scope.py `_tags`).
+        "tags": [[["team", "ops"]], [["team", "ops"], ["tier", "gold"]], [["tier", "gold"]],
+                 [["team", "nobody"]]],
         "metadata": [{"version": 2}, {"draft": True}, {"owner": "ops"}],
     }  # fmt: skip
     compared = 0

@@ -10,16 +10,17 @@ only that one.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
+
+from tests import processes
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOAK = REPO_ROOT / "bench" / "soak.py"
 
 
 def test_soak_runs_and_fails_on_a_broken_bound(tmp_path: Path) -> None:
-    done = subprocess.run(
+    done = processes.run(
         [
             sys.executable,
             str(SOAK),

@@ -193,14 +193,11 @@ def test_a_revocation_through_one_process_holds_in_another(backend_db: Path | st
         admin = one.local_principal()
         create_tenant(one, admin, "alpha")
         made = create_token(one, admin, tenant="alpha", scopes=[KNOWLEDGE_READ])
-        verifier = StoreTokenVerifier(two.store)
-        try:
-            assert asyncio.run(verifier.verify_token(made.secret)) is not None
-            revoke_token(one, admin, made.token.token_id)
-            assert asyncio.run(verifier.verify_token(made.secret)) is None
-            assert principal_for_secret(two.store, two.conn, made.secret) is None
-        finally:
-            verifier.close()
+        verifier = StoreTokenVerifier(two)
+        assert asyncio.run(verifier.verify_token(made.secret)) is not None
+        revoke_token(one, admin, made.token.token_id)
+        assert asyncio.run(verifier.verify_token(made.secret)) is None
+        assert principal_for_secret(two.store, two.conn, made.secret) is None
 
 
 def test_the_token_check_survives_a_dropped_connection(fresh_postgres_url: str) -> None:
@@ -211,12 +208,9 @@ def test_the_token_check_survives_a_dropped_connection(fresh_postgres_url: str) 
         admin = ws.local_principal()
         create_tenant(ws, admin, "dropped")
         made = create_token(ws, admin, tenant="dropped", scopes=[KNOWLEDGE_READ])
-        verifier = StoreTokenVerifier(ws.store)
-        try:
-            pid = verifier._conn.info.backend_pid
-            with psycopg.connect(fresh_postgres_url, autocommit=True) as server:
-                server.execute("SELECT pg_terminate_backend(%s)", (pid,))
-            assert asyncio.run(verifier.verify_token(made.secret)) is not None
-            assert verifier._conn.info.backend_pid != pid
-        finally:
-            verifier.close()
+        verifier = StoreTokenVerifier(ws)
+        pid = ws.conn.info.backend_pid  # (the verifier runs on this thread: its connection)
+        with psycopg.connect(fresh_postgres_url, autocommit=True) as server:
+            server.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        assert asyncio.run(verifier.verify_token(made.secret)) is not None
+        assert ws.conn.info.backend_pid != pid

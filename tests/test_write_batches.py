@@ -33,8 +33,10 @@ from kbmcp.store.sqlite.connection import open_connection, write_transaction
 from kbmcp.store.sqlite.vectors import VEC_TABLE
 from kbmcp.store.vectors import to_blob
 from kbmcp.workspace import Workspace
+from tests import processes
 from tests.index_checks import indexed_state
 from tests.mcp_support import REPO_ROOT
+from tests.patience import ceiling, wait_until
 
 BOUND = 40  # chunks per write transaction in these tests
 
@@ -275,7 +277,7 @@ def test_remembering_every_200ms_while_a_huge_document_is_added_and_reembedded(
         workspace.ensure_model()
         stop, ready = tmp_path / "stop", tmp_path / "ready"
         env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-        other = subprocess.Popen(
+        other = processes.popen(
             [sys.executable, "-c", REMEMBERER, str(db), str(stop), str(ready)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -283,9 +285,8 @@ def test_remembering_every_200ms_while_a_huge_document_is_added_and_reembedded(
             env=env,
         )
         try:
-            while not ready.exists():
-                assert other.poll() is None, other.communicate()
-                time.sleep(0.05)
+            wait_until(lambda: ready.exists() or other.poll() is not None, 60, "the other process")
+            assert other.poll() is None, other.communicate()
             report = add_paths(workspace, workspace.local_principal(), [folder])
             assert report.chunks_indexed > 2500
             interleaved = memories_committed_between_the_adds_batches(workspace)
@@ -294,7 +295,8 @@ def test_remembering_every_200ms_while_a_huge_document_is_added_and_reembedded(
             time.sleep(0.5)
         finally:
             stop.touch()
-            out, err = other.communicate(timeout=60)
+            out, err = other.communicate(timeout=ceiling(60))
+            processes.stop(other)
     assert other.returncode == 0, err
     summary = json.loads(out.splitlines()[-1])
     assert summary["failures"] == [], summary

@@ -10,19 +10,24 @@ import click
 
 from kbmcp import __version__
 from kbmcp.cli.accounts import kb, tenant, token
+from kbmcp.cli.audit import audit
 from kbmcp.cli.backup import backup
 from kbmcp.cli.commands import add, doctor, ls, read, reembed
 from kbmcp.cli.common import Utf8Path
+from kbmcp.cli.connect import connect, disconnect
 from kbmcp.cli.copy import copy_command
 from kbmcp.cli.eval import eval_command
+from kbmcp.cli.flags import error_line
 from kbmcp.cli.memory import forget, memory, remember
 from kbmcp.cli.search import search
 from kbmcp.cli.serve import serve
+from kbmcp.cli.summaries import WholeSummaries
+from kbmcp.cli.transfer import export_command, import_command
 from kbmcp.cli.watch import watch
 from kbmcp.errors import KbError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=WholeSummaries, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--db",
     type=Utf8Path(dir_okay=False),
@@ -63,6 +68,8 @@ for command in (
     doctor,
     backup,
     copy_command,
+    export_command,
+    import_command,
     eval_command,
     remember,
     forget,
@@ -70,13 +77,17 @@ for command in (
     tenant,
     kb,
     token,
+    audit,
+    connect,
+    disconnect,
 ):
     cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: usage errors, KbError and other failures become one line on stderr and a
-    non-zero exit (2 for usage errors, 1 otherwise)."""
+    non-zero exit: 2 for usage errors (click's, and a service's refusal of a flag's value,
+    named as the flag: kbmcp/cli/flags.py), 1 otherwise."""
     try:
         cli.main(args=argv, prog_name="kbmcp", standalone_mode=False)
     except click.exceptions.Abort:
@@ -93,8 +104,9 @@ def main(argv: list[str] | None = None) -> None:
         click.echo(f"error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except KbError as exc:
-        click.echo(f"error: {exc.message}", err=True)
-        sys.exit(1)
+        line, status = error_line(exc)  # the service's argument names as the CLI's flags
+        click.echo(line, err=True)
+        sys.exit(status)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)

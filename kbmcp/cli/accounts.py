@@ -6,25 +6,29 @@ once; it is not stored and cannot be shown again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from kbmcp.access import TOKEN_SCOPES, Principal
+from kbmcp.cli.audit import audited
 from kbmcp.cli.common import echo_json, open_workspace, print_result, printable
-from kbmcp.service import tenants, tokens
-from kbmcp.service.tenants import KnowledgeBaseRecord
-from kbmcp.service.tokens import MAX_EXPIRY_DAYS, TokenInfo
+from kbmcp.cli.summaries import WholeSummaries
+from kbmcp.scopes import MAX_EXPIRY_DAYS, TOKEN_SCOPES
 from kbmcp.wording import counted
-from kbmcp.workspace import Workspace
+
+if TYPE_CHECKING:  # the service layer loads when a command runs, not for --help
+    from kbmcp.access import Principal
+    from kbmcp.service.tenants import KnowledgeBaseRecord
+    from kbmcp.service.tokens import TokenInfo
+    from kbmcp.workspace import Workspace
 
 T = TypeVar("T")
 
 JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 
 
-@click.group()
+@click.group(cls=WholeSummaries)
 def tenant() -> None:
     """Tenants: who owns knowledge bases and holds tokens ('local' is the single-user owner)."""
 
@@ -35,11 +39,14 @@ def tenant() -> None:
 @click.pass_context
 def tenant_create(ctx: click.Context, name: str, as_json: bool) -> None:
     """Create a tenant."""
+    from kbmcp.service import tenants
+
     _admin(
         ctx,
         as_json,
         lambda ws, admin: tenants.create_tenant(ws, admin, name),
         lambda info: f"created tenant {printable(info.name)} ({info.tenant_id})",
+        action="tenant create",
     )
 
 
@@ -48,6 +55,8 @@ def tenant_create(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 def tenant_list(ctx: click.Context, as_json: bool) -> None:
     """List tenants with their knowledge-base and active-token counts."""
+    from kbmcp.service import tenants
+
     _admin(
         ctx,
         as_json,
@@ -61,7 +70,7 @@ def tenant_list(ctx: click.Context, as_json: bool) -> None:
     )
 
 
-@click.group("kb")
+@click.group("kb", cls=WholeSummaries)
 def kb() -> None:
     """Knowledge bases: create them for a tenant, share them read-only with other tenants."""
 
@@ -76,6 +85,8 @@ def kb_create(
     ctx: click.Context, name: str, tenant_ref: str, description: str, as_json: bool
 ) -> None:
     """Create an (empty) knowledge base owned by a tenant; add files with `kbmcp add`."""
+    from kbmcp.service import tenants
+
     _admin(
         ctx,
         as_json,
@@ -86,6 +97,7 @@ def kb_create(
             f"created knowledge base {printable(kb.name)} ({kb.knowledge_base_id}) "
             f"for {printable(kb.owner)}"
         ),
+        action="kb create",
     )
 
 
@@ -95,6 +107,7 @@ def kb_create(
 @click.pass_context
 def kb_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> None:
     """List knowledge bases with owner and the tenants they are shared with."""
+    from kbmcp.service import tenants
 
     def line(kb: KnowledgeBaseRecord) -> str:
         shared = f"  shared with {printable(', '.join(kb.shared_with))}" if kb.shared_with else ""
@@ -131,6 +144,8 @@ def kb_unshare(ctx: click.Context, knowledge_base: str, tenant_ref: str, as_json
 def _change_share(
     ctx: click.Context, knowledge_base: str, tenant_ref: str, as_json: bool, *, share: bool
 ) -> None:
+    from kbmcp.service import tenants
+
     change = tenants.share_knowledge_base if share else tenants.unshare_knowledge_base
     states = {
         (True, True): "shared",
@@ -146,10 +161,13 @@ def _change_share(
             f"{printable(info.knowledge_base)} ({info.knowledge_base_id}) "
             f"{states[(share, info.changed)]} with {printable(info.tenant)}"
         ),
+        action="kb share" if share else "kb unshare",
+        given=[knowledge_base],
+        detail=lambda info: {"tenant": info.tenant, "changed": info.changed},
     )
 
 
-@click.group()
+@click.group(cls=WholeSummaries)
 def token() -> None:
     """Bearer tokens for `kbmcp serve --http` (and KBMCP_TOKEN for stdio)."""
 
@@ -192,15 +210,36 @@ def token_create(
     as_json: bool,
 ) -> None:
     """Create a token and print its secret (shown once: store it now)."""
+    from kbmcp.service import tokens
+
     with open_workspace(ctx, create=True) as workspace:
-        created = tokens.create_token(
+        first = tokens.count_usable_tokens(workspace, workspace.local_principal()) == 0
+        created = audited(
             workspace,
             workspace.local_principal(),
-            tenant=tenant_ref,
-            scopes=list(scopes),
-            knowledge_bases=list(knowledge_bases),
-            expires_days=expires_days,
-            name=name,
+            "token create",
+            lambda ws, admin: tokens.create_token(
+                ws,
+                admin,
+                tenant=tenant_ref,
+                scopes=list(scopes),
+                knowledge_bases=list(knowledge_bases),
+                expires_days=expires_days,
+                name=name,
+            ),
+            # the token's id and allow-list, never its secret
+            touched=lambda made: [made.token.token_id, *(made.token.knowledge_base_ids or [])],
+            detail=lambda made: {"tenant": made.token.tenant, "scopes": made.token.scopes},
+        )
+    if first:
+        # An HTTP server decides at its start whether it requires tokens (kbmcp/cli/serve.py
+        # `http_verifier`): one started before this token serves without authentication until
+        # it is restarted.
+        click.echo(
+            "note: this is the file's first usable token: HTTP servers started from now on "
+            "require a token, but one already running on this file serves WITHOUT "
+            "authentication until it is restarted: restart it to require tokens",
+            err=True,
         )
     if as_json:
         echo_json(created)
@@ -216,6 +255,8 @@ def token_create(
 @click.pass_context
 def token_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> None:
     """List tokens (never their secrets)."""
+    from kbmcp.service import tokens
+
     _admin(
         ctx,
         as_json,
@@ -230,7 +271,16 @@ def token_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> Non
 @click.pass_context
 def token_revoke(ctx: click.Context, token_id: str, as_json: bool) -> None:
     """Revoke a token: its next request is refused."""
-    _admin(ctx, as_json, lambda ws, admin: tokens.revoke_token(ws, admin, token_id), _token_line)
+    from kbmcp.service import tokens
+
+    _admin(
+        ctx,
+        as_json,
+        lambda ws, admin: tokens.revoke_token(ws, admin, token_id),
+        _token_line,
+        action="token revoke",
+        given=[token_id],
+    )
 
 
 def _admin(
@@ -238,10 +288,19 @@ def _admin(
     as_json: bool,
     call: Callable[[Workspace, Principal], T],
     render: Callable[[T], str | list[str]],
+    *,
+    action: str | None = None,
+    given: Iterable[str] = (),
+    detail: Callable[[T], dict[str, Any]] | None = None,
 ) -> None:
-    """Run one administrative service call as the local operator; print JSON or lines."""
+    """Run one administrative service call as the local operator; print JSON or lines. A call
+    that writes names its `action`: it is recorded in the audit trail."""
     with open_workspace(ctx, create=True) as workspace:
-        result = call(workspace, workspace.local_principal())
+        admin = workspace.local_principal()
+        if action is None:
+            result = call(workspace, admin)
+        else:
+            result = audited(workspace, admin, action, call, given=given, detail=detail)
     print_result(result, as_json, render)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from kbmcp.cli.common import echo_json, open_workspace
-from kbmcp.service.backup import backup as run_backup
 from kbmcp.wording import counted
 
 
@@ -26,6 +25,8 @@ def backup(ctx: click.Context, destination: str, force: bool, as_json: bool) -> 
     Example:
       kbmcp backup ~/backups/kbmcp-$(date +%F).db
     """
+    from kbmcp.service.backup import backup as run_backup
+
     with open_workspace(ctx) as workspace:
         report = run_backup(workspace, destination, overwrite=force)
     if as_json:

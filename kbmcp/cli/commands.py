@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from kbmcp.cli.audit import audited
 from kbmcp.cli.common import (
     Utf8Path,
     echo_json,
@@ -19,8 +20,7 @@ from kbmcp.cli.common import (
 from kbmcp.cli.doctor_lines import doctor_lines
 from kbmcp.cli.ingest_options import ingest_options
 from kbmcp.cli.progress import add_progress, chunk_progress
-from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
-from kbmcp.service.read import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS, read_document
+from kbmcp.search.limits import DEFAULT_LIMIT_CHARS, MAX_LIMIT_CHARS
 from kbmcp.wording import counted
 
 if TYPE_CHECKING:
@@ -84,7 +84,19 @@ def add(
         principal = workspace.local_principal()
         if tenant_ref is not None:
             principal = act_as_tenant(workspace, principal, tenant_ref)
-        report = add_paths(workspace, principal, list(paths), options, on_progress=progress)
+        report = audited(
+            workspace,
+            principal,
+            "add",
+            lambda ws, who: add_paths(ws, who, list(paths), options, on_progress=progress),
+            detail=lambda done: {
+                "knowledge_base": done.knowledge_base,
+                "added": done.added,
+                "updated": done.updated,
+                "archived": done.archived,
+                "errors": len(done.errors),
+            },
+        )
     if as_json:
         echo_json(report.to_dict())
     else:
@@ -155,6 +167,8 @@ def ls(
     as_json: bool,
 ) -> None:
     """List knowledge bases, or the documents of the given ones (names or ids)."""
+    from kbmcp.service.listing import list_documents, list_knowledge_bases, resolve_knowledge_bases
+
     with open_workspace(ctx) as workspace:
         principal = workspace.local_principal()
         if not knowledge_bases and not all_documents:
@@ -227,6 +241,8 @@ def read(
     as_json: bool,
 ) -> None:
     """Print a window of a document's current (or given) revision."""
+    from kbmcp.service.read import read_document
+
     with open_workspace(ctx) as workspace:
         window = read_document(
             workspace,
@@ -238,6 +254,16 @@ def read(
         )
     if as_json:  # as the MCP tool's read result: led by its request_mode
         echo_json({"request_mode": "read", **dataclasses.asdict(window)})
+        return
+    if not window.content:  # nothing to print: say why rather than print a blank line
+        total = window.content_total_chars
+        click.echo(
+            "-- the document is empty (0 characters)"
+            if total == 0
+            else f"-- --offset {offset} is past the end: the document has "
+            f"{counted(total, 'character')} (offsets 0 to {total - 1})",
+            err=True,
+        )
         return
     click.echo(window.content, nl=not window.content.endswith("\n"))
     if window.next_offset is not None:

@@ -12,13 +12,14 @@ import contextlib
 import json
 import unicodedata
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from kbmcp.config import load_settings
 from kbmcp.errors import InvalidRequest
-from kbmcp.workspace import Workspace
+
+if TYPE_CHECKING:
+    from kbmcp.workspace import Workspace
 
 T = TypeVar("T")
 
@@ -31,11 +32,20 @@ def open_workspace(
     (every command runs on both; tests/test_cli_postgres.py). Only commands that write documents
     pass create=True: a mistyped path for `ls` or `search` is an error, not a new empty file.
     Only commands that run many queries (`serve`, `eval`) pass long_lived=True (see Workspace)."""
+    from kbmcp.config import load_settings  # the store layer: when a command runs, not --help
+    from kbmcp.workspace import Workspace
+
     root = ctx.find_root().obj
     settings = load_settings().with_db(root.get("db")).with_immutable(root.get("immutable", False))
     workspace = Workspace(settings, create=create, long_lived=long_lived)
     try:
         yield workspace
+    except BaseException:
+        # A new file is complete or absent: a first `add` that failed (a full disk) does not
+        # leave the empty knowledge base it created behind.
+        workspace.close()
+        workspace.store.remove_if_created_and_empty()
+        raise
     finally:
         workspace.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from kbmcp.cli.common import Utf8Text, echo_json
+from kbmcp.cli.doctor_lines import contents
 from kbmcp.wording import counted
 
 
@@ -27,26 +28,35 @@ def copy_command(source: str, destination: str, force: bool, as_json: bool) -> N
       kbmcp copy kb.db postgresql://kbmcp@db.internal/kbmcp
       kbmcp copy postgresql://kbmcp@db.internal/kbmcp restored.db
     """
+    from kbmcp.cli.audit import record_on_database
+    from kbmcp.errors import KbError
     from kbmcp.store.copy import copy_store
 
-    report = copy_store(
-        source,
-        destination,
-        force=force,
-        progress=lambda line: click.echo(f"  {line}", err=True),
-    )
+    try:
+        report = copy_store(
+            source,
+            destination,
+            force=force,
+            progress=lambda line: click.echo(f"  {line}", err=True),
+        )
+    except KbError as error:  # recorded where the copy would have gone (left as it was)
+        record_on_database(destination, "copy", error.code, {"source": _shown(source)})
+        raise
+    record_on_database(destination, "copy", "ok", {"source": report.source, "rows": report.rows})
     if as_json:
         echo_json(report)
         return
     rows = report.rows
+    # The contents in doctor's words and numbers (`kbmcp --db DST doctor` says the same).
     click.echo(
-        f"copied {report.source} to {report.destination}: "
-        f"{counted(rows.get('tenant', 0), 'tenant')}, "
-        f"{counted(rows.get('knowledge_base', 0), 'store')}, "
-        f"{counted(rows.get('document', 0), 'document')}, "
-        f"{counted(rows.get('revision', 0), 'revision')}, "
-        f"{counted(rows.get('chunk', 0), 'chunk')} "
-        f"({report.indexed_chunks} indexed), "
-        f"{counted(rows.get('token', 0), 'token')} "
-        f"in {report.seconds:.1f}s; counts verified"
+        f"copied {report.source} to {report.destination}: {contents(report.contents)}; "
+        f"{counted(rows.get('tenant', 0), 'tenant')}, {counted(rows.get('token', 0), 'token')}; "
+        f"counts verified, in {report.seconds:.1f}s"
     )
+
+
+def _shown(target: str) -> str:
+    """A database as messages show it (a URL without its password: never a secret)."""
+    from kbmcp.store.postgres.url import is_postgres_url, shown_url
+
+    return shown_url(target) if is_postgres_url(target) else target

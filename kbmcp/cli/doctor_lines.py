@@ -45,6 +45,7 @@ SHOWN = frozenset(
         "recorded_model",
         "configured_embedder",
         "counts",
+        "id_key",
         "model",
         "warnings",  # printed on stderr by the command
     }
@@ -57,7 +58,8 @@ def doctor_lines(report: Mapping[str, Any]) -> list[str]:
         *_database_lines(report),
         *_model_lines(report["model"], report.get("recorded_model"), _holder(report)),
         f"embedder setting: {report['configured_embedder']} (KBMCP_EMBEDDER)",
-        "contents: " + _contents(report["counts"]),
+        "contents: " + contents(report["counts"]),
+        _id_key_line(report.get("id_key"), _holder(report)),
     ]
     for key, value in report.items():
         if key not in SHOWN:
@@ -136,7 +138,26 @@ def _fingerprint(fingerprint: Mapping[str, Any]) -> str:
     )
 
 
-def _contents(counts: Mapping[str, int]) -> str:
+def _id_key_line(id_key: Mapping[str, Any] | None, holder: str) -> str:
+    """How the ids are made, in words: keyed (nobody can compute an id from a name without
+    the key) or not, by whose key, since when, and what to do about a weakness."""
+    if id_key is None:
+        return f"ids: {holder} has no id key yet (it gets one at its first write)"
+    since = str(id_key["created_at"])[:10]
+    if id_key["origin"] == "pinned":
+        key = "a key pinned for tests (KBMCP_TEST_ID_KEY)"
+    else:
+        key = f"{holder}'s own random key"
+    line = f"ids: keyed with {key}, since {since}"
+    notes = list(id_key.get("notes") or [])
+    if not notes:
+        return f"{line}: an id reveals nothing about a name or content"
+    return f"{line}; " + "; ".join(notes)
+
+
+def contents(counts: Mapping[str, int]) -> str:
+    """The counts in words, doctor's order: `1 knowledge base, 3 documents, ...` (`kbmcp copy`
+    says what it copied in the same words)."""
     known = [counted(counts[key], noun) for key, noun in COUNTED if key in counts]
     others = [f"{_label(key)} {value}" for key, value in counts.items() if key not in dict(COUNTED)]
     return ", ".join(known + others)

@@ -9,12 +9,11 @@ import click
 
 from kbmcp.cli.common import echo_json, open_workspace, printable
 from kbmcp.cli.progress import chunk_progress
-from kbmcp.config import MAX_RRF_K
-from kbmcp.ingest.chunker import ChunkingOptions
-from kbmcp.search.models import MAX_LIMIT, MODE_ALIASES, MODES
+from kbmcp.search.limits import MAX_LIMIT, MAX_RRF_K, MODE_ALIASES, MODES
 from kbmcp.wording import counted
 
 if TYPE_CHECKING:
+    from kbmcp.ingest.chunker import ChunkingOptions
     from kbmcp.service.evaluate import EvalReport
 
 DEFAULT_EVAL_MODES = ("lexical", "semantic", "hybrid", "rrf")
@@ -170,6 +169,8 @@ def eval_command(
 
 
 def _chunking(chunk_chars: int | None, chunk_overlap: int | None) -> ChunkingOptions | None:
+    from kbmcp.ingest.chunker import ChunkingOptions  # the parsers: only when eval runs
+
     if chunk_chars is None and chunk_overlap is None:
         return None
     defaults = ChunkingOptions()

@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from kbmcp.access import Principal
+from kbmcp.cli.audit import audited
 from kbmcp.cli.common import UTF8_TEXT, open_workspace, pairs_option, print_result, printable
+from kbmcp.cli.summaries import WholeSummaries
 from kbmcp.errors import InvalidRequest
-from kbmcp.service import memories
-from kbmcp.service.memories import MemoryInfo
-from kbmcp.service.tenants import act_as_tenant
+from kbmcp.memory_defaults import DEFAULT_LIST, DEFAULT_MEMORY_STORE, MAX_LIST
+from kbmcp.tags import tag_pairs
 from kbmcp.wording import counted
-from kbmcp.workspace import Workspace
+
+if TYPE_CHECKING:  # the service layer loads when a command runs, not for --help
+    from kbmcp.access import Principal
+    from kbmcp.service.memories import MemoryInfo
+    from kbmcp.workspace import Workspace
 
 T = TypeVar("T")
 
@@ -45,7 +49,7 @@ PREVIEW_CHARS = 100
 @click.option(
     "--store",
     default=None,
-    help=f"Memory store name or id (default: '{memories.DEFAULT_STORE}', created on first use).",
+    help=f"Memory store name or id (default: '{DEFAULT_MEMORY_STORE}', created on first use).",
 )
 @TAG_OPTION
 @click.option("--source", default=None, type=UTF8_TEXT, help="Where the fact comes from.")
@@ -77,6 +81,8 @@ def remember(
     The same text in the same store is one memory: its id is printed again.
     Correct a fact with --replace MEMORY_ID (same id, a new revision).
     """
+    from kbmcp.service import memories
+
     content = sys.stdin.read() if text == "-" else text
     tag_map = _tag_map(tags)
     _run(
@@ -95,6 +101,8 @@ def remember(
         ),
         lambda r: f"{r.outcome} {r.memory_id} in {printable(r.memory_store)} ({r.memory_store_id})",
         create=True,
+        action="remember",
+        given=[memory_id or ""],
     )
 
 
@@ -105,16 +113,20 @@ def remember(
 @click.pass_context
 def forget(ctx: click.Context, memory_id: str, tenant_ref: str | None, as_json: bool) -> None:
     """Forget a memory: gone from search at once, kept for audit (`memory list --all`)."""
+    from kbmcp.service import memories
+
     _run(
         ctx,
         as_json,
         tenant_ref,
         lambda ws, who: memories.forget(ws, who, memory_id),
         lambda r: f"{r.outcome.replace('_', ' ')} {r.memory_id} at {r.forgotten_at}",
+        action="forget",
+        given=[memory_id],
     )
 
 
-@click.group()
+@click.group(cls=WholeSummaries)
 def memory() -> None:
     """Memories: facts agents (or you) remember, searched together with documents."""
 
@@ -124,8 +136,8 @@ def memory() -> None:
 @click.option("--all", "include_forgotten", is_flag=True, help="Include forgotten memories.")
 @click.option(
     "--limit",
-    type=click.IntRange(1, memories.MAX_LIST),
-    default=memories.DEFAULT_LIST,
+    type=click.IntRange(1, MAX_LIST),
+    default=DEFAULT_LIST,
     show_default=True,
     help="Memories to list.",
 )
@@ -141,6 +153,8 @@ def memory_list(
     as_json: bool,
 ) -> None:
     """List memories, most recently updated first."""
+    from kbmcp.service import memories
+
     _run(
         ctx,
         as_json,
@@ -167,6 +181,8 @@ def store_create(
     ctx: click.Context, name: str, tags: tuple[str, ...], tenant_ref: str | None, as_json: bool
 ) -> None:
     """Create a memory store; its tags match every memory in it in tag filters."""
+    from kbmcp.service import memories
+
     tag_map = _tag_map(tags)
     _run(
         ctx,
@@ -175,6 +191,7 @@ def store_create(
         lambda ws, who: memories.create_memory_store(ws, who, name, tags=tag_map),
         lambda s: f"created memory store {printable(s.name)} ({s.memory_store_id})",
         create=True,
+        action="memory store create",
     )
 
 
@@ -184,6 +201,8 @@ def store_create(
 @click.pass_context
 def store_list(ctx: click.Context, tenant_ref: str | None, as_json: bool) -> None:
     """List memory stores with their tags and memory counts."""
+    from kbmcp.service import memories
+
     _run(
         ctx,
         as_json,
@@ -208,13 +227,21 @@ def _run(
     render: Callable[[T], str | list[str]],
     *,
     create: bool = False,
+    action: str | None = None,
+    given: Iterable[str] = (),
 ) -> None:
-    """One service call as the local owner (or `--tenant`); print JSON or lines."""
+    """One service call as the local owner (or `--tenant`); print JSON or lines. A call that
+    writes names its `action`: it is recorded in the audit trail."""
+    from kbmcp.service.tenants import act_as_tenant
+
     with open_workspace(ctx, create=create) as workspace:
         principal = workspace.local_principal()
         if tenant_ref is not None:
             principal = act_as_tenant(workspace, principal, tenant_ref)
-        result = call(workspace, principal)
+        if action is None:
+            result = call(workspace, principal)
+        else:
+            result = audited(workspace, principal, action, call, given=given)
     print_result(result, as_json, render)
 
 
@@ -238,7 +265,7 @@ def _memory_line(item: MemoryInfo) -> str:
     text = " ".join(item.content.split())
     preview = text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
     status = "" if item.status == "published" else " [forgotten]"
-    tags = f"  [{_tags_text(item.tags)}]" if item.tags else ""
+    tags = f"  [{_tags_text(tag_pairs(item.tags))}]" if item.tags else ""
     return (
         f"{item.memory_id}  {printable(item.memory_store)}  {item.updated_at}{status}{tags}  "
         f"{printable(preview)}"

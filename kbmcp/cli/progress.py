@@ -8,8 +8,11 @@ Why these units: a file count says nothing while one large file embeds for minut
 18/155 files for 13 minutes while its ETA climbed to two hours). The service reports bytes, with
 the file being embedded counted in proportion to its chunks that have vectors, so the bar moves
 while a large file embeds, and the ETA is the remaining bytes at the recent rate (rich's speed
-estimate over the last 30 s), whatever the sizes of the files. The file being embedded is shown
-on a second line once it has taken more than SLOW_FILE_SECONDS.
+estimate over the last 30 s), whatever the sizes of the files; it is left out until there is a
+rate. The file being embedded, or read (a large PDF's extraction takes minutes: its page), is
+shown on a second line once it has taken more than SLOW_FILE_SECONDS:
+
+      reading docs/manuals/big-manual.pdf: page 120 of 950, for 0:00:27
 
 rich draws the lines: it redraws a few times a second (so elapsed time moves during a long
 embedding or while the model loads), erases them at the end (the one-line summary stands alone),
@@ -57,6 +60,12 @@ class AddProgress(Protocol):
     def current_chunks_done(self) -> int: ...
     @property
     def current_chunks_total(self) -> int: ...
+    @property
+    def current_action(self) -> str: ...
+    @property
+    def current_pages_done(self) -> int: ...
+    @property
+    def current_pages_total(self) -> int: ...
 
 
 @dataclass
@@ -73,6 +82,8 @@ class Frame:
     current_file: str | None = None
     current_chunks: tuple[int, int] = (0, 0)
     current_for: float = 0.0  # seconds the current file has been the current one
+    current_action: str = "embedding"  # or "reading" (a PDF: current_pages)
+    current_pages: tuple[int, int] = (0, 0)
 
 
 def progress_lines(frame: Frame, width: int) -> list[tuple[str, float | None]]:
@@ -85,7 +96,9 @@ def progress_lines(frame: Frame, width: int) -> list[tuple[str, float | None]]:
     percent = f"{fraction:4.0%}"
     # Most useful first: they are kept, in this order, while the terminal is wide enough.
     optional = [
-        ("eta", "ETA " + (_clock(frame.remaining) if frame.remaining is not None else "-:--:--")),
+        # No ETA until there is a rate to base it on (a first large file moves nothing for a
+        # while): "ETA -:--:--" said nothing for the first minute.
+        ("eta", "" if frame.remaining is None else f"ETA {_clock(frame.remaining)}"),
         ("amount", _amount(frame.done, frame.total, frame.unit)),
         ("files", "" if frame.files is None else f"{frame.files[0]}/{frame.files[1]} files"),
         ("elapsed", _clock(frame.elapsed)),
@@ -106,11 +119,14 @@ def progress_lines(frame: Frame, width: int) -> list[tuple[str, float | None]]:
     else:
         lines.append((_fit(text, width), None))
     if frame.current_file is not None and frame.current_for >= SLOW_FILE_SECONDS:
-        done, total = frame.current_chunks
+        reading = frame.current_action == "reading"
+        done, total = frame.current_pages if reading else frame.current_chunks
+        noun = "page" if reading else "chunk"
         tails = [f", for {_clock(frame.current_for)}", ""]
         if total:
-            tails[:0] = [f": chunk {done} of {total}{tails[0]}", f": {done}/{total}"]
-        lines.append((_fit_path("  embedding ", frame.current_file, tails, width), None))
+            tails[:0] = [f": {noun} {done + reading} of {total}{tails[0]}", f": {done}/{total}"]
+        head = f"  {frame.current_action} "
+        lines.append((_fit_path(head, frame.current_file, tails, width), None))
     return lines
 
 
@@ -164,12 +180,15 @@ class _Display:
         self.task = self.progress.add_task(label, total=None)
 
     def add_report(self, report: AddProgress) -> None:
-        if report.current_file != self.extra.get("current_file"):
+        current = (report.current_file, report.current_action)
+        if current != (self.extra.get("current_file"), self.extra.get("current_action")):
             self.current_since = self.clock()
         self.extra = {
             "files": (report.files_done, report.files_total),
             "current_file": report.current_file,
             "current_chunks": (report.current_chunks_done, report.current_chunks_total),
+            "current_action": report.current_action,
+            "current_pages": (report.current_pages_done, report.current_pages_total),
         }
         self.progress.update(self.task, completed=report.bytes_done, total=report.bytes_total)
 
@@ -190,6 +209,8 @@ class _Display:
             current_file=current_file,
             current_chunks=self.extra.get("current_chunks", (0, 0)),
             current_for=0.0 if current_file is None else self.clock() - self.current_since,
+            current_action=self.extra.get("current_action", "embedding"),
+            current_pages=self.extra.get("current_pages", (0, 0)),
         )
 
     def renderable(self, width: int) -> Any:

@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import click
 
 from kbmcp.cli.common import UTF8_TEXT, echo_json, open_workspace, pairs_option, printable
-from kbmcp.config import MAX_RRF_K
-from kbmcp.search.models import (
+from kbmcp.cli.flags import flag
+from kbmcp.search.limits import (
     DEFAULT_ALPHA,
     DEFAULT_LIMIT,
     DEFAULT_MODE,
+    MAX_HALF_LIFE,
     MAX_LIMIT,
+    MAX_RRF_K,
     MODE_ALIASES,
     MODES,
-    SearchFilters,
-    SearchRequest,
-    SearchResponse,
 )
-from kbmcp.service.listing import resolve_knowledge_bases
-from kbmcp.service.memories import resolve_memory_stores
 from kbmcp.wording import counted
+
+if TYPE_CHECKING:
+    from kbmcp.search.models import SearchResponse
 
 
 @click.command()
@@ -35,7 +36,7 @@ from kbmcp.wording import counted
 )
 @click.option(
     "--alpha",
-    type=float,
+    type=click.FloatRange(0.0, 1.0),
     default=None,
     help=f"Lexical weight in hybrid mode (0: semantic only, 1: lexical only; default "
     f"{DEFAULT_ALPHA}).",
@@ -47,11 +48,14 @@ from kbmcp.wording import counted
     help="RRF constant (default: $KBMCP_RRF_K or 60).",
 )
 @click.option(
-    "--min-similarity", type=float, default=None, help="Cosine floor for vector candidates."
+    "--min-similarity",
+    type=click.FloatRange(-1.0, 1.0),
+    default=None,
+    help="Cosine floor for vector candidates (keyword matches are kept).",
 )
 @click.option(
     "--limit",
-    type=int,
+    type=click.IntRange(min=1),
     default=DEFAULT_LIMIT,
     show_default=True,
     help=f"Results to return (at most {MAX_LIMIT}; more is clamped, as in the MCP tool).",
@@ -85,7 +89,7 @@ from kbmcp.wording import counted
 )
 @click.option(
     "--half-life",
-    type=float,
+    type=click.FloatRange(min=0.0, max=MAX_HALF_LIFE),
     default=None,
     metavar="DAYS",
     help="Memories' recency half-life in days, 0 for none (default: "
@@ -119,6 +123,9 @@ def search(
       kbmcp search "backup" --kb handbook --path ops/ --tag team=infra --mode lexical
       kbmcp search "deploy freeze" --only memories --half-life 30
     """
+    from kbmcp.search.models import SearchFilters, SearchRequest
+    from kbmcp.service.listing import resolve_knowledge_bases
+    from kbmcp.service.memories import resolve_memory_stores
     from kbmcp.service.search import search as run_search  # numpy and the engine: when run
 
     with open_workspace(ctx) as workspace:
@@ -157,8 +164,8 @@ def search(
 def _print_readable(response: SearchResponse) -> None:
     stats = response.stats
     if not response.results:
-        unmatched = (
-            f" (filters that matched nothing: {', '.join(stats.filters_unmatched)})"
+        unmatched = (  # in the flags the user typed: --path, not document_paths
+            f" (filters that matched nothing: {', '.join(map(flag, stats.filters_unmatched))})"
             if stats.filters_unmatched
             else ""
         )

@@ -6,21 +6,22 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from kbmcp.access import principal_for_secret
 from kbmcp.cli.common import UTF8_TEXT, Utf8Path, open_workspace
 from kbmcp.errors import KbError
-from kbmcp.service.tokens import count_usable_tokens
-from kbmcp.workspace import Workspace
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
     from kbmcp.server.auth import PrincipalSource, StoreTokenVerifier
+    from kbmcp.server.tools import ServerOptions
     from kbmcp.service.ingest import IngestReport
+    from kbmcp.workspace import Workspace
 
 TOKEN_ENV = "KBMCP_TOKEN"
 
@@ -36,6 +37,11 @@ watch_logger = logging.getLogger("kbmcp.watch")
     default=None,
     type=click.IntRange(0, 65535),
     help="HTTP: port (0 picks a free one) [default: 8765].",
+)
+@click.option(
+    "--no-ui",
+    is_flag=True,
+    help="HTTP: serve /mcp only, without the web page at / (see docs/web.md).",
 )
 @click.option(
     "--log-level",
@@ -71,6 +77,7 @@ def serve(
     use_http: bool,
     host: str | None,
     port: int | None,
+    no_ui: bool,
     log_level: str,
     watch_folders: tuple[Path, ...],
     watch_kb: str,
@@ -79,57 +86,70 @@ def serve(
     """Serve the knowledge base to agents over MCP.
 
     \b
-    stdio (desktop agents launch this as a subprocess):  kbmcp serve
-    HTTP (one server, many clients):  kbmcp serve --http --port 8765
+    Examples:
+      kbmcp serve                          # stdio: desktop agents launch it themselves
+      kbmcp serve --http --port 8765       # HTTP: one server, many clients
+      kbmcp serve --watch ./docs --watch-kb handbook   # keep a folder indexed meanwhile
 
     HTTP requires 'Authorization: Bearer <token>' as soon as the file has a usable token
     (`kbmcp token create`); without tokens it serves loopback addresses only. stdio runs as
     the local owner, or as the token in $KBMCP_TOKEN. GET /health answers without a token.
-    Keep a folder indexed while serving:  kbmcp serve --watch ./docs --watch-kb handbook
+    HTTP also serves a web page at / (same port, same tokens) to look through what agents
+    see: knowledge bases, search, a reader, memories; --no-ui leaves it out.
     A read-only file (read-only mount, no write permission) is served read-only.
     """
-    if not use_http and (host is not None or port is not None):
-        raise click.UsageError("--host and --port apply to --http")
+    if not use_http and (host is not None or port is not None or no_ui):
+        raise click.UsageError("--host, --port and --no-ui apply to --http")
     # Imported here: the MCP SDK takes ~0.4 s to import, which every other command would pay.
+    from kbmcp.leases import idle_seconds_from_env
     from kbmcp.server.app import build_server, server_options_from_env
     from kbmcp.server.transports import configure_logging, run_http, run_stdio
 
     configure_logging(log_level)
     options = server_options_from_env()
+    idle_seconds = idle_seconds_from_env()
     with (
         open_workspace(ctx, create=create, long_lived=True) as workspace,
         watching(workspace, list(watch_folders), watch_kb),
     ):
-        warm_up = lambda: _warm_up(workspace)  # noqa: E731
+        warm_up = lambda: _warm_up(workspace, idle_seconds)  # noqa: E731
         if use_http:
             if os.environ.get(TOKEN_ENV):
                 logger.warning("%s applies to stdio; HTTP clients send their own tokens", TOKEN_ENV)
             bind = host or "127.0.0.1"
             verifier = http_verifier(workspace, bind)
-            try:
-                run_http(
-                    build_server(workspace, options, token_verifier=verifier),
-                    host=bind,
-                    port=8765 if port is None else port,
-                    verifier=verifier,
-                    warm_up=warm_up,
-                    log_level=log_level,
-                )
-            finally:
-                if verifier is not None:
-                    verifier.close()
+            run_http(
+                build_server(workspace, options, token_verifier=verifier),
+                host=bind,
+                port=8765 if port is None else port,
+                verifier=verifier,
+                warm_up=warm_up,
+                log_level=log_level,
+                web=None if no_ui else web_page(workspace, verifier, options),
+            )
         else:
             server = build_server(workspace, options, principals=_stdio_principals(workspace))
             run_stdio(server, warm_up=warm_up)
+
+
+def web_page(
+    workspace: Workspace, verifier: StoreTokenVerifier | None, options: ServerOptions
+) -> Callable[[ASGIApp], ASGIApp]:
+    """The web page (kbmcp/web/) beside the MCP app, with the same token check and options."""
+    from kbmcp.web.app import web_app, with_web_ui
+
+    page = web_app(workspace, verifier=verifier, options=options)
+    return lambda mcp_app: with_web_ui(mcp_app, page)
 
 
 def http_verifier(workspace: Workspace, host: str) -> StoreTokenVerifier | None:
     """Authentication is on as soon as the file has a usable token. Without one, the server runs
     as the local owner, and only where nobody else can reach it (loopback)."""
     from kbmcp.server.auth import StoreTokenVerifier, is_loopback
+    from kbmcp.service.tokens import count_usable_tokens
 
     if count_usable_tokens(workspace, workspace.local_principal()) > 0:
-        return StoreTokenVerifier(workspace.store)
+        return StoreTokenVerifier(workspace)
     if not is_loopback(host):
         raise click.UsageError(
             f"refusing to serve {host} without authentication: this file has no usable token. "
@@ -147,6 +167,7 @@ def http_verifier(workspace: Workspace, host: str) -> StoreTokenVerifier | None:
 
 def _stdio_principals(workspace: Workspace) -> PrincipalSource:
     """stdio runs as the local owner, or as KBMCP_TOKEN's principal when it is set."""
+    from kbmcp.access import principal_for_secret
     from kbmcp.server.auth import LocalOwner, TokenPrincipals
 
     secret = os.environ.get(TOKEN_ENV, "").strip()
@@ -202,12 +223,14 @@ def watching(workspace: Workspace, folders: list[Path], kb_name: str) -> Iterato
         thread.join(timeout=10)
 
 
-def _warm_up(workspace: Workspace) -> None:
+def _warm_up(workspace: Workspace, idle_seconds: float) -> None:
     """Load the embedding model and check it against the file before the first query, so the
     first search is as fast as the rest. A mismatch is logged, not fatal: reading and listing
-    still work, and searches report the error with the command that fixes it."""
+    still work, and searches report the error with the command that fixes it. Then the
+    connections the server holds between requests are closed when idle (PostgreSQL)."""
     try:
         workspace.ensure_model()
         workspace.embedder.embed(["warm up"])
     except KbError as error:
         logger.warning("%s", error.message)
+    workspace.close_idle_connections(idle_seconds)

@@ -40,6 +40,15 @@ BLOCKS = frozenset({
     "address", "hr", "body", "center",
 })  # fmt: skip
 CELLS = frozenset({"td", "th"})
+# A Sphinx table of contents (`.. toctree::`): links to other pages, each indexed on its own.
+# Dropped from every page, as navigation is; a page that was nothing but headings and tables of
+# contents (Sphinx's contents.html, a section's index) is skipped with this reason.
+TABLE_OF_CONTENTS = ".toctree-wrapper"
+TABLE_OF_CONTENTS_PAGE = "table of contents page"
+# A Sphinx rubric (`<p class="rubric">`): an informal heading, such as "Footnotes" before the
+# footnotes at the end of a page; written as a heading one level below the one before it, so
+# that what follows is cited under it, not under the page's last section.
+RUBRIC = "rubric"
 
 _SPACES = re.compile(r"\s+")
 _ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
@@ -51,6 +60,7 @@ _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", r
 class HtmlText:
     content: str
     title: str | None  # the first <h1> of the main content, else <title>
+    reason: str | None = None  # why the page is not a document (its text is kept all the same)
 
 
 def decode_html(data: bytes) -> str | None:
@@ -81,12 +91,17 @@ def html_to_text(html: str) -> HtmlText:
     for link in main.css('a[href^="#"]'):
         if _ZERO_WIDTH.sub("", _inline(link.text())) in PERMALINK_MARKS:
             link.decompose()
+    tables_of_contents = main.css(TABLE_OF_CONTENTS)
+    for node in tables_of_contents:
+        node.decompose()
     writer = _Writer()
     writer.walk(main)
     writer.flush()
     h1 = main.css_first("h1")
     title = _inline(h1.text()) if h1 is not None else ""
-    return HtmlText("\n\n".join(writer.blocks), title or page_title or None)
+    only_headings = all(block.startswith("#") for block in writer.blocks)
+    reason = TABLE_OF_CONTENTS_PAGE if tables_of_contents and only_headings else None
+    return HtmlText("\n\n".join(writer.blocks), title or page_title or None, reason)
 
 
 def _inline(text: str) -> str:
@@ -101,17 +116,20 @@ class _Writer:
         self.line: list[str] = []  # inline text of the open paragraph's current line
         self.lines: list[str] = []  # finished lines of the open paragraph (after <br>)
         self.marker = ""  # "- " for the first paragraph of a list item
+        self.level = 0  # the level of the last heading written
 
     def walk(self, node: LexborNode) -> None:
         for child in node.iter(include_text=True):
             tag = child.tag
             if tag == "-text":
                 self.line.append(child.text(deep=False) or "")
-            elif tag in HEADINGS:
+            elif tag in HEADINGS or (tag == "p" and RUBRIC in _classes(child)):
                 self.flush()
                 text = _inline(child.text())
                 if text:
-                    self.blocks.append(f"{'#' * HEADINGS[tag]} {text}")
+                    level = HEADINGS.get(tag) or min(6, self.level + 1)
+                    self.level = level if tag in HEADINGS else self.level
+                    self.blocks.append(f"{'#' * level} {text}")
             elif tag == "pre":
                 self.flush()
                 self._code(_pre_text(child))
@@ -149,6 +167,10 @@ class _Writer:
         longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
         fence = "`" * max(3, longest + 1)
         self.blocks.append(f"{fence}\n{code}\n{fence}")
+
+
+def _classes(node: LexborNode) -> list[str]:
+    return (node.attributes.get("class") or "").split()
 
 
 def _pre_text(pre: LexborNode) -> str:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import errno
 import functools
 import hashlib
+import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from kbmcp.ingest.html import decode_html, html_to_text
 from kbmcp.ingest.pdf import pdf_to_text
-from kbmcp.ingest.walker import SYMLINK_LOOP, SourceFile
+from kbmcp.ingest.walker import SYMLINK_LOOP, SourceFile, special_file_reason
 from kbmcp.store.ingest import FileSignature, RecordedFile
 
 BINARY_SNIFF_BYTES = 8192
@@ -66,8 +68,10 @@ class FileBytes:
 # read again.
 # html 2: permalink marks dropped, asides in the main content kept, DocBook navigation dropped,
 # several <code> blocks in one <pre> on lines of their own.
+# html 3: Sphinx tables of contents dropped, rubrics ("Footnotes") as headings.
 # pdf 2: NFKC (ligatures), pages with under 20 letters and digits left out, printed labels.
-EXTRACTION_VERSIONS = {"html": 2, "pdf": 2}
+# pdf 3: control characters dropped; short pages kept when nothing longer is (scans: not).
+EXTRACTION_VERSIONS = {"html": 3, "pdf": 3}
 
 
 def extraction_version(kind: str) -> int:
@@ -83,10 +87,10 @@ def file_signature(path: Path) -> FileSignature | None:
     """The file's size, mtime and inode (following a link), or None when it cannot be stat'ed."""
     checked_ns = time.time_ns()
     try:
-        stat = path.stat()
+        status = path.stat()
     except (OSError, RuntimeError):  # (RuntimeError: a symlink loop on Python < 3.13)
         return None
-    return FileSignature(stat.st_size, stat.st_mtime_ns, stat.st_ino, checked_ns)
+    return FileSignature(status.st_size, status.st_mtime_ns, status.st_ino, checked_ns)
 
 
 def read_file(path: Path) -> FileBytes:
@@ -96,13 +100,16 @@ def read_file(path: Path) -> FileBytes:
     return FileBytes(data, signature, reason)
 
 
-def extract(source: SourceFile, file: FileBytes) -> Extracted:
-    """The stored text of a file read by `read_file`, or why it is skipped."""
+def extract(
+    source: SourceFile, file: FileBytes, on_page: Callable[[int, int], None] | None = None
+) -> Extracted:
+    """The stored text of a file read by `read_file`, or why it is skipped. `on_page(pages
+    done, pages)`: the progress of a PDF's extraction."""
     data = file.data
     if data is None:
         return Extracted(None, source.kind, reason=file.reason)
     if source.kind == "pdf":
-        pdf = pdf_to_text(data)
+        pdf = pdf_to_text(data, on_page)
         return Extracted(pdf.content, "pdf", pdf.title, pdf.reason)
     if source.kind == "html":
         html = decode_html(data)
@@ -112,26 +119,43 @@ def extract(source: SourceFile, file: FileBytes) -> Extracted:
             page = html_to_text(html)
         except RecursionError:  # nesting deeper than Python's stack: a hostile page
             return Extracted(None, "html", reason=UNREADABLE_HTML)
+        if page.reason is not None:
+            return Extracted(None, "html", reason=page.reason)
         if not page.content.strip():
             return Extracted(None, "html", reason=NO_TEXT)
         return Extracted(page.content + "\n", "html", page.title)
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         return Extracted(None, source.kind, reason=BINARY)
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError:
         return Extracted(None, source.kind, reason=NOT_UTF8)
-    return Extracted(text.removeprefix("\ufeff"), source.kind)
+    if not text.strip():  # an empty file (a placeholder, a stub): no document without a chunk
+        return Extracted(None, source.kind, reason=NO_TEXT)
+    return Extracted(text, source.kind)
 
 
 def _read_bytes(path: Path) -> tuple[bytes | None, str | None]:
+    """The bytes of a regular file only. A FIFO, a socket or a device is never read: opening a
+    FIFO for reading waits for a writer (forever), a device may never end (/dev/zero) or act
+    when opened. The type is checked before opening (a device is not even opened), and again
+    on the opened descriptor, which is opened without blocking, in case the path was replaced
+    in between."""
     try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            return None, TOO_LARGE
-        return path.read_bytes(), None
+        reason = special_file_reason(os.stat(path).st_mode)
+        if reason is not None:
+            return None, reason
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(descriptor, "rb") as file:
+            status = os.fstat(file.fileno())
+            reason = special_file_reason(status.st_mode)
+            if reason is not None:
+                return None, reason
+            if status.st_size > MAX_FILE_BYTES:
+                return None, TOO_LARGE
+            data = file.read(MAX_FILE_BYTES + 1)  # (it may have grown since)
+        return (None, TOO_LARGE) if len(data) > MAX_FILE_BYTES else (data, None)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return None, SYMLINK_LOOP
-        if isinstance(exc, IsADirectoryError):
-            return None, "not a regular file"
         return None, f"unreadable ({exc.strerror or type(exc).__name__})"

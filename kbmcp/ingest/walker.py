@@ -18,7 +18,9 @@ that applies decides:
 
 A file or folder given directly is taken as named (hidden, ignore files and build folder names
 do not apply to it); `--exclude`, `--include` and the format rule still apply to a named file.
-A skipped folder counts once, whatever it holds. Reading (binary, UTF-8, size) comes later.
+A skipped folder counts once, whatever it holds. Reading (binary, UTF-8, size) comes later; only
+regular files are read (kbmcp/ingest/reader.py): a FIFO, a socket or a device found here is
+skipped there, by `special_file_reason`, without being opened.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import dataclasses
 import errno
 import functools
 import os
+import stat
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -52,6 +55,7 @@ SYMLINK_LOOP = "symlink loop"
 BROKEN_SYMLINK = "broken symlink"
 SYMLINK_OUTSIDE = "symlink outside folder"
 SYMLINKED_FOLDER = "symlinked folder (not followed)"
+NOT_REGULAR = "not a regular file"
 
 
 @dataclass(frozen=True)
@@ -163,8 +167,12 @@ def iter_source_files(
             source = walker.file(resolved, resolved.name, resolved.parent, display=given)
             if source is not None:
                 yield dataclasses.replace(source, named=True)
-        else:
-            report.skip(given, "not a regular file")
+        else:  # a FIFO, a socket, a device: never opened (reading one can block forever)
+            try:
+                reason = special_file_reason(resolved.stat().st_mode) or NOT_REGULAR
+            except OSError:
+                reason = NOT_REGULAR
+            report.skip(given, reason)
 
 
 class _Walker:
@@ -277,3 +285,21 @@ def _symlink_reason(path: Path, root: Path) -> str | None:
     if not target.is_relative_to(root):
         return SYMLINK_OUTSIDE
     return None
+
+
+# What is not a regular file, by its type: the reason it is skipped.
+SPECIAL_FILES = (
+    (stat.S_ISDIR, "folder"),
+    (stat.S_ISFIFO, "FIFO"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
+
+
+def special_file_reason(mode: int) -> str | None:
+    """None for a regular file; else why it is skipped, e.g. "not a regular file (FIFO)"."""
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in SPECIAL_FILES if test(mode)), "unknown type")
+    return f"{NOT_REGULAR} ({kind})"

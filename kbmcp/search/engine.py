@@ -21,7 +21,13 @@ from kbmcp.clock import now_iso
 from kbmcp.neutralise import neutralise
 from kbmcp.search.excerpt import make_excerpts
 from kbmcp.search.floor import similarity_floor
-from kbmcp.search.models import SearchResponse, SearchResult, SearchStats, chunk_citation
+from kbmcp.search.models import (
+    SearchResponse,
+    SearchResult,
+    SearchStats,
+    chunk_citation,
+    reference,
+)
 from kbmcp.search.query_text import query_terms
 from kbmcp.search.ranking import Ranking
 from kbmcp.search.request import SearchArguments
@@ -130,6 +136,13 @@ def _results(
                 path=row.path,
                 heading_path=heading_path,
                 excerpt=neutralise(excerpt),
+                reference=reference(
+                    row.knowledge_base_name,
+                    row.path,
+                    row.line_start,
+                    row.line_end,
+                    row.revision_id,
+                ),
                 citation=chunk_citation(row, row.format, heading_path, row.revision_sha256),
                 lexical_rank=row.lexical_rank,
                 lexical_score=row.lexical_score,

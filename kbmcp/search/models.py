@@ -13,28 +13,25 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol
 
 from kbmcp.described import Described
-
-MODES = ("hybrid", "lexical", "semantic", "rrf")
-MODE_ALIASES = {"keyword": "lexical"}
-DEFAULT_MODE = "hybrid"
-DEFAULT_ALPHA = 0.5
-# The mode each fusion parameter belongs to: given without a mode, it selects that mode; given
-# with another mode, it would do nothing, so it is an error (nothing is silently ignored).
-FUSION_PARAMETERS = {"alpha": "hybrid", "rrf_k": "rrf"}
-DEFAULT_LIMIT = 10
-MAX_LIMIT = 100
-MAX_DOCUMENT_IDS = 100
-MAX_KNOWLEDGE_BASE_IDS = 100
-MAX_MEMORY_STORE_IDS = 100
-MAX_PATH_PREFIXES = 100
-MAX_FILTER_PAIRS = 50  # keys of a tags or metadata filter
-MAX_QUERY_CHARS = 10_000
-# A read window of a document: its default and largest size in characters (targeted reads, and
-# the text include_content inlines in query results).
-DEFAULT_LIMIT_CHARS = 4000
-MAX_LIMIT_CHARS = 10_000
-# include_content inlines the text of this many distinct documents (or memories) of a query.
-MAX_INLINED_DOCUMENTS = 5
+from kbmcp.search.limits import (  # noqa: F401 (re-exported: the request's contract)
+    DEFAULT_ALPHA,
+    DEFAULT_LIMIT,
+    DEFAULT_LIMIT_CHARS,
+    DEFAULT_MODE,
+    FUSION_PARAMETERS,
+    MAX_DOCUMENT_IDS,
+    MAX_FILTER_PAIRS,
+    MAX_HALF_LIFE,
+    MAX_INLINED_DOCUMENTS,
+    MAX_KNOWLEDGE_BASE_IDS,
+    MAX_LIMIT,
+    MAX_LIMIT_CHARS,
+    MAX_MEMORY_STORE_IDS,
+    MAX_PATH_PREFIXES,
+    MAX_QUERY_CHARS,
+    MODE_ALIASES,
+    MODES,
+)
 
 
 @dataclass(frozen=True)
@@ -45,17 +42,32 @@ class Citation:
     revision_id: str
     line_start: Annotated[int, Described("1-based first line.")]
     line_end: Annotated[int, Described("1-based last line (inclusive).")]
-    char_start: Annotated[int, Described("0-based offset of the first character in the revision.")]
-    char_end: Annotated[int, Described("0-based offset after the last character (exclusive).")]
-    page: Annotated[
-        int | None, Described("1-based page of a PDF the passage is on; null for other formats.")
-    ] = None
+    char_start: Annotated[int, Described("0-based first character in the revision.")]
+    char_end: Annotated[int, Described("0-based end (exclusive).")]
+    page: Annotated[int | None, Described("1-based PDF page; null for other formats.")] = None
     sha256: Annotated[
         str,
-        Described(
-            "SHA-256 of the revision's whole text: the exact source this passage is quoted from."
-        ),
+        Described("SHA-256 of the revision's whole text."),
     ] = ""
+
+
+Reference = Annotated[
+    str,
+    Described(
+        "Paste-ready citation: knowledge base:path#Lstart-Lend@revision (a memory: its store "
+        "and id)."
+    ),
+]
+
+
+def reference(
+    knowledge_base_name: str, path: str, line_start: int, line_end: int, revision_id: str
+) -> str:
+    """`handbook:ops/restore.md#L12-L30@rev_...`: where a passage or a read window is, in one
+    string an agent can paste into its answer (a single line is `#L12`). For a memory the
+    knowledge base is its store and the path its id."""
+    lines = f"L{line_start}" if line_start == line_end else f"L{line_start}-L{line_end}"
+    return f"{knowledge_base_name}:{path}#{lines}@{revision_id}"
 
 
 class ChunkPlace(Protocol):
@@ -149,14 +161,14 @@ class InlineContent:
     """The text include_content inlines into a result: a read window from offset 0 of the
     result's revision (a memory: all of it)."""
 
-    content: Annotated[str, Described("The revision's text from its start.")]
+    content: str  # the revision's text from its start
     content_offset: int
-    content_limit: Annotated[int, Described("The window size (a memory: its whole length).")]
+    content_limit: int
     content_total_chars: int
     content_truncated: Annotated[bool, Described("Text continues after this window.")]
     next_offset: Annotated[
         int | None,
-        Described("Read on with document_id, revision_id and offset=next_offset; null at the end."),
+        Described("Read on from here (with revision_id); null at the end."),
     ]
 
 
@@ -164,72 +176,59 @@ class InlineContent:
 class SearchResult:
     kind: Annotated[
         Literal["document", "memory"],
-        Described("document: a passage of a document; memory: of a memory (see document_id)."),
+        Described("A passage of a document, or of a memory."),
     ]
     chunk_id: str
-    document_id: Annotated[
-        str, Described("The document's id (doc_...), or for a memory the memory's id (mem_...).")
-    ]
+    document_id: Annotated[str, Described("doc_..., or a memory's mem_...")]
     revision_id: str
     knowledge_base_id: Annotated[
         str,
-        Described("The knowledge base's id (kb_...), or for a memory its store's id (mst_...)."),
+        Described("kb_..., or a memory's store mst_..."),
     ]
     title: str
     path: str
     heading_path: Annotated[
         list[str], Described("Headings enclosing the passage, outermost first.")
     ]
-    excerpt: Annotated[str, Described("A bounded excerpt; fetch the full chunk with chunk_ids.")]
+    excerpt: Annotated[str, Described("Bounded; chunk_ids fetches the whole chunk.")]
+    reference: Reference
     citation: Citation
-    lexical_rank: Annotated[int | None, Described("1-based rank in the keyword channel, or null.")]
+    lexical_rank: Annotated[int | None, Described("Keyword-channel rank.")]
     # bm25 with the sign flipped from FTS5's
-    lexical_score: Annotated[float | None, Described("BM25 score (higher is better), or null.")]
-    semantic_rank: Annotated[int | None, Described("1-based rank in the vector channel, or null.")]
-    semantic_similarity: Annotated[float | None, Described("Cosine similarity, or null.")]
+    lexical_score: Annotated[float | None, Described("BM25, higher is better.")]
+    semantic_rank: Annotated[int | None, Described("Semantic-channel rank.")]
+    semantic_similarity: Annotated[float | None, Described("Cosine.")]
     score: Annotated[
         float,
-        Described("The score results are ordered by: fused, times recency_weight for memories."),
+        Described("Fused score (times recency_weight); the order."),
     ]
     recency_weight: Annotated[
         float | None,
-        Described(
-            "Memories with recency decay on: 2^(-age_days / recency_half_life_days), the factor "
-            "the fused score was multiplied by; null for documents and without decay."
-        ),
+        Described("A memory's decay factor 2^(-age_days / half-life); else null."),
     ] = None
     content: Annotated[
         InlineContent | None,
-        Described(
-            "With include_content: the text of this result's document, on the first result of "
-            "each of the first five distinct documents (or memories); null otherwise."
-        ),
+        Described("include_content: the document's text, on its first result."),
     ] = None
 
 
 @dataclass(frozen=True)
 class SearchStats:
-    lexical_candidates: Annotated[int, Described("Keyword-channel candidates found in scope.")]
-    semantic_candidates: Annotated[int, Described("Vector-channel candidates kept in scope.")]
-    scope_chunks: Annotated[int | None, Described("Chunks inside the scope; null when unscoped.")]
+    lexical_candidates: Annotated[int, Described("Found in scope.")]
+    semantic_candidates: Annotated[int, Described("Kept in scope.")]
+    scope_chunks: Annotated[int | None, Described("Null when unscoped.")]
     results: int
-    has_more: Annotated[bool, Described("More results exist beyond the limit.")]
-    limit: Annotated[int, Described("The limit applied (after clamping).")]
-    limit_clamped: Annotated[bool, Described("The requested limit was above 100 and was clamped.")]
+    has_more: Annotated[bool, Described("More beyond the limit.")]
+    limit: Annotated[int, Described("As applied.")]
+    limit_clamped: Annotated[bool, Described("Above 100, clamped.")]
     filters_unmatched: Annotated[list[str], Described("Filters that selected nothing.")]
     lexical_strategy: Annotated[
         str | None,
-        Described(
-            "How the keyword channel found candidates (fts5, postings, scan); null when it did "
-            "not run."
-        ),
+        Described("fts5, postings or scan; null: not run."),
     ]
     vector_strategy: Annotated[
         str | None,
-        Described(
-            "How the vector channel found candidates (sql_exact, vec0_scan, matrix_exact); null "
-            "when it did not run."
-        ),
+        Described("sql_exact, vec0_scan or matrix_exact; null: not run."),
     ]
     elapsed_ms: float
 
@@ -237,7 +236,7 @@ class SearchStats:
 @dataclass(frozen=True)
 class SearchResponse:
     query: str
-    mode: Annotated[str, Described("The ranking used: hybrid, lexical, semantic or rrf.")]
+    mode: Annotated[str, Described("The ranking used.")]
     alpha: float | None
     rrf_k: int | None
     results: list[SearchResult]

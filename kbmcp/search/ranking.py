@@ -46,6 +46,7 @@ class RankedRow(NamedTuple):
     revision_sha256: str
     store_kind: str  # knowledge_base.kind: documents | memories
     recency_weight: float | None  # the decay factor of a memory; None: not decayed
+    knowledge_base_name: str  # of the knowledge base or memory store (the reference's first part)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from kbmcp.search.models import (
     DEFAULT_LIMIT_CHARS,
     DEFAULT_MODE,
     FUSION_PARAMETERS,
+    MAX_HALF_LIFE,
     MAX_LIMIT,
     MAX_LIMIT_CHARS,
     MAX_QUERY_CHARS,
@@ -30,8 +31,6 @@ from kbmcp.validate import integer, number, shown
 # with depth. RRF is flat (0.705-0.713 over 10-1000).
 DEFAULT_CANDIDATES = 100
 MAX_CANDIDATES = 1000
-# A half-life longer than this is no decay worth computing (and keeps 2^(-age/h) finite).
-MAX_HALF_LIFE = 1_000_000.0
 
 
 @dataclass(frozen=True)

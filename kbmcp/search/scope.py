@@ -46,7 +46,7 @@ class Scope:
     readable_kb_ids: list[int] | None
     memory_store_ids: list[int] | None = None
     # Active filter -> its value: row ids (knowledge_base_ids, document_ids, memory_store_ids),
-    # path prefixes, {key: value} tags, {key: scalar} metadata.
+    # path prefixes, [key, value] tag pairs, {key: scalar} metadata.
     filters: dict[str, Any] = field(default_factory=dict)
     # True when the scope is every indexed chunk (no filters, every knowledge base and memory
     # store readable and included): the channels then skip the allow-list entirely.
@@ -278,16 +278,26 @@ def _key(key: Any, argument: str) -> str:
     return key.strip()
 
 
-def _tags(values: Any) -> dict[str, str]:
-    tags = {}
+def _tags(values: Any) -> list[list[str]]:
+    """The (key, value) pairs a tags filter asks for, sorted and unique: a key's value is a
+    string, or a list of strings when it must carry several (the shape results show tags in,
+    kbmcp/tags.py)."""
+    pairs = set()
     for key, value in _mapping(values, "tags").items():
-        if not isinstance(value, str) or not storable(value):
+        wanted = value if isinstance(value, list) else [value]
+        if (
+            not wanted
+            or len(wanted) > MAX_FILTER_PAIRS
+            or not all(isinstance(one, str) and storable(one) for one in wanted)
+        ):
             raise InvalidRequest(
-                f"tags: the value of {shown(key)} must be a string (got {shown(value)})",
+                f"tags: the value of {shown(key)} must be a string or a list of 1-"
+                f"{MAX_FILTER_PAIRS} strings (got {shown(value)})",
                 details={"argument": "tags", "key": key},
             )
-        tags[_key(key, "tags")] = value.strip()
-    return tags
+        clean_key = _key(key, "tags")
+        pairs.update((clean_key, one.strip()) for one in wanted)
+    return [list(pair) for pair in sorted(pairs)]
 
 
 def _metadata(values: Any) -> dict[str, Any]:

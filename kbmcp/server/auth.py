@@ -24,7 +24,7 @@ from mcp.server.auth.settings import AuthSettings
 from kbmcp.access import Principal, principal_for_secret, principal_for_token_id, readable_ids
 from kbmcp.errors import Forbidden
 from kbmcp.server.host_check import binds_loopback_only
-from kbmcp.store.backend import Connection, Store
+from kbmcp.store.backend import Connection
 from kbmcp.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ class LocalOwner:
 
     def current(self) -> Principal:
         if self._principal is None:
-            self._principal = self._workspace.local_principal()
+            self._principal = self._workspace.run_request(self._workspace.local_principal)
         return self._principal
 
 
@@ -62,10 +62,10 @@ class TokenPrincipals:
         self._secret = secret
 
     def current(self) -> Principal:
-        with self._workspace.lock:
-            principal = principal_for_secret(
-                self._workspace.store, self._workspace.conn, self._secret
-            )
+        workspace = self._workspace
+        principal = workspace.run_request(
+            lambda: principal_for_secret(workspace.store, workspace.conn, self._secret)
+        )
         if principal is None:
             raise Forbidden(
                 "KBMCP_TOKEN is not a usable token (unknown, expired or revoked)",
@@ -88,20 +88,23 @@ class BearerPrincipals:
 class StoreTokenVerifier:
     """The SDK's `TokenVerifier`, checking secrets against the token table of the database.
 
-    It has its own read connection, used only from the event loop's thread, so verifying a
-    request never waits for the workspace lock held by a running search (WAL: readers never
-    block). The lookup is one indexed row and a constant-time hash comparison. A connection the
-    PostgreSQL server dropped is replaced, and the request checked on the new one.
+    The lookup is one indexed row and a constant-time hash comparison, a read: it runs on the
+    event loop's thread with that thread's connection and never waits for the workspace lock
+    held by a writer (WAL: readers never block). As a request of its own (`run_request`), it
+    is made again on a new connection when the PostgreSQL server dropped the old one (a
+    restart, a failover), and the connection is idle between requests (closed after a while
+    on PostgreSQL: kbmcp/leases.py).
 
-    The same connection answers what an HTTP session's token may read now (`readable_now`),
-    which its resumable events are checked against (kbmcp/server/event_store.py)."""
+    The same way it answers what an HTTP session's token may read now (`readable_now`), which
+    its resumable events are checked against (kbmcp/server/event_store.py)."""
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self._conn = store.connect()
+    def __init__(self, workspace: Workspace) -> None:
+        self._workspace = workspace
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        principal = self._read(lambda conn: principal_for_secret(self._store, conn, token))
+        principal = self._read(
+            lambda conn: principal_for_secret(self._workspace.store, conn, token)
+        )
         if principal is None:
             logger.info("refused a bearer token (malformed, unknown, expired or revoked)")
             return None
@@ -110,27 +113,17 @@ class StoreTokenVerifier:
     async def readable_now(self, token_id: str) -> frozenset[int] | None:
         """The knowledge bases and memory stores the token can read now; None once the token
         is revoked, expired or gone."""
+        store = self._workspace.store
 
         def look_up(conn: Connection) -> frozenset[int] | None:
-            principal = principal_for_token_id(self._store, conn, token_id)
-            return None if principal is None else readable_ids(self._store, conn, principal)
+            principal = principal_for_token_id(store, conn, token_id)
+            return None if principal is None else readable_ids(store, conn, principal)
 
         return self._read(look_up)
 
     def _read(self, read: Callable[[Connection], T]) -> T:
-        try:
-            return read(self._conn)
-        except self._store.driver_errors:
-            if self._store.usable(self._conn):
-                raise
-            # Dropped by the PostgreSQL server (a restart, a failover): the lookup is a read,
-            # so it is simply made again on a new connection.
-            self._store.close([self._conn])
-            self._conn = self._store.connect()
-            return read(self._conn)
-
-    def close(self) -> None:
-        self._store.close([self._conn])
+        workspace = self._workspace
+        return workspace.run_request(lambda: read(workspace.conn))
 
 
 def access_token_for(principal: Principal) -> AccessToken:

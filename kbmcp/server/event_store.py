@@ -138,7 +138,7 @@ class SessionEvents(EventStore):
             event = _Event(stream_id, None, NOTHING)
         else:
             text = message.model_dump_json(by_alias=True)
-            event = _Event(stream_id, text, await self._readable_now())
+            event = _Event(stream_id, text, await self._readable_or_none())
         self._events._keep(self._session_id, event_id, event)
         return event_id
 
@@ -150,7 +150,7 @@ class SessionEvents(EventStore):
             return None
         stream_id, later = found
         if later:
-            now = await self._readable_now()
+            now = await self._readable_or_none()
             if now is None or any(
                 event.readable is None or not event.readable <= now for _, event in later
             ):
@@ -162,3 +162,13 @@ class SessionEvents(EventStore):
             assert event.text is not None
             await send_callback(EventMessage(MESSAGE.validate_json(event.text), event_id))
         return stream_id
+
+    async def _readable_or_none(self) -> frozenset[int] | None:
+        """What the session's token reads now; None also when that cannot be checked (the
+        database is unreachable): the event is kept, never replayed, and the live stream
+        carries on."""
+        try:
+            return await self._readable_now()
+        except Exception as error:
+            logger.warning("cannot check what an HTTP session's token reads: %s", error)
+            return None

@@ -26,7 +26,7 @@ class RequestSizeLimit:
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        size = _content_length(scope) if scope["type"] == "http" else None
+        size = content_length(scope) if scope["type"] == "http" else None
         if size is None or size <= self.max_bytes:
             await self.app(scope, receive, send)
             return
@@ -34,17 +34,23 @@ class RequestSizeLimit:
             f"request body too large: {size} bytes, the limit is {self.max_bytes} bytes "
             f"(queries and id lists are far smaller: check what the client sends)"
         )
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
-        ).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-        ]
         await _discard_body(receive, limit=DRAIN_LIMIT)
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await send_error_and_close(send, 413, message)
+
+
+async def send_error_and_close(send: Send, status: int, message: str) -> None:
+    """An HTTP error response whose body is a JSON-RPC error (-32600, id null), closing the
+    connection after it."""
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": message}}
+    ).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _discard_body(receive: Receive, limit: int) -> None:
@@ -58,7 +64,8 @@ async def _discard_body(receive: Receive, limit: int) -> None:
             return
 
 
-def _content_length(scope: Scope) -> int | None:
+def content_length(scope: Scope) -> int | None:
+    """The request's Content-Length header (None: absent or not a number)."""
     for name, value in scope.get("headers", []):
         if name == b"content-length":
             try:

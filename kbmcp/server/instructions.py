@@ -40,7 +40,8 @@ REMEMBER = "call remember to keep a fact you learned"
 REMEMBER_FOUND = ' (search_knowledge then finds it{beside}, kind="memory")'
 FORGET = "forget to retract one"
 CITE = (
-    "Cite sources by path and line range. Without a query, search_knowledge lists what was "
+    "Cite sources by each result's reference (knowledge base:path#lines@revision), which reads "
+    "and fetched chunks carry too. Without a query, search_knowledge lists what was "
     "updated most recently (since/until narrow the time window)."
 )
 INTRO_NO_TOOLS = (

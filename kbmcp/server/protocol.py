@@ -3,12 +3,17 @@
 The SDK declares a capability when its handler is registered, so what is registered here is
 what a client is promised, on both protocol eras (the 2025 initialize handshake and the
 2026-07-28 discover):
-- `completion/complete` answers an empty list: kbmcp has no prompts or resource templates
-  whose arguments could be completed, and a client that asks gets an answer;
+- `completion/complete` answers an empty list: kbmcp has no prompts, and the arguments of its
+  resource templates are opaque ids (resources/list lists the documents), so a client that asks
+  gets an answer;
+- `resources/list`, `resources/templates/list` and `resources/read` serve the caller's
+  documents and memory stores (kbmcp/server/resources.py), so the `resources` capability is
+  announced;
 - no `logging/setLevel`: kbmcp sends no log notifications (its logs go to stderr,
   docs/operations.md), so there is nothing a level could filter and no `logging` capability;
-- no subscriptions: kbmcp has no resources and its tool list never changes while a client is
-  connected, so `resources.subscribe` and every `listChanged` are false (`build_server` turns
+- no subscriptions: resources are read on request and kbmcp sends no change notifications,
+  and its tool list never changes while a client is connected, so `resources.subscribe` and
+  every `listChanged` are false (`build_server` turns
   the SDK's `subscriptions/listen` off, which is what the 2026-07-28 flags derive from).
 """
 

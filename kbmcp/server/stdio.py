@@ -7,6 +7,11 @@
 - A request whose id is not a string or an integer (`null`, `1.5`, `true`, a list) is -32600:
   the SDK would read it as a notification (no reply ever).
 - JSON nested too deeply to parse is one log line and a parse error, never a traceback.
+- A line longer than the limit (kbmcp/server/stdio_lines.py, KBMCP_STDIO_MAX_LINE_BYTES,
+  default 4 MiB) is dropped as it arrives and answered with one -32600 error; lines are read in
+  linear time whatever their length.
+- At the end of stdin, every request read before it is answered (the SDK would cancel those
+  still running), then the server exits with status 0.
 - When the client closes the server's stdout (nothing can reach it any more) the server stops
   at once, exit status 0, instead of serving until stdin closes and then failing; SIGTERM and
   SIGINT stop it the same way (the caller then closes the file, checkpointing the WAL).
@@ -27,6 +32,7 @@ import select
 import signal
 import sys
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -36,36 +42,55 @@ import anyio.lowlevel
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
+from mcp.shared.jsonrpc_dispatcher import cancelled_request_id_from_params
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
 from pydantic import ValidationError
 
 from kbmcp.server.protocol import lowlevel
+from kbmcp.server.stdio_lines import (
+    DEFAULT_MAX_LINE_BYTES,
+    MAX_LINE_ENV,
+    LongLine,
+    read_lines,
+    top_level_id,
+)
 
 logger = logging.getLogger(__name__)
 SHOWN_CHARS = 200  # of the offending input, in the log (never the whole line)
 HANGUP_POLL_MS = 200  # how often the stdout watcher wakes up to see whether to stop
-READ_BYTES = 1 << 16
+CANCELLED = "notifications/cancelled"
 
 
-async def serve_stdio(server: MCPServer) -> None:
+async def serve_stdio(server: MCPServer, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
     try:
-        await _serve(server)
+        await _serve(server, max_line_bytes)
     except* (BrokenPipeError, ConnectionResetError):
         # A reply found stdout closed before the watcher noticed: the same clean stop.
         logger.info("the client closed stdout: stopping")
 
 
-async def _serve(server: MCPServer) -> None:
+async def _serve(server: MCPServer, max_line_bytes: int) -> None:
     low = lowlevel(server)
     with private_stdio() as (input_fd, stdout):
         rejected_send, rejected = anyio.create_memory_object_stream[JSONRPCError](16)
-        lines = checked_lines(stdin_lines(input_fd), rejected_send)
+        lines = checked_lines(stdin_lines(input_fd, max_line_bytes), rejected_send)
         streams = stdio_server(stdin=lines, stdout=anyio.wrap_file(stdout))  # type: ignore[arg-type]
         # The SDK's transport waits for the end of stdin on exit; a closed stdout must not.
         with anyio.CancelScope() as everything:
             async with streams as (read_stream, write_stream):
+                open_requests = OpenRequests()
                 send, receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+                replies_send, replies = anyio.create_memory_object_stream[SessionMessage](0)
 
                 async def relay() -> None:
                     async with send:
@@ -73,35 +98,86 @@ async def _serve(server: MCPServer) -> None:
                             if isinstance(item, Exception):
                                 await _answer(write_stream, item)
                             else:
+                                open_requests.read(item.message)
                                 await send.send(item)
+                        # The end of stdin. The SDK cancels the requests still running when
+                        # its input ends, so its input ends once every one is answered.
+                        await open_requests.all_answered()
+
+                async def forward_replies() -> None:
+                    async with replies:
+                        async for reply in replies:
+                            await write_stream.send(reply)
+                            open_requests.answered(reply.message)
 
                 async def answer_rejected() -> None:
                     async with rejected:
                         async for reply in rejected:
                             await write_stream.send(SessionMessage(reply))
 
-                async with anyio.create_task_group() as tasks:
-                    tasks.start_soon(relay)
-                    tasks.start_soon(answer_rejected)
-                    tasks.start_soon(_stop_when_stdout_closes, stdout.fileno(), everything)
-                    tasks.start_soon(_stop_on_signals, everything)
-                    await low.run(receive, write_stream, low.create_initialization_options())
-                    tasks.cancel_scope.cancel()
+                async with anyio.create_task_group() as watchers:
+                    watchers.start_soon(_stop_when_stdout_closes, stdout.fileno(), everything)
+                    watchers.start_soon(_stop_on_signals, everything)
+                    async with anyio.create_task_group() as tasks:
+                        tasks.start_soon(relay)
+                        tasks.start_soon(answer_rejected)
+                        tasks.start_soon(forward_replies)
+                        # The SDK closes `replies_send` when it is done: forward_replies ends.
+                        await low.run(receive, replies_send, low.create_initialization_options())
+                    # Every reply is on its way to stdout: the SDK's writer ends with this.
+                    await write_stream.aclose()
+                    watchers.cancel_scope.cancel()
 
 
-async def stdin_lines(fd: int) -> AsyncIterator[str]:
-    """The lines of the input descriptor, read by a daemon thread with plain os.read: a blocking
-    read never holds up a stop (an anyio worker thread reading stdin can be neither cancelled
-    nor left behind at exit), and no Python file object is left locked by the thread when the
-    interpreter shuts down. Undecodable bytes become U+FFFD, as in the SDK's own reader."""
-    send, receive = anyio.create_memory_object_stream[str](8)
+class OpenRequests:
+    """The client's requests read from stdin and not answered yet (by id): at the end of stdin
+    the server waits for them. A request the client cancels is never answered (MCP), so a
+    cancellation closes it too."""
+
+    def __init__(self) -> None:
+        self._open: Counter[str | int] = Counter()
+        self._changed = anyio.Event()
+
+    def read(self, message: JSONRPCMessage) -> None:
+        if isinstance(message, JSONRPCRequest):
+            self._open[message.id] += 1
+        elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
+            request_id = cancelled_request_id_from_params(message.params)
+            if request_id is not None:
+                self._close(request_id)
+
+    def answered(self, message: JSONRPCMessage) -> None:
+        if isinstance(message, JSONRPCResponse | JSONRPCError) and message.id is not None:
+            self._close(message.id)
+
+    def _close(self, request_id: str | int) -> None:
+        if self._open[request_id] > 0:
+            self._open[request_id] -= 1
+        self._open = +self._open  # (drops the ids at zero)
+        self._changed.set()
+
+    async def all_answered(self) -> None:
+        while self._open:
+            self._changed = anyio.Event()
+            await self._changed.wait()
+
+
+async def stdin_lines(
+    fd: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> AsyncIterator[str | LongLine]:
+    """The lines of the input descriptor (kbmcp/server/stdio_lines.py), read by a daemon thread
+    with plain os.read: a blocking read never holds up a stop (an anyio worker thread reading
+    stdin can be neither cancelled nor left behind at exit), and no Python file object is left
+    locked by the thread when the interpreter shuts down. Undecodable bytes become U+FFFD, as
+    in the SDK's own reader; a line over `max_line_bytes` comes as a `LongLine`."""
+    send, receive = anyio.create_memory_object_stream[str | LongLine](8)
     token = anyio.lowlevel.current_token()
 
     def pump() -> None:
         gone = (RuntimeError, anyio.BrokenResourceError, anyio.ClosedResourceError)
         with contextlib.suppress(*gone):  # the loop or the reader has stopped
             try:
-                for line in _read_lines(fd):
+                for line in read_lines(fd, max_line_bytes):
                     anyio.from_thread.run(send.send, line, token=token)
             finally:
                 anyio.from_thread.run(send.aclose, token=token)  # end of input
@@ -110,23 +186,6 @@ async def stdin_lines(fd: int) -> AsyncIterator[str]:
     async with receive:
         async for line in receive:
             yield line
-
-
-def _read_lines(fd: int) -> Iterator[str]:
-    pending = b""
-    while True:
-        try:
-            chunk = os.read(fd, READ_BYTES)
-        except OSError:
-            chunk = b""
-        if not chunk:
-            if pending:
-                yield pending.decode("utf-8", errors="replace")
-            return
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
-        for line in complete:
-            yield line.decode("utf-8", errors="replace") + "\n"
 
 
 @contextlib.contextmanager
@@ -166,17 +225,34 @@ def _unowned_text(buffer: Any) -> io.TextIOWrapper:
 
 
 async def checked_lines(
-    lines: AsyncIterator[str], rejected: MemoryObjectSendStream[JSONRPCError]
+    lines: AsyncIterator[str | LongLine], rejected: MemoryObjectSendStream[JSONRPCError]
 ) -> AsyncIterator[str]:
-    """The lines of stdin, except requests with an id that is not a string or an integer:
-    those are answered with -32600 through `rejected` instead."""
+    """The lines of stdin, except lines over the limit and requests with an id that is not a
+    string or an integer: those are answered with -32600 through `rejected` instead."""
     async with rejected:
         async for line in lines:
-            reply = invalid_id_reply(line)
+            reply = long_line_reply(line) if isinstance(line, LongLine) else invalid_id_reply(line)
             if reply is None:
-                yield line
+                yield line  # type: ignore[misc]  (a str: a LongLine always has a reply)
             else:
                 await rejected.send(reply)
+
+
+def long_line_reply(line: LongLine) -> JSONRPCError:
+    """-32600 for a line over the limit, under its id when its start shows one."""
+    logger.warning(
+        "a line of %d bytes on stdin, over the limit of %d (%s): refused unread",
+        line.size,
+        line.limit,
+        MAX_LINE_ENV,
+    )
+    message = (
+        f"Invalid request: the message is {line.size} bytes long, over the limit of "
+        f"{line.limit} bytes ({MAX_LINE_ENV}); no request kbmcp serves needs that much"
+    )
+    return JSONRPCError(
+        jsonrpc="2.0", id=line.request_id, error=ErrorData(code=INVALID_REQUEST, message=message)
+    )
 
 
 def invalid_id_reply(line: str) -> JSONRPCError | None:
@@ -256,18 +332,27 @@ def unparseable_reply(error: Exception) -> JSONRPCError:
     not_json = not isinstance(error, ValidationError) or any(
         e["type"] == "json_invalid" for e in error.errors()
     )
+    request_id = _request_id(raw)
     if not_json:
         code, message = PARSE_ERROR, "Parse error: the message is not valid JSON"
         if _too_deep(error):
             message = "Parse error: the message is nested too deeply to read"
+            # No parser reads it whole, but its id is readable: the client waits for that id.
+            # (Invalid JSON keeps id null, as JSON-RPC asks: its id cannot be trusted.)
+            request_id = _deep_request_id(raw)
         elif _lone_surrogate(raw):
             message = "Parse error: the message contains a lone surrogate (\\ud800-\\udfff escape)"
     else:
         code = INVALID_REQUEST
         message = "Invalid request: not a JSON-RPC 2.0 request, notification or response"
-    return JSONRPCError(
-        jsonrpc="2.0", id=_request_id(raw), error=ErrorData(code=code, message=message)
-    )
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message))
+
+
+def _deep_request_id(raw: Any) -> str | int | None:
+    """The top-level id of a line nested too deeply to parse (kbmcp/server/stdio_lines.py)."""
+    if isinstance(raw, bytes):
+        raw = raw.decode("utf-8", errors="replace")
+    return top_level_id(raw) if isinstance(raw, str) else None
 
 
 def _too_deep(error: Exception) -> bool:

@@ -22,23 +22,30 @@ from kbmcp.errors import KbError, QueryRequired, ResourceUnavailable
 from kbmcp.search.models import (
     DEFAULT_ALPHA,
     DEFAULT_LIMIT,
-    DEFAULT_MODE,
     MAX_DOCUMENT_IDS,
+    MAX_FILTER_PAIRS,
+    MAX_INLINED_DOCUMENTS,
     MAX_KNOWLEDGE_BASE_IDS,
+    MAX_LIMIT,
     MAX_MEMORY_STORE_IDS,
     MAX_PATH_PREFIXES,
+    MAX_QUERY_CHARS,
     MODE_ALIASES,
     MODES,
     SearchFilters,
     SearchRequest,
 )
+from kbmcp.search.request import MAX_HALF_LIFE
 from kbmcp.server import models
 from kbmcp.server.arguments import (
-    STRING_MAP_SCHEMA,
+    STRING_MAP_SCHEMA_OR_EMPTY,
     as_bool,
+    declared_defaults,
     param,
     reject_given,
     string_list_schema,
+    tag_filter_schema,
+    without_declared_defaults,
 )
 from kbmcp.server.auth import LocalOwner, PrincipalSource
 from kbmcp.server.errors import kb_error_result
@@ -85,196 +92,176 @@ class ServerOptions:
 
 # ------------------------------------------------------------------ parameter types
 
+# Descriptions say what changes a call and nothing else: every agent pays for each word in its
+# context on every request. Examples and the long explanations live in docs/tools.md and the
+# server's instructions. Bounds come from the constants the validators use (a test compares the
+# schema with the server's answers both ways), and text that depends on the server's settings
+# is added when the server is built (kbmcp/server/schema.py).
+NONBLANK = "\\S"  # a string with at least one non-space character: blank ones are refused
+
 Query = param(
-    {"type": "string", "minLength": 1},
-    "Query mode: what to search for, in natural language or keywords; a part in double "
-    'quotes ("error budget") matches only those words adjacent and in order.',
+    {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_CHARS, "pattern": NONBLANK},
+    'Query mode: what to find; "quoted words" match as a phrase.',
 )
 Mode = param(
     {"type": "string", "enum": [*MODES, *MODE_ALIASES]},
-    "Query mode ranking: hybrid (keyword + semantic, weighted by alpha), lexical (keyword/BM25; "
-    "'keyword' is an alias), semantic (embeddings), rrf (reciprocal rank fusion). Default: "
-    "hybrid, or rrf when only rrf_k is given.",
-    default=DEFAULT_MODE,
+    "hybrid (keyword + semantic by alpha), lexical (alias keyword), semantic or rrf. Omitted: "
+    "alpha's or rrf_k's mode, else hybrid.",
 )
 Alpha = param(
     {"type": "number", "minimum": 0, "maximum": 1},
-    "Hybrid only: weight of the keyword channel (1 = keyword only, 0 = semantic only). Without "
-    "mode it selects hybrid; with another mode it is an error.",
+    "hybrid only: keyword weight (1 keyword only, 0 semantic only).",
     default=DEFAULT_ALPHA,
 )
 RrfK = param(
     {"type": "integer", "minimum": 1, "maximum": MAX_RRF_K},
-    "rrf only: the k in 1/(k + rank); larger flattens rank differences. Default 60. Without "
-    "mode it selects rrf; with another mode it is an error.",
+    "rrf only: the k of 1/(k + rank); larger flattens the ranking.",
 )
 MinSimilarity = param(
     {"type": "number", "minimum": -1, "maximum": 1},
-    "Query mode: drop vector candidates below this cosine similarity before fusion (keyword hits "
-    "are kept).",
+    "Cosine floor for semantic candidates before fusion; keyword hits and explicit targets "
+    "(document_ids, exact document_paths) are exempt.",
 )
 Limit = param(
     {"type": "integer", "minimum": 1},
-    "Query and scan modes: how many results (values above 100 are clamped to 100; the response "
-    "says so).",
+    f"Results (query, scan); above {MAX_LIMIT} is clamped.",
     default=DEFAULT_LIMIT,
 )
 KnowledgeBaseIds = param(
     string_list_schema(MAX_KNOWLEDGE_BASE_IDS, pattern=ID_PATTERN.format("kb")),
-    "Query and scan modes (and a check on targeted reads): only these knowledge bases (ids "
-    "from list_knowledge_bases); a "
-    "document filter: without memory_store_ids or include_memories=true, memories are not "
-    "searched.",
+    "Only these knowledge bases (a read: one must hold the document).",
 )
 DocumentIds = param(
     string_list_schema(MAX_DOCUMENT_IDS, pattern=ID_PATTERN.format("doc")),
-    "Query and scan modes: only these documents (at most 100); memories are not searched "
-    "unless memory_store_ids or include_memories=true. Scoping is exact: every filter applies "
-    "before ranking and the limit.",
+    "Only these documents.",
 )
 KnowledgeIds = param(
     string_list_schema(MAX_DOCUMENT_IDS, pattern=ID_PATTERN.format("doc")),
-    "Alias of document_ids (pass one of the two).",
+    "Alias of document_ids.",
 )
 DocumentPaths = param(
-    string_list_schema(MAX_PATH_PREFIXES),
-    "Query and scan modes: only documents whose path starts with one of these prefixes (a "
-    "document filter: memories are not searched unless asked for).",
+    string_list_schema(MAX_PATH_PREFIXES, item_pattern=NONBLANK),
+    "Only documents whose path starts with one of these.",
 )
 Tags = param(
-    STRING_MAP_SCHEMA,
-    "Query and scan modes: only documents carrying every key/value pair, and memories whose own "
-    'tags together with their store\'s carry every pair, e.g. {"tag": "runbook"}.',
+    tag_filter_schema(MAX_FILTER_PAIRS, min_properties=1),
+    "Every pair must match (a memory's tags include its store's); a list: every value.",
 )
 Metadata = param(
     {
         "type": "object",
         "minProperties": 1,
+        "maxProperties": MAX_FILTER_PAIRS,
         # anyOf, not a type array: strict schema checkers (the MCP inspector's --strict) warn
         # about type arrays.
         "additionalProperties": {
             "anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}, {"type": "null"}]
         },
     },
-    "Query and scan modes: only documents whose metadata has these exact values, e.g. "
-    '{"owner": "infra"} (a document filter: memories are not searched unless asked for).',
+    "Only documents whose metadata has these values.",
 )
 MemoryStoreIds = param(
     string_list_schema(MAX_MEMORY_STORE_IDS, pattern=ID_PATTERN.format("mst")),
-    "Query and scan modes: only memories of these stores (mst_... ids from remember or from "
-    "results); documents are searched too only with a document filter or "
-    "include_documents=true.",
+    "Only memories of these stores.",
 )
 IncludeDocuments = param(
     {"type": "boolean"},
-    "Query and scan modes: search documents (default: yes when you may read them, unless only "
-    "memory filters are given).",
+    "Search documents (omitted: yes unless only memory filters are given).",
 )
 IncludeMemories = param(
     {"type": "boolean"},
-    "Query and scan modes: search memories (default: yes when you may read them, unless only "
-    "document filters are given). Both include_* false is an error.",
+    "Search memories (omitted: yes unless only document filters are given).",
 )
 RecencyHalfLifeDays = param(
-    {"type": "number", "minimum": 0},
-    "Query mode: memories lose half their score every this many days since they were last "
-    "updated (score * 2^(-age_days / half_life)); 0 turns decay off. Documents are never "
-    "decayed. Default: the server's setting (0 unless configured).",
+    {"type": "number", "minimum": 0, "maximum": MAX_HALF_LIFE},
+    "Memories' scores halve every this many days of age; 0: no decay.",
 )
 IncludeContent = param(
     {"type": "boolean"},
-    "Query mode: true puts the text of the first five distinct documents found into their "
-    "first result (content: a read window from offset 0 of limit_chars characters, default "
-    "4000, with next_offset to read on; a memory whole), so one call finds and reads.",
+    f"Query: also return the first {MAX_INLINED_DOCUMENTS} found documents' text (limit_chars "
+    "each).",
     default=False,
 )
 Content = param(
-    {"type": "string", "minLength": 1, "maxLength": memories.MAX_MEMORY_CHARS},
-    "The fact to remember, in a sentence or a short paragraph that stands on its own.",
+    {"type": "string", "minLength": 1, "maxLength": memories.MAX_MEMORY_CHARS, "pattern": NONBLANK},
+    "The fact to remember, standing on its own.",
 )
 RememberStoreId = param(
     {"type": "string", "pattern": ID_PATTERN.format("mst")},
-    "The memory store (default: your 'memories' store, created on first use).",
+    "The store (omitted: your 'memories' store).",
 )
 MemoryTags = param(
-    {**STRING_MAP_SCHEMA, "maxProperties": memories.MAX_TAGS},
-    'Key/value tags to filter by later, e.g. {"topic": "deploy"}.',
+    {**STRING_MAP_SCHEMA_OR_EMPTY, "maxProperties": memories.MAX_TAGS},
+    "Key/value tags to filter by later.",
 )
 MemorySource = param(
     {"type": "string", "maxLength": memories.MAX_SOURCE_CHARS},
-    "Where the fact comes from (a conversation, a ticket, a URL), kept with the memory.",
+    "Where the fact comes from.",
 )
 MemoryId = param(
     {"type": "string", "pattern": ID_PATTERN.format("mem")},
-    "The memory to forget (mem_... from remember or from a search result's document_id).",
+    "The memory to forget.",
 )
 ReviseMemoryId = param(
     {"type": "string", "pattern": ID_PATTERN.format("mem")},
-    "Replace this memory's content instead of adding a memory (a new revision under the same "
-    "id; use it to correct a fact). Not with memory_store_id.",
+    "Correct this memory's content instead of adding one (not with memory_store_id).",
 )
 DocumentId = param(
     {"type": "string", "pattern": ID_PATTERN.format("(doc|mem)")},
-    "Targeted read: the document (or memory, mem_...) to read (current revision unless "
-    "revision_id). With knowledge_base_ids, it must lie in one of them.",
+    "Targeted read: the document (or memory).",
 )
 RevisionId = param(
     {"type": "string", "pattern": ID_PATTERN.format("rev")},
-    "Targeted read: an exact (possibly older) revision of document_id, e.g. the "
-    "revision_id of a citation.",
+    "Targeted read: this exact (possibly older) revision.",
 )
 Offset = param(
     {"type": "integer", "minimum": 0},
-    "Targeted read: first character of the window (use next_offset or an outline "
-    "section's char_start).",
+    "Targeted read: first character (next_offset, a section's char_start).",
     default=0,
 )
 LimitChars = param(
     {"type": "integer", "minimum": 1, "maximum": read.MAX_LIMIT_CHARS},
-    "Targeted read: window size in characters (1..10000). Query mode with include_content: "
-    "the size of each inlined text.",
+    "Characters of a read, or of each include_content text.",
     default=read.DEFAULT_LIMIT_CHARS,
 )
 Outline = param(
     {"type": "boolean"},
-    "Targeted read: return the heading tree with each section's char range instead of text.",
+    "Targeted read: the heading tree with char ranges instead of text.",
     default=False,
 )
 ChunkIds = param(
     string_list_schema(read.MAX_CHUNK_IDS, pattern=ID_PATTERN.format("chk")),
-    "Chunk fetch: the stored text of these chunks (1..50 ids, e.g. from search results); each "
-    "is a fragment of its revision unless it says covers_whole_revision.",
+    "Chunk fetch: the full text of these chunks.",
 )
 Since = param(
-    {"type": "string"},
-    "Scan mode: only documents updated (created, with sort=created_desc) at or after this ISO "
-    "8601 date or date-time.",
+    {"type": "string", "minLength": 1},
+    "Scan: updated (or created, by sort) at or after this ISO 8601 date or time.",
 )
 Until = param(
-    {"type": "string"},
-    "Scan mode: only documents updated (created, with sort=created_desc) before this ISO 8601 "
-    "date or date-time.",
+    {"type": "string", "minLength": 1},
+    "Scan: updated (or created, by sort) before this ISO 8601 date or time.",
 )
 Sort = param(
     {"type": "string", "enum": list(scan.SORTS)},
-    "Scan mode: updated_desc (most recently updated first) or created_desc (most recently added "
-    "first); since/until then apply to the same time.",
+    "Scan: newest first by update or by creation.",
     default=scan.DEFAULT_SORT,
 )
 ListKnowledgeBaseIds = param(
     string_list_schema(MAX_KNOWLEDGE_BASE_IDS, pattern=ID_PATTERN.format("kb")),
-    "Only documents of these knowledge bases (ids from list_knowledge_bases).",
+    "Only documents of these knowledge bases.",
 )
 ListTags = param(
-    STRING_MAP_SCHEMA, 'Only documents carrying every key/value pair, e.g. {"tag": "runbook"}.'
+    tag_filter_schema(MAX_FILTER_PAIRS, min_properties=0),
+    "Only documents carrying every pair (a list: every value).",
 )
 PathPrefix = param(
-    {"type": "string", "minLength": 1}, "Only documents whose path starts with this."
+    {"type": "string", "minLength": 1, "pattern": NONBLANK},
+    "Only documents whose path starts with this.",
 )
 Cursor = param({"type": "string"}, "next_cursor of the previous page.")
 PageLimit = param(
     {"type": "integer", "minimum": 1, "maximum": listing.MAX_PAGE},
-    "Page size (1..200).",
+    "Page size.",
     default=listing.DEFAULT_PAGE,
 )
 
@@ -328,8 +315,9 @@ class KbTools:
         recency_half_life_days: RecencyHalfLifeDays = None,
         include_content: IncludeContent = None,
     ) -> Annotated[CallToolResult, models.SearchKnowledgeOutput]:
-        args = dict(locals())
-        del args["self"]
+        given = dict(locals())
+        del given["self"]
+        args = without_declared_defaults(given, SEARCH_DEFAULTS)
         return self._run(lambda: self._search_knowledge(args))
 
     def list_knowledge_bases(self) -> Annotated[CallToolResult, models.KnowledgeBaseList]:
@@ -505,10 +493,15 @@ class KbTools:
 
     def _run(self, produce: Callable[[], BaseModel]) -> CallToolResult:
         try:
-            output = produce()
+            # (made again on a new connection if the database server dropped this one)
+            output = self.workspace.run_request(produce)
         except KbError as error:
             return kb_error_result(error)
         return ok_result(output)
+
+
+# What search_knowledge's parameters declare as defaults (sent, they count as not given).
+SEARCH_DEFAULTS = declared_defaults(KbTools.search_knowledge)
 
 
 def ok_result(output: BaseModel) -> CallToolResult:

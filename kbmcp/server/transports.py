@@ -19,13 +19,16 @@ from collections.abc import Callable, Iterator
 import anyio
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from starlette.types import ASGIApp
 
 from kbmcp.errors import KbError
 from kbmcp.server.auth import StoreTokenVerifier
 from kbmcp.server.host_check import binds_loopback_only, listen_address
 from kbmcp.server.http_app import MCP_PATH, http_app
+from kbmcp.server.http_body import BodyDeadline
 from kbmcp.server.http_sessions import session_limits_from_env
 from kbmcp.server.stdio import serve_stdio
+from kbmcp.server.stdio_lines import max_line_bytes_from_env
 
 LOG_FORMAT = "%(asctime)s kbmcp %(levelname)s %(name)s: %(message)s"
 
@@ -57,12 +60,13 @@ def stdout_to_stderr() -> Iterator[None]:
 
 
 def run_stdio(server: MCPServer, warm_up: Callable[[], None] | None = None) -> None:
+    max_line_bytes = max_line_bytes_from_env()  # a bad setting is an error before anything starts
     if warm_up is not None:
         with stdout_to_stderr():
             warm_up()
     # The SDK diverts fd 1 to stderr while it serves and writes protocol messages to a private
     # duplicate of the original stdout.
-    anyio.run(serve_stdio, server)
+    anyio.run(serve_stdio, server, max_line_bytes)
 
 
 class _AnnouncingServer(uvicorn.Server):
@@ -74,9 +78,10 @@ class _AnnouncingServer(uvicorn.Server):
     was neither checkpointed nor removed (a 138 MiB -wal left behind). Here the signal counts
     as handled: run() returns, and `kbmcp serve` closes the file as on any other exit."""
 
-    def __init__(self, config: uvicorn.Config, display_host: str) -> None:
+    def __init__(self, config: uvicorn.Config, display_host: str, page: bool = False) -> None:
         super().__init__(config)
         self.display_host = display_host
+        self.page = page
         self.bound_port: int | None = None
 
     @contextlib.contextmanager
@@ -99,6 +104,12 @@ class _AnnouncingServer(uvicorn.Server):
             file=sys.stderr,
             flush=True,
         )
+        if self.page:
+            print(
+                f"kbmcp: the web page is at http://{self.display_host}:{self.bound_port}/",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def run_http(
@@ -109,10 +120,13 @@ def run_http(
     verifier: StoreTokenVerifier | None = None,
     warm_up: Callable[[], None] | None = None,
     log_level: str = "warning",
+    web: Callable[[ASGIApp], ASGIApp] | None = None,
 ) -> None:
     """Serve HTTP (kbmcp/server/http_app.py): with `verifier`, every /mcp request needs a bearer
     token. The socket is bound first, so a port in use or an unknown host is one ListenError
-    line (before the model loads) instead of uvicorn's log and exit."""
+    line (before the model loads) instead of uvicorn's log and exit. `web` puts the web page
+    next to the MCP app (kbmcp/web/app.py `with_web_ui`), inside the same Host check and size
+    limit."""
     limits = session_limits_from_env()  # a bad setting is an error before anything starts
     listener = bind_listener(host, port)
     if warm_up is not None:
@@ -125,7 +139,8 @@ def run_http(
             flush=True,
         )
     config = uvicorn.Config(
-        http_app(server, verifier=verifier, limits=limits),
+        # (a body must arrive in time: kbmcp/server/http_body.py)
+        BodyDeadline(http_app(server, verifier=verifier, limits=limits, web=web)),
         host=host,
         port=port,
         log_level=log_level.lower(),
@@ -133,7 +148,7 @@ def run_http(
         lifespan="on",
     )
     display_host = f"[{host}]" if ":" in host else host
-    _AnnouncingServer(config, display_host).run(sockets=[listener])
+    _AnnouncingServer(config, display_host, page=web is not None).run(sockets=[listener])
 
 
 class ListenError(KbError):

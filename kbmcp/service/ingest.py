@@ -47,6 +47,7 @@ from kbmcp.ingest.walker import (
     shown_path,
 )
 from kbmcp.service.ingest_batch import IngestBatch, KnownDocument, PendingDocument, sha256
+from kbmcp.service.ingest_carry import Carry
 from kbmcp.service.ingest_places import KnownDocuments, apply_moves
 from kbmcp.service.ingest_progress import IngestProgress, ProgressTracker
 from kbmcp.store.catalog import DEFAULT_KB, KnowledgeBaseRef, TenantRef, dump_json
@@ -143,6 +144,7 @@ def add_paths(
     scope: Scope | None = None,
     interrupt: Callable[[], bool] | None = None,
     on_progress: Callable[[IngestProgress], None] | None = None,
+    carry: Carry | None = None,
 ) -> IngestReport:
     """Ingest files and folders into a knowledge base of the principal's tenant (created if new).
 
@@ -151,6 +153,8 @@ def add_paths(
     documents of files in it are pruned. `interrupt`: asked between files and embedding slices
     (once some work is done); when it returns True, what is ready is committed and the files
     not written yet are listed in `report.deferred` instead (a watch syncs a newer change first).
+    `carry` (kbmcp/service/ingest_carry.py): the work already done for deferred files is kept
+    there, and taken from there by the sync that writes them, so no file is extracted twice.
     `on_progress` gets an `IngestProgress` (files, bytes and chunks, the file being embedded)
     after every file and every embedding slice; `progress(files done, files total)` is the
     older, per-file form.
@@ -184,6 +188,11 @@ def add_paths(
         if tracker is not None:
             tracker.report(batch.in_progress, counts["embedded"])
 
+    def pages_read(done: int, total: int) -> None:
+        if tracker is not None:
+            tracker.read_pages(done, total)
+            show()
+
     batch = IngestBatch(workspace, kb, counts, on_ready=show, keep_going=True, interrupt=interrupt)
     batch.drop_stale_staged()
     seen: set[str] = set()
@@ -191,8 +200,12 @@ def add_paths(
         if batch.should_stop(progressed=processed > 0):
             report.deferred.extend(later.path for later in files[index:])
             break
+        if tracker is not None:
+            tracker.read(source.path)
+            show()  # the file is named while it is read (a large PDF takes minutes)
         try:
-            pending = _prepare(source, options, known, seen, report, batch)
+            on_page = None if tracker is None else pages_read
+            pending = _prepare(source, options, known, seen, report, batch, carry, on_page=on_page)
         except Exception as error:  # one file's failure never loses the others (a bug, a hostile
             # file): it is reported and the run goes on
             report.fail(str(source.path), error)
@@ -205,6 +218,8 @@ def add_paths(
         show()
     batch.flush()
     report.deferred.extend(Path(d.source) for d in batch.pending if d.source is not None)
+    if carry is not None:
+        carry.keep(batch.pending, batch.unwritten_vectors)
     report.take(counts)
     for failure in batch.failures:
         report.fail(failure.source or failure.path, failure.error)
@@ -344,9 +359,14 @@ def _prepare(
     seen: set[str],
     report: IngestReport,
     batch: IngestBatch,
+    carry: Carry | None = None,
+    *,
+    on_page: Callable[[int, int], None] | None = None,
 ) -> PendingDocument | None:
     """Decide about one file: skip it, leave it unchanged, refresh it in place (same content,
-    other attributes) or queue a new revision (chunked here).
+    other attributes) or queue a new revision (chunked here). A file deferred by an earlier
+    sync is not extracted again (`carry`). `on_page`: a PDF's extraction progress (pages done,
+    pages).
 
     An unchanged file is found without opening it when its signature (size, mtime_ns, inode)
     is the one recorded, and without extracting it when its bytes hash is (docs/ingest.md)."""
@@ -389,7 +409,8 @@ def _prepare(
             source.relative_path, file.recorded(key, source.folder), previous.content_hash
         )
         return None
-    extracted = extract(source, file)
+    carried = None if carry is None else carry.take(str(source.path), file, key)
+    extracted = extract(source, file, on_page) if carried is None else carried.extracted
     if extracted.content is None:
         report.skipped[extracted.reason or "unreadable"] += 1
         return None
@@ -419,6 +440,9 @@ def _prepare(
     else:  # (with the same content too: the stored chunks may come from other rules or sizes)
         pending.spans = chunk_document(pending.content, parsed.kind, options.chunking)
         pending.file = file.recorded(key, source.folder)
+        pending.extracted = extracted
+        if carried is not None:
+            pending.carried_vectors = carried.vectors
     return pending
 
 

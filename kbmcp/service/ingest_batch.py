@@ -115,6 +115,9 @@ class IngestBatch:
         self.pending: list[PendingDocument] = []
         self.staging: PendingDocument | None = None  # a document being written in parts
         self.refreshes: list[FileRefresh] = []  # files found unchanged, recorded anew
+        # Interrupted: the vectors computed for documents left in `pending` (for the caller
+        # to carry to the sync that writes them: kbmcp/service/ingest_carry.py).
+        self.unwritten_vectors: dict[str, bytes] = {}
 
     @property
     def not_ready(self) -> int:
@@ -205,6 +208,13 @@ class IngestBatch:
                 self._commit(vectors)
                 last_commit = time.monotonic()
         self._commit(vectors)
+        if self.interrupted:
+            self.unwritten_vectors.update(
+                (text, vectors[text])
+                for document in self.pending
+                for text in document.embedding_inputs
+                if text in vectors
+            )
 
     def _commit(self, vectors: dict[str, bytes]) -> None:
         """Write the ready documents and the file refreshes in one transaction: each document
@@ -248,6 +258,10 @@ class IngestBatch:
             raise
         except Exception as error:
             if self.store.is_disk_full(error):  # sqlite-vec's full disk is a plain SQLError
+                raise
+            if not self.store.in_transaction(self.conn):
+                # The database rolled the whole batch back (SQLite does on some errors): the
+                # other documents are not written either, so the batch ends here.
                 raise
             self._fail(document, error)
             return None
@@ -353,6 +367,7 @@ class IngestBatch:
                 if document.known and document.known.revision_id is not None:
                     vectors.update(self._previous_vectors(document.known))
         for document in documents:
+            vectors.update(document.carried_vectors)  # (computed by a sync that deferred it)
             if document.given_vectors is not None:
                 vectors.update(zip(document.embedding_inputs, document.given_vectors, strict=True))
         return vectors

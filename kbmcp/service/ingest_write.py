@@ -37,6 +37,7 @@ from kbmcp.store.index import IndexRow
 from kbmcp.store.ingest import RecordedFile
 
 if TYPE_CHECKING:
+    from kbmcp.ingest.reader import Extracted
     from kbmcp.store.backend import Connection, Store
 
 
@@ -84,6 +85,10 @@ class PendingDocument:
     embedded: int = 0  # how many of its chunks have their vectors so far (for progress)
     failed: bool = False  # it could not be embedded or written (IngestBatch.keep_going)
     file: RecordedFile | None = None  # the file it was read from (None: given as text)
+    # What the file's bytes were extracted to, and vectors computed for it by an earlier sync
+    # that deferred it (kbmcp/service/ingest_carry.py): a deferred document is not redone.
+    extracted: Extracted | None = None
+    carried_vectors: dict[str, bytes] = field(default_factory=dict)
 
     @functools.cached_property
     def embedding_inputs(self) -> list[str]:

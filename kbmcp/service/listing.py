@@ -14,6 +14,7 @@ from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.search.models import SearchFilters
 from kbmcp.search.scope import resolve_scope
 from kbmcp.store.listing import DocumentCursor
+from kbmcp.tags import Tags, tag_object
 from kbmcp.validate import integer, shown, storable
 from kbmcp.workspace import Workspace
 
@@ -44,7 +45,7 @@ class DocumentInfo:
     revision_number: int | None
     size_chars: int
     updated_at: str
-    tags: Annotated[list[tuple[str, str]], Described("[key, value] pairs.")]
+    tags: Tags
     metadata: dict[str, object]
 
 
@@ -124,7 +125,7 @@ def list_documents(
             revision_number=row.revision_number,
             size_chars=row.char_count or 0,
             updated_at=row.updated_at,
-            tags=row.tags,
+            tags=tag_object(row.tags),
             metadata=json.loads(row.metadata),
         )
         for row in rows[:limit]

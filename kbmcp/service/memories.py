@@ -33,9 +33,11 @@ from kbmcp.embed.inputs import chunk_embedding_input
 from kbmcp.errors import InvalidRequest, ResourceUnavailable, StoreError
 from kbmcp.ids import check_id
 from kbmcp.ingest.chunker import ChunkingOptions, ChunkSpan, chunk_document
+from kbmcp.memory_defaults import DEFAULT_LIST, MAX_LIST
 from kbmcp.store.catalog import DEFAULT_MEMORY_STORE, MEMORIES, KnowledgeBaseRef, TenantRef
 from kbmcp.store.memories import MemoryState, OwnMemory
 from kbmcp.store.vectors import to_blob
+from kbmcp.tags import TagObject, tag_object
 from kbmcp.validate import collection_name, integer, shown, storable
 from kbmcp.workspace import Workspace, holding_lock
 
@@ -46,8 +48,6 @@ DEFAULT_STORE = DEFAULT_MEMORY_STORE
 MAX_MEMORY_CHARS = 20_000  # a memory is a fact, not a document: add long text with `kbmcp add`
 MAX_SOURCE_CHARS = 500
 MAX_TAGS = 50
-DEFAULT_LIST = 50
-MAX_LIST = 1000
 CHUNKING = ChunkingOptions()
 # Memories are chunked as plain text: a memory that starts with '---' is not front matter.
 MEMORY_FORMAT = "text"
@@ -63,29 +63,27 @@ Outcome = Literal["created", "existing", "restored", "revised", "stored"]
 class MemoryStoreInfo:
     memory_store_id: str
     name: str
-    tags: Annotated[dict[str, str], Described("Tags every memory of the store matches by.")]
+    tags: Annotated[dict[str, str], Described("Every memory of the store carries them.")]
     memory_count: Annotated[int, Described("Memories in the store (not forgotten).")]
     created_at: str
 
 
 @dataclass(frozen=True)
 class RememberResult:
-    memory_id: Annotated[str, Described("The memory's id (mem_...): pass it to forget.")]
+    memory_id: str
     memory_store_id: str
     memory_store: Annotated[str, Described("The store's name.")]
     revision_id: str
     outcome: Annotated[
         Outcome,
         Described(
-            "created: a new memory; existing: the store already held this exact content (its "
-            "id is returned, new tags added); restored: it had been forgotten and is back; "
-            "revised: memory_id's content was replaced (a new revision, the same id); stored: "
-            "the store holds this content now (tokens without memory:read are not told which)."
+            "created; existing (this content was there: its id, new tags added); restored (it "
+            "had been forgotten); revised (memory_id's content replaced); stored (a token "
+            "without memory:read is not told which)."
         ),
     ]
     tags: Annotated[
-        list[tuple[str, str]],
-        Described("The memory's own [key, value] tags (without memory:read: the tags you sent)."),
+        TagObject, Described("The memory's own tags (without memory:read: the tags you sent).")
     ]
 
 
@@ -95,9 +93,9 @@ class ForgetResult:
     memory_store_id: str
     outcome: Annotated[
         Literal["forgotten", "already_forgotten"],
-        Described("forgotten: gone from search from now on (kept for audit)."),
+        Described("Gone from search (kept for audit)."),
     ]
-    forgotten_at: Annotated[str, Described("When it was forgotten (ISO 8601 UTC).")]
+    forgotten_at: Annotated[str, Described("ISO 8601 UTC.")]
 
 
 @dataclass(frozen=True)
@@ -108,7 +106,7 @@ class MemoryInfo:
     status: Literal["published", "forgotten"]
     content: str
     source: str | None
-    tags: list[tuple[str, str]]
+    tags: TagObject
     created_at: str
     updated_at: str
     revision_id: str
@@ -297,11 +295,11 @@ def _remember(
     if blind:
         return RememberResult(
             path, store.public_id, store.name, written.revision_id or "", "stored",
-            sorted(memory.tags.items()),
+            tag_object(memory.tags.items()),
         )  # fmt: skip
     return RememberResult(
         path, store.public_id, store.name, written.revision_id or "", _outcome(known, same),
-        merged,
+        tag_object(merged),
     )  # fmt: skip
 
 
@@ -393,7 +391,7 @@ def list_memories(
             status="published" if row.status == "published" else "forgotten",
             content=row.content,
             source=row.source,
-            tags=row.tags,
+            tags=tag_object(row.tags),
             created_at=row.created_at,
             updated_at=row.updated_at,
             revision_id=row.revision_id,

@@ -26,7 +26,9 @@ from kbmcp.search.models import (
     MAX_LIMIT_CHARS,
     Citation,
     InlineContent,
+    Reference,
     chunk_citation,
+    reference,
 )
 from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.store.reads import DocumentRevision
@@ -41,47 +43,30 @@ MAX_REVISIONS = 100  # revisions listed by a read or an outline, newest first
 # resolve; only search and scan leave them out. A forgotten memory is not served at all.
 DocumentStatus = Annotated[
     str,
-    Described(
-        "published, or archived: left out of search and scan (e.g. its file was removed) but "
-        "still readable by id."
-    ),
+    Described("archived: out of search and scan, still readable by id."),
 ]
 
 
 @dataclass(frozen=True)
 class RevisionInfo:
-    revision_id: Annotated[str, Described("Pass as revision_id to read this revision.")]
-    revision_number: Annotated[int, Described("1, 2, ... in the order they were added.")]
+    revision_id: Annotated[str, Described("Pass as revision_id to read it.")]
+    revision_number: Annotated[int, Described("1, 2, ... in order added.")]
     created_at: str
     sha256: Annotated[str, Described("SHA-256 of the revision's whole text.")]
-    is_current: Annotated[
-        bool, Described("The document's current revision (the newest; the one search sees).")
-    ]
+    is_current: Annotated[bool, Described("The one search sees.")]
 
 
 Revisions = Annotated[
     list[RevisionInfo],
-    Described(
-        "The document's revisions, newest first (at most 100): pass one's revision_id to read "
-        "it; every revision stays readable by id."
-    ),
+    Described("Newest first, at most 100; each stays readable by id."),
 ]
-RevisionsTruncated = Annotated[
-    bool, Described("More than the 100 revisions listed exist (the oldest are left out).")
-]
-KnowledgeBaseName = Annotated[
-    str, Described("The name of the knowledge base (or memory store) the document is in.")
-]
-OwnerTenantId = Annotated[
-    str, Described("The tenant (ten_...) owning the knowledge base: yours, or whoever shared it.")
-]
+RevisionsTruncated = Annotated[bool, Described("Older revisions were left out.")]
+KnowledgeBaseName = Annotated[str, Described("Of the knowledge base (or memory store).")]
+OwnerTenantId = Annotated[str, Described("ten_...: yours, or whoever shared it.")]
 OwnerTenant = Annotated[str, Described("That tenant's name.")]
 Source = Annotated[
     str | None,
-    Described(
-        "Where the text was added from: the file's absolute path at ingest for a document, the "
-        "source given to remember for a memory; null when unknown."
-    ),
+    Described("Where the text came from (a file's path, a memory's source)."),
 ]
 
 
@@ -96,17 +81,16 @@ class DocumentWindow:
     title: str
     status: DocumentStatus
     revision_created_at: str
-    revision_sha256: Annotated[
-        str, Described("SHA-256 of the revision's whole text: the exact source of `content`.")
-    ]
-    content: Annotated[str, Described("The requested window of the revision's text.")]
+    revision_sha256: Annotated[str, Described("SHA-256 of the revision's whole text.")]
+    content: Annotated[str, Described("The window's text.")]
     content_offset: int
     content_limit: int
     content_total_chars: int
     content_truncated: Annotated[bool, Described("Text continues after this window.")]
     next_offset: Annotated[int | None, Described("Pass as offset to read on; null at the end.")]
-    line_start: int
+    line_start: Annotated[int, Described("The window's first line (past the end: the last).")]
     line_end: int
+    reference: Reference
     knowledge_base_name: KnowledgeBaseName
     owner_tenant_id: OwnerTenantId
     owner_tenant: OwnerTenant
@@ -121,7 +105,7 @@ class OutlineSection:
     title: str
     heading_path: list[str]
     char_start: Annotated[int, Described("Read this section with offset=char_start ...")]
-    char_end: Annotated[int, Described("... and limit_chars=char_end-char_start (max 10000).")]
+    char_end: Annotated[int, Described("... and limit_chars=char_end-char_start.")]
     line_start: int
     line_end: int
 
@@ -136,10 +120,7 @@ class DocumentOutline:
     content_total_chars: int
     sections: Annotated[
         list[OutlineSection],
-        Described(
-            "Headings in document order; a section's range includes its subsections. "
-            "Empty for plain text and code."
-        ),
+        Described("In order; a range includes its subsections. Empty for plain text."),
     ]
     knowledge_base_name: KnowledgeBaseName
     owner_tenant_id: OwnerTenantId
@@ -154,10 +135,8 @@ class DocumentOutline:
 class FetchedChunk:
     kind: Annotated[Literal["document", "memory"], Described("Of a document or of a memory.")]
     chunk_id: str
-    document_id: Annotated[str, Described("The document's id, or the memory's (mem_...).")]
-    knowledge_base_id: Annotated[
-        str, Described("The knowledge base's id, or the memory store's (mst_...).")
-    ]
+    document_id: Annotated[str, Described("doc_..., or a memory's mem_...")]
+    knowledge_base_id: Annotated[str, Described("kb_..., or a memory's store mst_...")]
     revision_id: str
     is_current_revision: bool
     title: str
@@ -165,24 +144,18 @@ class FetchedChunk:
     heading_path: list[str]
     text: Annotated[
         str,
-        Described(
-            "The chunk's text: a fragment of its revision unless covers_whole_revision (read "
-            "the rest with document_id + revision_id + offset)."
-        ),
+        Described("A fragment of the revision unless covers_whole_revision."),
     ]
+    reference: Reference
     citation: Citation
-    revision_total_chars: Annotated[
-        int, Described("Length of the chunk's whole revision, in characters.")
-    ]
-    covers_whole_revision: Annotated[
-        bool, Described("The chunk is the revision's entire text, not a fragment of it.")
-    ]
+    revision_total_chars: Annotated[int, Described("Characters in the whole revision.")]
+    covers_whole_revision: Annotated[bool, Described("The chunk is the whole revision.")]
 
 
 @dataclass(frozen=True)
 class FetchedChunks:
     chunks: Annotated[list[FetchedChunk], Described("Found chunks, in the order asked.")]
-    missing: Annotated[list[str], Described("Requested ids that are unknown or not readable.")]
+    missing: Annotated[list[str], Described("Unknown or unreadable ids.")]
 
 
 def read_document(
@@ -203,6 +176,7 @@ def read_document(
     limit_chars = integer(limit_chars, "limit_chars", 1, MAX_LIMIT_CHARS)
     row = _document_revision(workspace, principal, document_id, revision_id, knowledge_base_ids)
     window = _window(row, offset, limit_chars)
+    line_start, line_end = _window_lines(row.content, offset, offset + len(window.content))
     revisions, more = _revisions(workspace, row)
     return DocumentWindow(
         document_id=row.document_id,
@@ -221,8 +195,11 @@ def read_document(
         content_total_chars=window.content_total_chars,
         content_truncated=window.content_truncated,
         next_offset=window.next_offset,
-        line_start=_line_of(row.content, min(offset, row.total_chars)),
-        line_end=_line_of(row.content, max(min(offset + limit_chars, row.total_chars) - 1, 0)),
+        line_start=line_start,
+        line_end=line_end,
+        reference=reference(
+            row.knowledge_base_name, row.path, line_start, line_end, row.revision_id
+        ),
         knowledge_base_name=row.knowledge_base_name,
         owner_tenant_id=row.owner_tenant_id,
         owner_tenant=row.owner_tenant,
@@ -302,6 +279,63 @@ def document_outline(
     )
 
 
+@dataclass(frozen=True)
+class DocumentText:
+    """A whole revision as an MCP resource serves it: its text (neutralised, as every returned
+    text is) and where it comes from."""
+
+    revision: DocumentRevision
+    text: str
+    line_end: int  # the last line
+
+
+@dataclass(frozen=True)
+class SectionText:
+    """One section of a revision's outline (1-based `number`, in document order) and its text."""
+
+    document: DocumentText
+    number: int
+    title: str
+    text: str
+    line_start: int
+    line_end: int
+
+
+def document_text(
+    workspace: Workspace, principal: Principal, document_id: str, *, revision_id: str | None = None
+) -> DocumentText:
+    """The whole text of the current (or given) revision of a document or memory, under the
+    same rules as a targeted read (readable, or `resource_unavailable`)."""
+    row = _document_revision(workspace, principal, document_id, revision_id)
+    return DocumentText(
+        row, neutralise(row.content), _window_lines(row.content, 0, row.total_chars)[1]
+    )
+
+
+def section_text(
+    workspace: Workspace, principal: Principal, document_id: str, number: int
+) -> SectionText:
+    """Section `number` (1-based, in outline order) of the current revision: its heading and
+    the text of its char range (a section includes its subsections)."""
+    document = document_text(workspace, principal, document_id)
+    sections = outline(document.revision.content, document.revision.kind)
+    if not 1 <= number <= len(sections):
+        raise ResourceUnavailable(
+            f"document {document.revision.document_id} has {len(sections)} sections; there is "
+            f"no section {number}",
+            details={"document_id": document.revision.document_id, "sections": len(sections)},
+        )
+    section = sections[number - 1]
+    return SectionText(
+        document,
+        number,
+        section.title,
+        document.text[section.char_start : section.char_end],
+        section.line_start,
+        section.line_end,
+    )
+
+
 def fetch_chunks(
     workspace: Workspace, principal: Principal, chunk_ids: Sequence[str]
 ) -> FetchedChunks:
@@ -325,6 +359,9 @@ def fetch_chunks(
             path=row.path,
             heading_path=headings,
             text=neutralise(row.text),
+            reference=reference(
+                row.knowledge_base_name, row.path, row.line_start, row.line_end, row.revision_id
+            ),
             citation=chunk_citation(row, row.document_kind, headings, row.sha256),
             revision_total_chars=row.revision_chars,
             covers_whole_revision=row.covers_whole,
@@ -407,6 +444,16 @@ def _revisions(workspace: Workspace, row: DocumentRevision) -> tuple[list[Revisi
         for r in found[:MAX_REVISIONS]
     ]
     return revisions, len(found) > MAX_REVISIONS
+
+
+def _window_lines(content: str, start: int, end: int) -> tuple[int, int]:
+    """The 1-based lines of the characters [start, end) of `content`. An empty window (a read
+    past the end, or an empty revision) is a position, not text: both are the line it lies on,
+    clamped to the revision's last line, never a range that ends before it starts."""
+    if end > start:
+        return _line_of(content, start), _line_of(content, end - 1)
+    line = _line_of(content, max(min(start, len(content)) - 1, 0))
+    return line, line
 
 
 def _line_of(content: str, index: int) -> int:

@@ -21,6 +21,7 @@ from kbmcp.search.models import DEFAULT_LIMIT, MAX_LIMIT, SearchFilters
 from kbmcp.search.scope import resolve_scope
 from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.store.scan import DEFAULT_SORT, SORTS, RecentRow
+from kbmcp.tags import Tags, tag_object
 from kbmcp.validate import integer, shown
 from kbmcp.workspace import Workspace
 
@@ -37,21 +38,19 @@ class ScanItem:
     path: str
     title: str
     updated_at: str
-    created_at: Annotated[str, Described("When the document (or memory) was first added.")]
+    created_at: Annotated[str, Described("First added.")]
     size_chars: int
-    tags: Annotated[list[tuple[str, str]], Described("[key, value] pairs.")]
+    tags: Tags
     # the start of the first chunk, at most EXCERPT_CHARS characters
     excerpt: Annotated[str, Described("The start of the document.")]
 
 
 @dataclass(frozen=True)
 class ScanResponse:
-    results: Annotated[
-        list[ScanItem], Described("Newest first: most recently updated, or created (sort).")
-    ]
+    results: Annotated[list[ScanItem], Described("Newest first.")]
     sort: Annotated[
         Literal["updated_desc", "created_desc"],
-        Described("The order: updated_desc (default) or created_desc; since/until apply to it."),
+        Described("since/until apply to its time."),
     ]
     since: str | None  # normalised to UTC
     until: str | None
@@ -146,6 +145,6 @@ def _item(row: RecentRow) -> ScanItem:
         updated_at=row.updated_at,
         created_at=row.created_at,
         size_chars=row.char_count,
-        tags=row.tags,
+        tags=tag_object(row.tags),
         excerpt=excerpt,
     )

@@ -19,13 +19,13 @@ from kbmcp.access import ADMIN, TOKEN_SCOPES, Principal, readable_kb_ids, tenant
 from kbmcp.clock import format_timestamp, system_now, system_now_iso
 from kbmcp.errors import InvalidRequest, ResourceUnavailable
 from kbmcp.ids import check_id
+from kbmcp.scopes import MAX_EXPIRY_DAYS
 from kbmcp.service.tenants import resolve_knowledge_base, tenant_named
 from kbmcp.store.catalog import TenantRef
 from kbmcp.store.grants import NewToken, TokenRow
 from kbmcp.tokens import hash_secret, new_secret
 from kbmcp.workspace import Workspace, holding_lock
 
-MAX_EXPIRY_DAYS = 3650
 MAX_TOKEN_KBS = 100
 
 

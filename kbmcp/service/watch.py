@@ -14,7 +14,8 @@ Bursts (a `git pull`, a build writing many pages) stay responsive: a sync commit
 batches as they are embedded (kbmcp/service/ingest_batch.py), and changes keep being collected
 by a thread of their own while it runs. When a few paths change (an edit: at most JUMP_PATHS),
 the running sync commits what is ready and defers the rest; the edit is synced first, then the
-deferred files.
+deferred files, with what was already extracted and embedded for them (never a file extracted
+twice: kbmcp/service/ingest_carry.py).
 
 The database file and its -wal/-shm companions are never watched, even inside a watched folder
 (each write would trigger another sync); a PostgreSQL database has no file here, so nothing is
@@ -36,6 +37,7 @@ from kbmcp.errors import InvalidRequest, KbError
 from kbmcp.ingest.ignore import IGNORE_FILES
 from kbmcp.ingest.walker import Scope
 from kbmcp.service.ingest import IngestOptions, IngestReport, add_paths
+from kbmcp.service.ingest_carry import Carry
 from kbmcp.workspace import Workspace
 
 # The longest a burst of changes is grouped into one sync (a burst ends after 50 ms without a
@@ -76,11 +78,18 @@ def watch_paths(
         if not feed.wait_listening(stop):
             return
         deferred: set[Path] = set()
+        carry = Carry()  # what deferred files were already extracted to (ingest_carry.py)
         scope: Scope | None = None  # the first sync: everything
         while True:
             try:
                 report = add_paths(
-                    workspace, principal, folders, options, scope=scope, interrupt=feed.jump
+                    workspace,
+                    principal,
+                    folders,
+                    options,
+                    scope=scope,
+                    interrupt=feed.jump,
+                    carry=carry,
                 )
             except (KbError, *workspace.store.driver_errors, OSError) as error:
                 if on_error is not None:
@@ -89,6 +98,9 @@ def watch_paths(
                 deferred.update(report.deferred)
                 if on_report is not None:
                     on_report(report)
+            # Until the next sync, the connection may be closed when idle (`serve --watch` on
+            # PostgreSQL: kbmcp/leases.py).
+            workspace.release_connection()
             # Next: what changed since (first), else what was deferred, else wait for a change.
             changes = feed.take(stop, wait=not deferred)
             if changes is None:

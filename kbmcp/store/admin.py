@@ -44,6 +44,36 @@ COUNTS = {
 }
 
 
+# Per knowledge base and memory store (GET /metrics): published documents (memories) and
+# indexed chunks. Plain SQL both backends run as written; one grouped pass over each table
+# instead of a subquery per store.
+COUNTS_BY_STORE = """
+SELECT kb.public_id, kb.name, kb.kind, t.name,
+       coalesce(d.documents, 0), coalesce(c.chunks, 0)
+FROM knowledge_base AS kb
+JOIN tenant AS t ON t.id = kb.tenant_id
+LEFT JOIN (SELECT knowledge_base_id, count(*) AS documents FROM document
+           WHERE status = 'published' GROUP BY knowledge_base_id) AS d
+       ON d.knowledge_base_id = kb.id
+LEFT JOIN (SELECT knowledge_base_id, count(*) AS chunks FROM indexed_chunk
+           GROUP BY knowledge_base_id) AS c
+       ON c.knowledge_base_id = kb.id
+ORDER BY kb.public_id
+"""
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """One knowledge base or memory store and what it holds (GET /metrics)."""
+
+    public_id: str
+    name: str
+    kind: str  # documents | memories
+    tenant: str
+    documents: int  # published documents, or memories not forgotten
+    chunks: int  # indexed chunks
+
+
 @dataclass(frozen=True)
 class DatabaseFacts:
     """What the doctor reports beside the counts, as report entries (name -> value)."""
@@ -67,7 +97,16 @@ class Admin(Protocol):
         share tables: each count names its kind and status."""
         ...
 
+    def counts_by_store(self, conn: Connection) -> list[StoreCounts]:
+        """Each knowledge base and memory store with its documents and indexed chunks."""
+        ...
+
 
 def count_rows(conn: Connection) -> dict[str, int]:
     """`Admin.counts` on either backend: COUNTS, in COUNTED's order."""
     return {name: int(conn.execute(COUNTS[name]).fetchone()[0]) for name in COUNTED}
+
+
+def count_by_store(conn: Connection) -> list[StoreCounts]:
+    """`Admin.counts_by_store` on either backend."""
+    return [StoreCounts(*row) for row in conn.execute(COUNTS_BY_STORE)]

@@ -34,11 +34,12 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
-from kbmcp.errors import InvalidRequest
+from kbmcp.errors import InvalidRequest, StoreError
 
 if TYPE_CHECKING:
     from kbmcp.config import Settings
     from kbmcp.store.admin import Admin
+    from kbmcp.store.audit import Audit
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
+    from kbmcp.store.transfer import Transfer
     from kbmcp.store.vectors import Vectors
 
 # A connection of the store's backend: apsw.Connection (SQLite) or psycopg.Connection in
@@ -71,8 +73,12 @@ class Store(Protocol):
     database_errors: tuple[type[BaseException], ...]
     # Every error the driver raises (a catch-all for loops that must keep running, e.g. watch).
     driver_errors: tuple[type[BaseException], ...]
+    # Whether an idle connection holds something on the other side (a PostgreSQL server's
+    # session, which a smart shutdown waits for): servers close theirs when idle.
+    closes_idle_connections: bool
 
     admin: Admin
+    audit: Audit
     catalog: Catalog
     evaluation: Evaluation
     grants: Grants
@@ -86,11 +92,19 @@ class Store(Protocol):
     reembed: Reembed
     scan: Scan
     search: Search
+    transfer: Transfer
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> Connection:
         """A new connection, ready for use. `create`: a missing or empty database may become a
         knowledge base (otherwise a StoreError saying how to make one); `migrate`: bring the
         schema up to date first (the first connection of a process does)."""
+        ...
+
+    def remove_if_created_and_empty(self) -> bool:
+        """After a command that created the database failed, with every connection closed:
+        remove the database if it holds no document or memory and nobody else has it open, so
+        a new database is complete or absent; whether it was removed (SQLite: the new file
+        and its -wal and -shm; PostgreSQL: never, the database existed before)."""
         ...
 
     def usable(self, conn: Connection) -> bool:
@@ -114,6 +128,17 @@ class Store(Protocol):
         """A short write transaction, committed at the end of the block, rolled back whole on an
         exception. A read-only database raises ReadOnly before anything starts, a full disk
         DiskFull after the rollback."""
+        ...
+
+    def writes_begun(self) -> int:
+        """How many write transactions the calling thread has begun on this store, ever: a
+        request during which it did not change wrote nothing, and can be made again."""
+        ...
+
+    def lost_connection(self, error: BaseException, *, during_write: bool) -> StoreError:
+        """The error for a request whose connection the database server dropped (`usable` is
+        False after `error`) and that is not made again: `during_write`, it began a write,
+        which may or may not have been made."""
         ...
 
     def read_snapshot(self, conn: Connection) -> AbstractContextManager[None]:

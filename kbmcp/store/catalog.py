@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 from kbmcp.clock import now_iso
 from kbmcp.errors import InvalidRequest
 from kbmcp.ids import looks_like_id
+from kbmcp.memory_defaults import DEFAULT_MEMORY_STORE
 
 if TYPE_CHECKING:
     from kbmcp.store.backend import Connection
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
 LOCAL_TENANT = "local"
 DEFAULT_KB = "default"
-DEFAULT_MEMORY_STORE = "memories"  # the store `remember` uses when none is named
 
 DOCUMENTS = "documents"  # knowledge_base.kind of a knowledge base
 MEMORIES = "memories"  # knowledge_base.kind of a memory store

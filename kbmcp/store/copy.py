@@ -3,10 +3,10 @@
 SRC and DST are each a SQLite file or a PostgreSQL URL (kbmcp/store/postgres/url.py). What is
 copied: tenants, knowledge bases and memory stores, documents with every revision, their tags
 and chunks, the vectors (as stored: nothing is re-embedded), shares, tokens (their hashes: the
-secrets were never stored), the id key and the model record. What is rebuilt instead of copied:
-whatever the destination derives from those rows - the keyword and vector indexes of the indexed
-chunks (on SQLite exactly as ingest writes them: kbmcp/store/sqlite/index.py), document_metadata and
-index_log (their triggers).
+secrets were never stored), the id key, the model record and the audit trail. What is rebuilt
+instead of copied: whatever the destination derives from those rows - the keyword and vector
+indexes of the indexed chunks (on SQLite exactly as ingest writes them:
+kbmcp/store/sqlite/index.py), document_metadata and index_log (their triggers).
 
 Into PostgreSQL the load is a bulk one (kbmcp/store/postgres/bulk.py: COPY, the postings'
 indexes built after the load, ANALYZE before the commit, VACUUM after it): 100k chunks in
@@ -30,6 +30,7 @@ from typing import Any
 
 from kbmcp.embed.base import ModelFingerprint
 from kbmcp.errors import InvalidRequest, StoreError
+from kbmcp.store.admin import count_rows
 from kbmcp.store.postgres.url import is_postgres_url, shown_url
 
 # Every table copied, in an order that satisfies the foreign keys (document -> revision is the
@@ -68,11 +69,12 @@ _TABLE_COLUMNS = (
     ("id_key", "id key origin unkeyed_before created_at"),
     ("embedding_model", "id name dimension version recorded_at"),
     ("chunk_vector", "chunk_id embedding knowledge_base_id"),
+    ("audit_event", "id tenant_id at token_id via action outcome objects detail count"),
 )
 TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (table, tuple(columns.split())) for table, columns in _TABLE_COLUMNS
 )
-# The store of each row of these tables: a column on PostgreSQL (its migration 8: the key Citus
+# The store of each row of these tables: a column on PostgreSQL (its migration 9: the key Citus
 # distributes by), found through the row's document in a file, which has no such column (read
 # from a file by these expressions, left out when writing one).
 FILE_ROW_STORE = {
@@ -90,6 +92,9 @@ FILE_ROW_STORE = {
 STORE_COLUMN = "knowledge_base_id"
 # Rows a destination derives from the copied ones (not copied; counted after the copy).
 DERIVED = ("document_metadata",)
+# Columns only PostgreSQL has, kept by its triggers from the copied rows (not copied):
+# each revision's chunk range (sql/008_revision_chunk_range.sql), set as its chunks go in.
+POSTGRES_DERIVED_COLUMNS = {"revision": ("first_chunk_id", "last_chunk_id", "chunk_count")}
 # Tables whose rows make a destination "not empty" (a fresh one holds an id key only).
 DATA_TABLES = ("tenant", "knowledge_base", "document", "token")
 BATCH = 1000
@@ -107,6 +112,9 @@ class CopyReport:
     destination: str
     rows: dict[str, int] = field(default_factory=dict)  # table -> rows copied
     indexed_chunks: int = 0
+    # What DST holds, counted as `kbmcp doctor` counts it (knowledge bases and memory stores,
+    # documents and memories apart; kbmcp/store/admin.py), so both say the same.
+    contents: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -199,6 +207,7 @@ def _copy(src: _Side, dst: _Side, report: CopyReport, *, force: bool, say: Progr
         report.indexed_chunks = dst.rebuild_indexes(say)
     say("verifying counts")
     _verify(src, dst, report)
+    report.contents = count_rows(dst.conn)
     dst.finish(say)
 
 
@@ -315,6 +324,7 @@ class _SqliteSide(_Side):
         "DELETE FROM index_log",
         "INSERT INTO chunk_fts (chunk_fts) VALUES ('delete-all')",
         "DELETE FROM embedding_model",
+        "DELETE FROM audit_event",
     )
     INDEXED_REVISIONS = """
         SELECT current_revision_id, title, knowledge_base_id FROM document
@@ -431,10 +441,13 @@ class _PostgresSide(_Side):
         "tenant", "knowledge_base", "document", "document_tag", "document_metadata", "revision",
         "chunk", "share", "token", "chunk_vector", "chunk_vec", "chunk_keyword", "chunk_term",
         "keyword_total", "keyword_token", "embedding_model", "source_file", "staged_revision",
+        "audit_event",
     )  # fmt: skip
     WIPE = f"TRUNCATE {', '.join(WRITTEN_TABLES)} RESTART IDENTITY"
     # After explicit ids, each identity continues after the largest one.
-    IDENTITY_TABLES = ("tenant", "knowledge_base", "document", "revision", "chunk", "token")
+    IDENTITY_TABLES = (
+        "tenant", "knowledge_base", "document", "revision", "chunk", "token", "audit_event",
+    )  # fmt: skip
     SET_IDENTITY = """
         SELECT setval(pg_get_serial_sequence('{table}', 'id'), coalesce(max(id), 0) + 1, false)
         FROM {table}"""

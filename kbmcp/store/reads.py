@@ -79,6 +79,7 @@ class ChunkRow:
     sha256: str  # the revision's
     store_kind: str  # knowledge_base.kind: 'documents' or 'memories'
     revision_chars: int
+    knowledge_base_name: str
     covers_whole: bool  # only blanks of the revision lie outside the chunk
 
 
@@ -179,6 +180,6 @@ class SqlReads:
             },
         )
         return [
-            ChunkRow(*row[:12], bool(row[12]), *row[13:17], bool(row[17]))  # type: ignore[arg-type]
+            ChunkRow(*row[:12], bool(row[12]), *row[13:18], bool(row[18]))  # type: ignore[arg-type]
             for row in rows
         ]

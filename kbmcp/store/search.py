@@ -181,6 +181,13 @@ class Search(Protocol):
         """The indexed chunk ids (sorted int64) of these documents (row ids)."""
         ...
 
+    def chunks_at_paths(
+        self, conn: Connection, knowledge_base_ids: list[int], paths: list[str]
+    ) -> np.ndarray:
+        """The indexed chunk ids (sorted int64) of the documents of these knowledge bases (row
+        ids) whose path is exactly one of `paths`."""
+        ...
+
     def prepare_keywords(self, conn: Connection) -> None:
         """Before a keyword search's read snapshot: whatever the connection needs once (SQLite:
         the vocabulary table of FTS5; nothing on PostgreSQL)."""

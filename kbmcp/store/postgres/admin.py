@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from kbmcp.store.admin import DatabaseFacts, count_rows
+from kbmcp.store.admin import DatabaseFacts, count_by_store, count_rows
 from kbmcp.store.postgres import citus
 from kbmcp.store.postgres.migrations import current_version, latest_version
 from kbmcp.store.postgres.vectors import has_index
@@ -37,3 +37,4 @@ def database_facts(conn: PgConnection) -> DatabaseFacts:
 
 
 counts = count_rows
+counts_by_store = count_by_store

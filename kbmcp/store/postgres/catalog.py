@@ -111,7 +111,7 @@ class PostgresCatalog(SqlCatalog):
     FROM document AS d WHERE d.id = %(document_id)s
     ON CONFLICT DO NOTHING
     """
-    # A revision and a chunk are in their document's store (migration 8): it is read from the
+    # A revision and a chunk are in their document's store (migration 9): it is read from the
     # row they belong to, so a caller names the document or revision only. On Citus the row's
     # store is then found by asking every shard (an index probe each) and the insert is routed
     # to the store's shard; the new id comes from the coordinator's sequence.

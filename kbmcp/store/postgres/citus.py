@@ -10,7 +10,7 @@ migration that brings the schema up to date also distributes it, in the same tra
 - every table holding a store's data is distributed by `knowledge_base_id` (the store: a
   knowledge base or a memory store), all co-located, so one store's documents, revisions,
   chunks, vectors and postings are on one shard and every join between them stays there
-  (migration 8 put the store in every key and foreign key);
+  (migration 9 put the store in every key and foreign key);
 - the audit trail (`audit_event`, keyed by tenant) stays a table of the coordinator: every
   request reaches the cluster through it, an event is one short insert, and `kbmcp audit`
   reads one tenant's recent rows; distributing it by tenant would make every audited write a

@@ -20,6 +20,7 @@ from psycopg.types.string import TextBinaryLoader, TextLoader
 from psycopg_pool import ConnectionPool
 
 from kbmcp.errors import StoreError
+from kbmcp.store.postgres import halves
 from kbmcp.store.postgres.url import is_postgres_url, shown_url
 from kbmcp.store.postgres.vectors import register_vector
 
@@ -41,6 +42,7 @@ def connect(url: str, *, migrate: bool = True) -> psycopg.Connection[Any]:
         except BaseException:
             conn.close()
             raise
+    halves.remember_url(conn, url)  # a large scope's second connection opens with it
     return conn
 
 

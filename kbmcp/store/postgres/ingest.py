@@ -30,7 +30,7 @@ class PostgresIngest(SqlIngest):
     JOIN document AS d ON d.knowledge_base_id = f.knowledge_base_id AND d.id = f.document_id
     WHERE d.knowledge_base_id = %(kb_id)s
     """
-    # The row is in its document's store (migration 8), read from the document.
+    # The row is in its document's store (migration 9), read from the document.
     UPSERT_SOURCE_FILE = """
     INSERT INTO source_file (document_id, size, mtime_ns, inode, bytes_hash, read_key, folder,
                              checked_ns, knowledge_base_id)

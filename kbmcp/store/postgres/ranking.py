@@ -47,7 +47,7 @@ import numpy as np
 import psycopg
 
 from kbmcp.search.ranking import WEAK_KEYWORD_SHARE, RankedRow, Ranking
-from kbmcp.store.postgres import citus, connection, keyword
+from kbmcp.store.postgres import citus, connection, halves, keyword
 from kbmcp.store.postgres.keyword import CONTRIBUTION, KeywordStats, Phrase
 from kbmcp.store.postgres.scope import ScopeQuery, ScopeRuns, runs_of_rows
 from kbmcp.store.postgres.vectors import Float32Vector
@@ -130,12 +130,7 @@ NO_SCOPE_COLUMNS = "NULL::bigint[], NULL::bigint[]"
 # ("UNION/INTERSECT/EXCEPT could not convert type text to integer").
 CHANNELS = """
 WITH
-scope_range(store, lo, hi) AS MATERIALIZED (
-    {scope}
-),
-scope_chunk(store, id) AS MATERIALIZED (
-    SELECT r.store, generate_series(r.lo, r.hi) FROM scope_range AS r
-),
+{scope_ctes}
 {lexical_ctes}
 lexical_hit(chunk_id, score, kind) AS MATERIALIZED (
     {lexical}
@@ -153,6 +148,31 @@ SEMANTIC, LEXICAL, LEXICAL_ALL, KEPT_COUNT = 0, 1, 2, 3
 KEPT_COUNT_ROW = """
 UNION ALL
 SELECT 3::integer, count(*), NULL::float8, NULL::vector FROM lexical_kept"""
+SCOPE_CTES = """scope_range(store, lo, hi) AS MATERIALIZED (
+    {scope}
+),
+scope_chunk(store, id) AS MATERIALIZED (
+    SELECT r.store, generate_series(r.lo, r.hi) FROM scope_range AS r
+),"""
+# The two halves of CHANNELS as two statements, for a large scope's two connections
+# (halves.py): the keyword half on the search's connection, the vector half on the helper.
+LEXICAL_CHANNEL = """
+WITH
+{scope_ctes}
+{lexical_ctes}
+lexical_hit(chunk_id, score, kind) AS MATERIALIZED (
+    {lexical}
+)
+SELECT kind, chunk_id, score, NULL::vector FROM lexical_hit
+"""
+SEMANTIC_CHANNEL = """
+WITH
+{scope_ctes}
+semantic_pool(chunk_id, embedding, similarity) AS MATERIALIZED (
+    {semantic}
+)
+SELECT 0::integer, chunk_id, similarity, embedding FROM semantic_pool
+"""
 SCOPE_RANGES = """SELECT * FROM unnest(%(scope_store)s::bigint[], %(scope_lo)s::bigint[],
                          %(scope_hi)s::bigint[])"""
 NO_SCOPE_RANGES = "SELECT NULL::bigint, NULL::bigint, NULL::bigint WHERE false"
@@ -432,7 +452,8 @@ SELECT k.chunk_id, k.chunk_public_id, d.public_id, r.public_id, kb.public_id,
        c.text, k.lexical_rank, k.lexical_score, k.semantic_rank, k.semantic_score,
        k.final_score, d.kind, r.content_hash, kb.kind, k.recency_weight, k.fused_count,
        (SELECT count(*) FROM lexical_hit) AS lexical_found,
-       (SELECT count(*) FROM semantic_hit) AS semantic_found
+       (SELECT count(*) FROM semantic_hit) AS semantic_found,
+       kb.name
 FROM ranked AS k
 JOIN chunk AS c
   ON c.id = k.chunk_id AND c.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
@@ -559,7 +580,10 @@ def channel_rows(
     kept_count: bool = False,
 ) -> list[tuple[Any, ...]]:
     """The channels statement's rows (CHANNELS) over `request.searched_stores` and its scope;
-    `kept_count`: with the KEPT_COUNT row (a store of a search over several)."""
+    `kept_count`: with the KEPT_COUNT row (a store of a search over several). One statement,
+    or for a large scope with both channels its two halves on two connections of one snapshot
+    (halves.py; not on Citus, where the coordinator's exported snapshot does not reach the
+    workers' transactions)."""
     params: dict[str, Any] = {
         "depth": request.depth,
         "searched_stores": sorted(request.searched_stores),
@@ -570,15 +594,31 @@ def channel_rows(
         params["scope_store"] = bigint_array_literal(request.scope.store)
         params["scope_lo"] = bigint_array_literal(request.scope.lo)
         params["scope_hi"] = bigint_array_literal(request.scope.hi)
-    channels = CHANNELS.format(
-        scope=SCOPE_RANGES if request.scope is not None else NO_SCOPE_RANGES,
-        lexical_ctes=lexical.ctes,
-        lexical=lexical.body,
-        semantic=semantic.body,
-        extra=KEPT_COUNT_ROW if kept_count and lexical.ctes else "",
+    scope_ctes = SCOPE_CTES.format(
+        scope=SCOPE_RANGES if request.scope is not None else NO_SCOPE_RANGES
     )
-    with conn.cursor(binary=True) as cur:
-        return cur.execute(channels, params, prepare=False).fetchall()
+    scope_rows = None if request.scope is None else request.scope.rows
+    both = lexical.strategy is not None and semantic.strategy is not None
+    if citus.is_citus(conn) or not halves.worth_two(conn, scope_rows, both):
+        statement = CHANNELS.format(
+            scope_ctes=scope_ctes,
+            lexical_ctes=lexical.ctes,
+            lexical=lexical.body,
+            semantic=semantic.body,
+            extra=KEPT_COUNT_ROW if kept_count and lexical.ctes else "",
+        )
+        with conn.cursor(binary=True) as cur:
+            return cur.execute(statement, params, prepare=False).fetchall()
+    keyword_half = LEXICAL_CHANNEL.format(scope_ctes=scope_ctes, lexical_ctes=lexical.ctes,
+                                          lexical=lexical.body)  # fmt: skip
+    vector_half = SEMANTIC_CHANNEL.format(scope_ctes=scope_ctes, semantic=semantic.body)
+
+    def own() -> list[tuple[Any, ...]]:
+        with conn.cursor(binary=True) as cur:
+            return cur.execute(keyword_half, params, prepare=False).fetchall()
+
+    mine, other = halves.run_halves(conn, own, vector_half, params)
+    return mine + other
 
 
 def rank_candidates(
@@ -615,7 +655,7 @@ def rank_candidates(
     if not rows:
         return Ranking([], 0, 0, 0)
     return Ranking(
-        rows=[RankedRow(*row[:22]) for row in rows],
+        rows=[RankedRow(*row[:22], row[25]) for row in rows],
         fused_count=rows[0][22],
         lexical_found=rows[0][23],
         semantic_found=rows[0][24],

@@ -53,7 +53,7 @@ class PostgresReads(SqlReads):
     SELECT c.public_id, d.public_id, kb.public_id, r.public_id, d.path, d.title, c.heading_path,
            c.char_start, c.char_end, c.line_start, c.line_end, c.text,
            r.id = d.current_revision_id AS is_current, d.kind, r.content_hash, kb.kind,
-           r.char_count,
+           r.char_count, kb.name,
            CASE WHEN r.char_count - (c.char_end - c.char_start) > %(blank_slack)s THEN false
                 ELSE btrim(substr(r.content, 1, c.char_start), %(blanks)s) = ''
                      AND btrim(substr(r.content, c.char_end + 1), %(blanks)s) = ''

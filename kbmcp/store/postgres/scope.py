@@ -58,7 +58,7 @@ ORDER BY want.n
 COUNT_KNOWLEDGE_BASES = "SELECT count(*) FROM knowledge_base"
 
 # A scope's documents: (id, current_revision_id, knowledge_base_id); the statements that read
-# them join their rows by the store too (migration 8).
+# them join their rows by the store too (migration 9).
 BASE_DOCUMENTS = """
 SELECT d.id, d.current_revision_id, d.knowledge_base_id
 FROM document AS d
@@ -75,7 +75,7 @@ NOTHING = """SELECT NULL::bigint AS id, NULL::bigint AS current_revision_id,
 
 # As SQLite's, every filter searches an index that leads with the store, within the readable
 # stores only (migration 5): its work follows the caller's own data, not other tenants'. Each
-# selects (document id, store): a document is matched by both (migration 8).
+# selects (document id, store): a document is matched by both (migration 9).
 FILTER_DOCUMENTS = {
     # A range of document_by_store_path (COLLATE "C") per store: from the prefix up to the
     # prefix followed by U+10FFFF, the largest code point (UTF-8 byte order is code point
@@ -125,13 +125,13 @@ FILTER_DOCUMENTS = {
 MEMORY_FILTER_DOCUMENTS = {
     "tags": """
         SELECT hit.document_id, hit.knowledge_base_id
-        FROM (SELECT t.document_id, t.knowledge_base_id, t.key
+        FROM (SELECT t.document_id, t.knowledge_base_id, t.key, t.value
               FROM unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
               JOIN document_tag AS t
                 ON t.knowledge_base_id = ANY(%(readable_store_ids)s::bigint[])
                AND t.key = want.key AND t.value = want.value
               UNION
-              SELECT memory.id, memory.knowledge_base_id, want.key
+              SELECT memory.id, memory.knowledge_base_id, want.key, want.value
               FROM knowledge_base AS store
               CROSS JOIN jsonb_each(store.tags::jsonb) AS have(key, value)
               JOIN unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
@@ -164,22 +164,21 @@ JOIN chunk AS c
  AND c.knowledge_base_id = ANY(%(scope_stores)s::bigint[])
 """
 # A scope's chunks as runs of consecutive ids in one store (`ScopeRuns`): per document, its
-# current revision's smallest and largest chunk id and how many chunks it has (an index-only read
-# of chunk_by_revision, sql/004_scope_ranges.sql and 008), and the ids of the revisions whose
+# current revision's smallest and largest chunk id and how many chunks it has (kept on the
+# revision: sql/008_revision_chunk_range.sql, one index-only read of revision_chunk_range per
+# document; it was an aggregate over each document's chunks), and the ids of the revisions whose
 # chunks are not consecutive (a revision's chunks are written together, so they nearly always
 # are). A scope of 1,000 documents is then 1,000 pairs, merged into runs in Python, instead of
 # 10,000 ids sorted, sent back and forth and estimated by the planner (ranking.py reads the runs
 # as index ranges of their store).
 SCOPE_RUN_CTES = """scope_document AS MATERIALIZED ({documents}),
 revision_chunk AS MATERIALIZED (
-    SELECT s.current_revision_id AS revision_id, s.knowledge_base_id AS store, c.lo, c.hi, c.n
+    SELECT r.id AS revision_id, r.knowledge_base_id AS store, r.first_chunk_id AS lo,
+           r.last_chunk_id AS hi, r.chunk_count AS n
     FROM scope_document AS s
-    CROSS JOIN LATERAL (SELECT min(c.id) AS lo, max(c.id) AS hi, count(*) AS n
-                        FROM chunk AS c
-                        WHERE c.knowledge_base_id = s.knowledge_base_id
-                          AND c.revision_id = s.current_revision_id
-                          AND c.knowledge_base_id = ANY(%(scope_stores)s::bigint[])) AS c
-    WHERE c.n > 0
+    JOIN revision AS r
+      ON r.knowledge_base_id = s.knowledge_base_id AND r.id = s.current_revision_id
+    WHERE r.chunk_count > 0 AND r.knowledge_base_id = ANY(%(scope_stores)s::bigint[])
 )"""
 # The runs' columns (`runs_of_rows`'s arguments): each run as [first id, last id, store], in
 # one sorted pass, and the single ids of revisions whose chunks are not consecutive as [id,
@@ -197,6 +196,16 @@ SELECTED_DOCUMENT_CHUNKS = """
 SELECT coalesce(array_agg(chunk_id ORDER BY chunk_id), '{}')
 FROM indexed_chunk
 WHERE document_id = ANY(%(document_ids)s::bigint[])
+"""
+# The indexed chunks of the documents at exactly these paths in these knowledge bases: a path
+# in document_paths that names a document is as explicit as its id (kbmcp/search/floor.py).
+# Equality needs no collation (deterministic collations compare equal bytes only).
+CHUNKS_AT_PATHS = """
+SELECT coalesce(array_agg(i.chunk_id ORDER BY i.chunk_id), '{}')
+FROM indexed_chunk AS i
+JOIN document AS d ON d.id = i.document_id
+WHERE i.knowledge_base_id = ANY(%(knowledge_base_ids)s::bigint[])
+  AND d.path = ANY(%(paths)s::text[])
 """
 
 
@@ -219,7 +228,8 @@ def scope_params(scope: Scope) -> dict[str, Any]:
     }
     for name, value in scope.filters.items():
         if name == "tags":
-            params["tag_keys"], params["tag_values"] = list(value), list(value.values())
+            params["tag_keys"] = [key for key, _ in value]
+            params["tag_values"] = [tag for _, tag in value]
         elif name == "metadata":
             params.update(_metadata_params(value))
         else:
@@ -421,4 +431,12 @@ def resolve_memory_store_ids(
 
 def selected_document_chunks(conn: PgConnection, document_ids: list[int]) -> np.ndarray:
     ids = conn.execute(SELECTED_DOCUMENT_CHUNKS, {"document_ids": list(document_ids)}).fetchone()
+    return np.asarray(ids[0], dtype=np.int64)
+
+
+def chunks_at_paths(
+    conn: PgConnection, knowledge_base_ids: list[int], paths: list[str]
+) -> np.ndarray:
+    parameters = {"knowledge_base_ids": list(knowledge_base_ids), "paths": list(paths)}
+    ids = conn.execute(CHUNKS_AT_PATHS, parameters).fetchone()
     return np.asarray(ids[0], dtype=np.int64)

@@ -24,6 +24,7 @@ import psycopg
 from kbmcp.search.query_vector import unit
 from kbmcp.store.postgres import keyword, ranking, shards
 from kbmcp.store.postgres.scope import (
+    chunks_at_paths,
     count_stores,
     empty_filters,
     resolve_ids,
@@ -35,6 +36,7 @@ from kbmcp.store.postgres.scope import (
 from kbmcp.store.search import Ranked, RankQuery, Tokenizer
 
 __all__ = [
+    "chunks_at_paths",
     "count_stores",
     "document_tokenizer",
     "empty_filters",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -21,10 +22,12 @@ from psycopg.pq import TransactionStatus
 from kbmcp.errors import DiskFull, KbError, ReadOnly, StoreError
 from kbmcp.store.postgres import (
     admin,
+    audit,
     catalog,
     connection,
     evaluation,
     grants,
+    halves,
     id_key,
     index,
     ingest,
@@ -35,12 +38,14 @@ from kbmcp.store.postgres import (
     reembed,
     scan,
     search,
+    transfer,
     vectors,
 )
 from kbmcp.store.postgres.url import shown_url
 
 if TYPE_CHECKING:
     from kbmcp.store.admin import Admin
+    from kbmcp.store.audit import Audit
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
@@ -53,6 +58,7 @@ if TYPE_CHECKING:
     from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
+    from kbmcp.store.transfer import Transfer
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -89,9 +95,11 @@ class PostgresStore:
     kind: Literal["postgres"] = "postgres"
     database_errors = DATABASE_ERRORS
     driver_errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+    closes_idle_connections = True
 
     # The concerns (kbmcp/store/backend.py): this backend's implementation of each.
     admin: Admin = admin
+    audit: Audit = audit.AUDIT
     catalog: Catalog = catalog.CATALOG
     evaluation: Evaluation = evaluation
     grants: Grants = grants.GRANTS
@@ -105,10 +113,12 @@ class PostgresStore:
     reembed: Reembed = reembed
     scan: Scan = scan.SCAN
     search: Search = search
+    transfer: Transfer = transfer.TRANSFER
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.shown = shown_url(url)
+        self._writes = threading.local()
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> PgConnection:
         conn = connection.connect(self.url, migrate=False)
@@ -141,6 +151,9 @@ class PostgresStore:
                 details={"db": self.shown},
             )
 
+    def remove_if_created_and_empty(self) -> bool:
+        return False  # the database existed before kbmcp (its schema is kbmcp's to keep)
+
     def usable(self, conn: PgConnection) -> bool:
         return not (conn.closed or conn.broken)
 
@@ -152,17 +165,20 @@ class PostgresStore:
         back under a transaction block it still tracks): it is closed, and the workspace opens
         a new one (`usable` is False)."""
         if self.in_transaction(conn):
+            halves.close_helper(conn)
             conn.close()
 
     def close(self, conns: Sequence[PgConnection]) -> None:
         for conn in conns:
             try:
+                halves.close_helper(conn)
                 conn.close()
             except psycopg.Error as exc:
                 logger.warning("closing a connection to %s: %s", self.shown, exc)
 
     @contextlib.contextmanager
     def write_transaction(self, conn: PgConnection) -> Iterator[PgConnection]:
+        self._writes.begun = self.writes_begun() + 1
         try:
             with conn.transaction():
                 yield conn
@@ -170,6 +186,24 @@ class PostgresStore:
             raise self._read_only(exc) from None
         except pg_errors.DiskFull as exc:
             raise self._disk_full(exc) from None
+
+    def writes_begun(self) -> int:
+        return int(getattr(self._writes, "begun", 0))
+
+    def lost_connection(self, error: BaseException, *, during_write: bool) -> StoreError:
+        reason = _first_line(error)
+        if during_write:
+            message = (
+                f"lost the connection to PostgreSQL at {self.shown} during a write ({reason}): "
+                "it was not made again, since it may have been written; check, and call again "
+                "if it was not"
+            )
+        else:
+            message = (
+                f"lost the connection to PostgreSQL at {self.shown} twice ({reason}): the server "
+                "is restarting or going away; try again shortly"
+            )
+        return StoreError(message, details={"db": self.shown})
 
     @contextlib.contextmanager
     def read_snapshot(self, conn: PgConnection) -> Iterator[None]:

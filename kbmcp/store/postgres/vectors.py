@@ -48,7 +48,7 @@ CLEAR_VECTORS = "TRUNCATE chunk_vec, chunk_vector"
 SET_DIMENSION = """
 ALTER TABLE chunk_vec ALTER COLUMN embedding TYPE vector({dimension})
 """
-# A vector is in its chunk's store (migration 8), read once for all the chunks written
+# A vector is in its chunk's store (migration 9), read once for all the chunks written
 # (CHUNK_STORES): on Citus each insert then goes to its store's shard, where reading the store
 # per vector would ask every shard once a vector.
 CHUNK_STORES = "SELECT id, knowledge_base_id FROM chunk WHERE id = ANY(%(chunk_ids)s::bigint[])"

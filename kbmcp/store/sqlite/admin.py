@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import apsw
 
-from kbmcp.store.admin import DatabaseFacts, count_rows
+from kbmcp.store.admin import DatabaseFacts, count_by_store, count_rows
 from kbmcp.store.sqlite.migrations import current_version, latest_version
 
 JOURNAL_MODE = "PRAGMA journal_mode"
@@ -25,6 +25,7 @@ def database_facts(conn: apsw.Connection) -> DatabaseFacts:
 
 
 counts = count_rows
+counts_by_store = count_by_store
 
 
 def _package_version(name: str) -> str | None:

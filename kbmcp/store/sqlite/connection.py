@@ -30,6 +30,7 @@ from kbmcp.store.sqlite.disk_full import disk_full_error, is_disk_full
 from kbmcp.store.sqlite.files import create_private_file, make_private_folder
 from kbmcp.store.sqlite.id_key import ensure_id_key
 from kbmcp.store.sqlite.migrations import current_version, latest_version, migrate
+from kbmcp.store.sqlite.new_file import remove_if_empty
 from kbmcp.store.sqlite.schema_check import schema_mismatch
 from kbmcp.store.sqlite.wal import WAL_SIZE_LIMIT, keep_wal_small
 
@@ -112,19 +113,9 @@ def _apsw_connection(
 
 def _remove_unfinished(db_path: Path) -> None:
     """Remove a file this call created and could not make a knowledge base (a full disk during
-    the migrations): "complete or absent". Only while it is still empty: another process that
-    opened the new file meanwhile and finished it keeps it."""
-    try:
-        probe = apsw.Connection(str(db_path), flags=apsw.SQLITE_OPEN_READONLY)
-        try:
-            empty = probe.execute("SELECT count(*) FROM sqlite_schema").fetchone()[0] == 0
-        finally:
-            probe.close()
-    except apsw.Error:
-        return
-    if empty:
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    the migrations): "complete or absent". Only while it holds nothing and no other connection
+    has it open: another process that opened the new file meanwhile and finished it keeps it."""
+    remove_if_empty(db_path)
 
 
 def is_writable(db_path: Path) -> bool:
@@ -274,7 +265,7 @@ def _prepare(
         conn.close()
         raise StoreError(f"{db_path} is damaged ({exc}); restore it from a backup") from None
     except Exception as exc:
-        if not is_disk_full(exc):
+        if not is_disk_full(exc, conn.system_errno):
             conn.close()
             raise
         error = disk_full_error(conn, exc)
@@ -402,7 +393,7 @@ def write_transaction(conn: apsw.Connection) -> Iterator[apsw.Connection]:
         # again would replace the real error with "no transaction is active".
         if conn.in_transaction:
             conn.execute("ROLLBACK")
-        if is_disk_full(exc):
+        if is_disk_full(exc, conn.system_errno):
             raise disk_full_error(conn, exc) from None
         raise
     keep_wal_small(conn, BUSY_TIMEOUT_MS)

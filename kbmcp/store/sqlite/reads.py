@@ -49,7 +49,7 @@ class SqliteReads(SqlReads):
     SELECT c.public_id, d.public_id, kb.public_id, r.public_id, d.path, d.title, c.heading_path,
            c.char_start, c.char_end, c.line_start, c.line_end, c.text,
            r.id = d.current_revision_id AS is_current, d.kind, r.content_hash, kb.kind,
-           r.char_count,
+           r.char_count, kb.name,
            -- The chunk covers its whole revision when only blanks lie outside it (the chunker drops
            -- them). The length test comes first so that a fragment never loads the revision's text.
            r.char_count - (c.char_end - c.char_start) <= :blank_slack

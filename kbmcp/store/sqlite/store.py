@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import apsw
 
-from kbmcp.errors import KbError
+from kbmcp.errors import KbError, StoreError
 from kbmcp.store.sqlite import (
     admin,
+    audit,
     catalog,
     connection,
     disk_full,
@@ -23,16 +25,19 @@ from kbmcp.store.sqlite import (
     ingest,
     listing,
     memories,
+    new_file,
     reads,
     reembed,
     scan,
     search,
+    transfer,
     vectors,
     wal,
 )
 
 if TYPE_CHECKING:
     from kbmcp.store.admin import Admin
+    from kbmcp.store.audit import Audit
     from kbmcp.store.catalog import Catalog
     from kbmcp.store.evaluation import Evaluation
     from kbmcp.store.grants import Grants
@@ -45,6 +50,7 @@ if TYPE_CHECKING:
     from kbmcp.store.reembed import Reembed
     from kbmcp.store.scan import Scan
     from kbmcp.store.search import Search
+    from kbmcp.store.transfer import Transfer
     from kbmcp.store.vectors import Vectors
 
 logger = logging.getLogger(__name__)
@@ -69,9 +75,11 @@ class SqliteStore:
     kind: Literal["sqlite"] = "sqlite"
     database_errors = DATABASE_ERRORS
     driver_errors: tuple[type[BaseException], ...] = (apsw.Error,)
+    closes_idle_connections = False  # an open file costs nothing while idle
 
     # The concerns (kbmcp/store/backend.py): this backend's implementation of each.
     admin: Admin = admin
+    audit: Audit = audit.AUDIT
     catalog: Catalog = catalog.CATALOG
     evaluation: Evaluation = evaluation
     grants: Grants = grants.GRANTS
@@ -85,16 +93,25 @@ class SqliteStore:
     reembed: Reembed = reembed
     scan: Scan = scan.SCAN
     search: Search = search
+    transfer: Transfer = transfer.TRANSFER
 
     def __init__(self, path: Path, *, immutable: bool = False) -> None:
         self.path = path
         self.immutable = immutable
         self.shown = str(path)
+        self._writes = threading.local()
+        self._created = False  # the file did not exist before this store's first connection
 
     def connect(self, *, create: bool = False, migrate: bool = False) -> apsw.Connection:
-        return connection.open_connection(
+        existed = self.path.exists()
+        conn = connection.open_connection(
             self.path, create=create, apply_migrations=migrate, immutable=self.immutable
         )
+        self._created = self._created or not existed
+        return conn
+
+    def remove_if_created_and_empty(self) -> bool:
+        return self._created and new_file.remove_if_empty(self.path)
 
     def usable(self, conn: apsw.Connection) -> bool:
         return True  # a file does not go away under an open connection
@@ -121,7 +138,15 @@ class SqliteStore:
     def write_transaction(
         self, conn: apsw.Connection
     ) -> contextlib.AbstractContextManager[apsw.Connection]:
+        self._writes.begun = self.writes_begun() + 1
         return connection.write_transaction(conn)
+
+    def writes_begun(self) -> int:
+        return int(getattr(self._writes, "begun", 0))
+
+    def lost_connection(self, error: BaseException, *, during_write: bool) -> StoreError:
+        # Never asked: a file does not go away under an open connection (`usable`).
+        return StoreError(f"lost the connection to {self.shown} ({error})")
 
     @contextlib.contextmanager
     def read_snapshot(self, conn: apsw.Connection) -> Iterator[None]:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from kbmcp.store.search import Ranked, RankQuery, Tokenizer
 
 __all__ = [
+    "chunks_at_paths",
     "count_stores",
     "document_tokenizer",
     "empty_filters",
@@ -64,6 +65,14 @@ def selected_document_chunks(conn: apsw.Connection, document_ids: list[int]) -> 
     from kbmcp.store.sqlite.search import floor
 
     return floor.selected_document_chunks(conn, document_ids)
+
+
+def chunks_at_paths(
+    conn: apsw.Connection, knowledge_base_ids: list[int], paths: list[str]
+) -> np.ndarray:
+    from kbmcp.store.sqlite.search import floor
+
+    return floor.chunks_at_paths(conn, knowledge_base_ids, paths)
 
 
 def prepare_keywords(conn: apsw.Connection) -> None:

@@ -137,7 +137,8 @@ SELECT k.chunk_id, k.chunk_public_id, d.public_id, r.public_id, kb.public_id,
        c.text, k.lexical_rank, k.lexical_score, k.semantic_rank, k.semantic_score,
        k.final_score, d.kind, r.content_hash, kb.kind, k.recency_weight, k.fused_count,
        (SELECT count(*) FROM lexical_hit) AS lexical_found,
-       (SELECT count(*) FROM semantic_hit) AS semantic_found
+       (SELECT count(*) FROM semantic_hit) AS semantic_found,
+       kb.name
 FROM ranked AS k
 JOIN chunk AS c ON c.id = k.chunk_id
 JOIN revision AS r ON r.id = c.revision_id
@@ -223,7 +224,7 @@ def rank(
         return Ranking([], 0, 0, 0)
     lexical_found, semantic_found = rows[0][23], rows[0][24]
     return Ranking(
-        rows=[RankedRow(*row[:22]) for row in rows],
+        rows=[RankedRow(*row[:22], row[25]) for row in rows],
         fused_count=rows[0][22],
         lexical_found=lexical_found if lexical.found is None else lexical.found,
         semantic_found=semantic_found if semantic.found is None else semantic.found,

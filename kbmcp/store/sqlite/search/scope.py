@@ -86,12 +86,14 @@ FILTER_DOCUMENTS = {
     # Every requested pair must be among the document's tags: one search of the index on
     # (store, key, value) per store and pair, then the documents that matched all of them. Not
     # a NOT EXISTS per document, which tested every document (~100 ms at 100k chunks).
+    # :tags is a JSON array of distinct [key, value] pairs (a key may come with several values).
     "tags": """
         SELECT t.document_id
         FROM json_each(:readable_kb_ids) AS store
         CROSS JOIN json_each(:tags) AS want
         CROSS JOIN document_tag AS t
-        WHERE t.knowledge_base_id = store.value AND t.key = want.key AND t.value = want.value
+        WHERE t.knowledge_base_id = store.value
+          AND t.key = want.value ->> 0 AND t.value = want.value ->> 1
         GROUP BY t.document_id
         HAVING count(*) = (SELECT count(*) FROM json_each(:tags))""",
     # Every requested key must be present with an equal value. Equality is typed (docs/search.md):
@@ -121,29 +123,29 @@ FILTER_DOCUMENTS = {
 }
 # The memories each memory filter selects, among those of the readable memory stores. A memory
 # matches tags when every pair is among its own tags or its store's tags (a pair may come from
-# either): (memory, key) hits from the tag index (per store, as FILTER_DOCUMENTS' "tags"), UNION
-# those from the tags of the readable memory stores, then memories that hit every key. CROSS
+# either): (memory, key, value) hits from the tag index (per store, as FILTER_DOCUMENTS' "tags"),
+# UNION those from the tags of the readable memory stores, then memories that hit every pair. CROSS
 # JOIN fixes the order of the second part: stores first (few; one JSON object each), then their
 # memories by the (knowledge_base_id, path) index. Left to itself the planner scanned every
 # document and parsed its store's tags per row (5 ms for 10k memories; 0.3 ms this way).
 MEMORY_FILTER_DOCUMENTS = {
     "tags": """
         SELECT hit.document_id
-        FROM (SELECT t.document_id, t.key
+        FROM (SELECT t.document_id, t.key, t.value
               FROM json_each(:readable_store_ids) AS store
               CROSS JOIN json_each(:tags) AS want
               CROSS JOIN document_tag AS t
               WHERE t.knowledge_base_id = store.value
-                AND t.key = want.key AND t.value = want.value
+                AND t.key = want.value ->> 0 AND t.value = want.value ->> 1
               UNION
-              SELECT memory.id, want.key
+              SELECT memory.id, have.key, have.value
               FROM json_each(:readable_store_ids) AS readable
               CROSS JOIN knowledge_base AS store
               CROSS JOIN json_each(store.tags) AS have
               CROSS JOIN json_each(:tags) AS want
               CROSS JOIN document AS memory
               WHERE store.id = readable.value
-                AND have.key = want.key AND have.value = want.value
+                AND have.key = want.value ->> 0 AND have.value = want.value ->> 1
                 AND memory.knowledge_base_id = store.id) AS hit
         GROUP BY hit.document_id
         HAVING count(*) = (SELECT count(*) FROM json_each(:tags))""",

@@ -1,4 +1,4 @@
--- Migration 8 (PostgreSQL): every row of a store's data names its store, and every key between
+-- Migration 9 (PostgreSQL): every row of a store's data names its store, and every key between
 -- those rows includes it, so the tables can be distributed by knowledge_base_id on Citus
 -- (docs/scale-out.md, "Sharding on Citus"; kbmcp/store/postgres/citus.py does it when the
 -- database has the citus extension). Ids are unchanged; plain PostgreSQL runs this schema too.
@@ -24,6 +24,10 @@
 --    a trigger runs on a shard, where Citus runs a statement only when it is routed to one
 --    shard ("cannot execute a distributed query from a query on a shard"). Same rows, same
 --    lock order, on plain PostgreSQL too.
+-- 5. Each revision's chunk range (migration 8) is kept the same way: its trigger gathers the
+--    touched revisions store by store and updates each store's with one statement naming it,
+--    reading the chunks by (revision_id, knowledge_base_id) (chunk_by_revision, below); the
+--    range index names the store too, so a scope's join to it stays index-only.
 --
 -- On a large database the UPDATEs below rewrite revision, chunk and chunk_vector once (VACUUM
 -- them afterwards) and the keys and indexes are rebuilt inside this transaction: raise
@@ -256,6 +260,36 @@ BEGIN
                               WHERE r.s = store);
         DELETE FROM keyword_token
         WHERE knowledge_base_id = store AND rows = 0 AND token = ANY(store_tokens);
+    END LOOP;
+    RETURN NULL;
+END $$;
+
+-- The chunk-range trigger of migration 8, store by store (point 5 above). In (store, revision
+-- id) order: concurrent writers lock revision rows in one order (no deadlock).
+DROP INDEX revision_chunk_range;
+CREATE INDEX revision_chunk_range ON revision (id, knowledge_base_id)
+    INCLUDE (first_chunk_id, last_chunk_id, chunk_count);
+
+CREATE OR REPLACE FUNCTION revision_chunk_range_update() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    store bigint;
+    revisions bigint[];
+BEGIN
+    FOR store, revisions IN
+        SELECT t.knowledge_base_id, array_agg(DISTINCT t.revision_id ORDER BY t.revision_id)
+        FROM touched AS t
+        GROUP BY t.knowledge_base_id
+        ORDER BY t.knowledge_base_id
+    LOOP
+        UPDATE revision AS r
+        SET first_chunk_id = c.lo, last_chunk_id = c.hi, chunk_count = c.n
+        FROM (SELECT t.revision_id, min(k.id) AS lo, max(k.id) AS hi, count(k.id) AS n
+              FROM unnest(revisions) AS t(revision_id)
+              LEFT JOIN chunk AS k
+                ON k.knowledge_base_id = store AND k.revision_id = t.revision_id
+              GROUP BY t.revision_id
+              ORDER BY t.revision_id) AS c
+        WHERE r.knowledge_base_id = store AND r.id = c.revision_id;
     END LOOP;
     RETURN NULL;
 END $$;

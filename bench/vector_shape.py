@@ -1,0 +1,487 @@
+"""Vectors shaped like real ones: a clustered Gaussian fitted to real chunk vectors, and its check.
+
+    python bench/vector_shape.py --db postgresql://… [--cache DIR] [--holdout 500]
+
+The hashing embedder's vectors are the wrong shape for judging a graph index (any two chunks at
+cosine ~0.5, a query's true ten barely above the rest), and embedding a million chunks with the
+real model is a day of CPU here. So the benches draw vectors from a model of real ones:
+
+- **fit** (`fit_shape`): spherical k-means of real unit vectors with k = N / 25 (a neighbourhood
+  of ~25 chunks: the clusters keep the real set's topics and their sizes); each cluster keeps its
+  direction, its size and its spread (the median tangent of a member's angle to the centre); the
+  noise's shape is the covariance of every member's offset from its centre, perpendicular to it
+  (real offsets are far from isotropic: a few hundred directions carry most of it).
+- **draw** (`ShapeGenerator`): a row is a cluster's centre plus `spread` x its tangent x noise of
+  that covariance, L2-normalised. Up to the fitted set's size the rows are drawn around the
+  fitted centres; a larger corpus keeps ~25 rows a centre by drawing its centres themselves as
+  rows of the fitted clusters (40 centres where the real set had one at 1M rows), so every
+  neighbourhood is shaped like a real one and there are more of them. Queries are further rows
+  of the same centres (the corpus never holds them).
+- **check** (this script): hold out `--holdout` real chunks of whole documents as queries (a
+  chunk's siblings would be its nearest rows, as a question's text is not), fit the rest, draw a set
+  of the same size and as many queries, and compare: random pairs' cosines, each query's exact
+  nearest and tenth-nearest neighbour, and pgvector's HNSW recall@10 at `ef_search` 10, 20, 40
+  and 100 (pgvector's defaults, m 16 and ef_construction 64), each within `TOLERANCE`. The real
+  queries (SciFact claims and the docs questions) are searched in the real set too: their curve
+  is the lower bound a user's questions give. `spread` is the one free number: chosen by the
+  first and tenth nearest neighbours' mean cosines alone; every other figure is a check.
+
+The real vectors come from bench/real_vectors.py's cache (`--cache`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROWS_PER_CLUSTER = 25
+QUANTILES = 100  # of the rows' spread factors kept by the fit
+KMEANS_ROUNDS = 25
+EF_SEARCHES = (10, 20, 40, 100)
+TUNE_EF_SEARCHES = (20, 40, 80, 160, 320)
+TOLERANCE = 0.02
+BLOCK = 8_192  # rows drawn at a time, each block from its own seeded generator
+SPREADS = (0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1)  # what the fit tries
+
+
+def normalise(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return (rows / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def spherical_kmeans(
+    rows: np.ndarray, k: int, rounds: int = KMEANS_ROUNDS, seed: int = 5
+) -> tuple[np.ndarray, np.ndarray]:
+    """(unit centres (k, d), each row's cluster) of unit `rows`, by cosine: Lloyd's rounds from
+    k distinct rows; a cluster left empty restarts at the row farthest from its own centre."""
+    rng = np.random.default_rng(seed)
+    centres = rows[rng.choice(len(rows), k, replace=False)].copy()
+    labels = np.zeros(len(rows), dtype=np.int64)
+    for _ in range(rounds):
+        similarity = rows @ centres.T
+        labels = similarity.argmax(axis=1)
+        best = similarity[np.arange(len(rows)), labels]
+        sums = np.zeros_like(centres)
+        np.add.at(sums, labels, rows)
+        counts = np.bincount(labels, minlength=k)
+        for empty, farthest in zip(np.flatnonzero(counts == 0), np.argsort(best), strict=False):
+            sums[empty] = rows[farthest]
+        centres = normalise(sums)
+    return centres, labels
+
+
+@dataclass(frozen=True)
+class ShapeModel:
+    """What `fit_shape` keeps of a real set (enough to draw any number of rows)."""
+
+    centres: np.ndarray  # (k, d) unit
+    sizes: np.ndarray  # (k,) members of each cluster in the fitted set
+    tangents: np.ndarray  # (k,) median tan(angle to the centre) of the members
+    noise: np.ndarray  # (d, d): z @ noise.T has the offsets' covariance, mean square norm 1
+    fitted_rows: int
+    spread: float = 1.0
+    # Quantiles (0, 1/QUANTILES, ..., 1) of a member's tangent over its cluster's median: rows
+    # are drawn with such factors, so some lie close to their centre and some far from it, as
+    # real rows do (one spread per cluster made every row alike: nearest rows too far, and a
+    # graph index's search too easy). None: one spread per cluster.
+    row_factors: np.ndarray | None = None
+
+    def with_spread(self, spread: float) -> ShapeModel:
+        return dataclasses.replace(self, spread=spread)
+
+    def save(self, path: Path) -> None:
+        factors = {} if self.row_factors is None else {"row_factors": self.row_factors}
+        np.savez(path, centres=self.centres, sizes=self.sizes, tangents=self.tangents,
+                 noise=self.noise, fitted_rows=self.fitted_rows, spread=self.spread,
+                 **factors)  # fmt: skip
+
+    @classmethod
+    def load(cls, path: Path) -> ShapeModel:
+        with np.load(path) as data:
+            factors = data.get("row_factors", None)
+            return cls(data["centres"], data["sizes"], data["tangents"], data["noise"],
+                       int(data["fitted_rows"]), float(data["spread"]), factors)  # fmt: skip
+
+
+def fit_shape(rows: np.ndarray, rows_per_cluster: int = ROWS_PER_CLUSTER) -> ShapeModel:
+    k = max(1, len(rows) // rows_per_cluster)
+    centres, labels = spherical_kmeans(rows, k)
+    along = np.einsum("ij,ij->i", rows, centres[labels])
+    offsets = rows - along[:, None] * centres[labels]  # perpendicular to the member's centre
+    offset_norms = np.linalg.norm(offsets, axis=1)
+    ratio = offset_norms / np.maximum(along, 1e-6)
+    sizes = np.bincount(labels, minlength=k)
+    tangents = np.full(k, np.nan)
+    order = np.argsort(labels, kind="stable")
+    starts = np.searchsorted(labels[order], np.arange(k))
+    factors = []
+    for c, (start, stop) in enumerate(zip(starts, [*starts[1:], len(rows)], strict=True)):
+        if stop - start >= 3:  # a centre fitted to one or two rows says nothing of their spread
+            members = ratio[order[start:stop]]
+            tangents[c] = np.median(members)
+            factors.append(members / max(tangents[c], 1e-6))
+    tangents[np.isnan(tangents)] = np.nanmedian(tangents)
+    row_factors = np.quantile(np.concatenate(factors), np.linspace(0, 1, QUANTILES + 1))
+    # The noise's covariance: every member's offset scaled to unit length (the tangent carries
+    # the size), so large clusters do not set the shape alone.
+    unit_offsets = offsets / np.maximum(offset_norms, 1e-12)[:, None]
+    covariance = unit_offsets.T @ unit_offsets / len(rows)
+    values, vectors = np.linalg.eigh(covariance)
+    values = np.clip(values, 0, None)
+    noise = (vectors * np.sqrt(values / values.sum())).astype(np.float32)
+    return ShapeModel(centres, sizes, tangents.astype(np.float32), noise, len(rows),
+                      row_factors=row_factors.astype(np.float32))  # fmt: skip
+
+
+class ShapeGenerator:
+    """`rows` rows drawn from `model`, reproducibly from `seed` (block by block: any row range
+    can be drawn alone, as the bench's writing processes do), and further rows of the clusters
+    of given rows (a query near a chunk) or of random clusters."""
+
+    def __init__(self, model: ShapeModel, rows: int, seed: int = 17) -> None:
+        self.model, self.rows, self.seed = model, rows, seed
+        rng = np.random.default_rng([seed, 0])
+        weights = model.sizes / model.sizes.sum()
+        if rows <= model.fitted_rows * 3 // 2:
+            self.centres = model.centres
+            self.tangents = model.tangents
+        else:  # more neighbourhoods, each shaped like a fitted one: centres drawn as rows
+            count = rows // ROWS_PER_CLUSTER
+            parents = rng.choice(len(weights), count, p=weights)
+            self.tangents = model.tangents[parents]
+            self.centres = self._around(rng, model.centres[parents], self.tangents)
+            weights = np.full(count, 1 / count)
+        self.cdf = np.cumsum(weights)
+        self.cdf /= self.cdf[-1]
+        self._blocks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _around(self, rng: np.random.Generator, centres: np.ndarray, tangents: np.ndarray
+                ) -> np.ndarray:  # fmt: skip
+        z = rng.standard_normal((len(centres), centres.shape[1]), dtype=np.float32)
+        scale = self.model.spread * tangents
+        factors = self.model.row_factors
+        if factors is not None:  # each row its own factor, drawn from the real rows' ones
+            at = rng.random(len(centres)) * (len(factors) - 1)
+            scale = scale * np.interp(at, np.arange(len(factors)), factors).astype(np.float32)
+        step = scale[:, None] * (z @ self.model.noise.T)
+        return normalise(centres + step)
+
+    def _draw(self, rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndarray]:
+        clusters = self.cdf.searchsorted(rng.random(count), side="right")
+        return self._around(rng, self.centres[clusters], self.tangents[clusters]), clusters
+
+    def _block(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, their clusters) of block `index`; the last two blocks drawn are kept."""
+        if index not in self._blocks:
+            if len(self._blocks) >= 2:
+                del self._blocks[next(iter(self._blocks))]
+            rng = np.random.default_rng([self.seed, 1, index])
+            count = min(BLOCK, self.rows - index * BLOCK)
+            self._blocks[index] = self._draw(rng, count)
+        return self._blocks[index]
+
+    def row_range(self, first: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, clusters) `first` to `first + count` of the corpus."""
+        if first < 0 or first + count > self.rows:
+            raise IndexError(f"rows {first}-{first + count} of {self.rows}")
+        parts = [], []
+        row = first
+        while row < first + count:
+            index, offset = divmod(row, BLOCK)
+            vectors, clusters = self._block(index)
+            take = min(len(vectors) - offset, first + count - row)
+            parts[0].append(vectors[offset : offset + take])
+            parts[1].append(clusters[offset : offset + take])
+            row += take
+        if not parts[0]:
+            return np.zeros((0, self.centres.shape[1]), np.float32), np.zeros(0, np.int64)
+        return np.concatenate(parts[0]), np.concatenate(parts[1])
+
+    def corpus(self) -> np.ndarray:
+        return self.row_range(0, self.rows)[0]
+
+    def queries(self, count: int, seed: int = 3) -> np.ndarray:
+        """Rows of random clusters (weighted as the corpus's), not in the corpus."""
+        return self._draw(np.random.default_rng([self.seed, 2, seed]), count)[0]
+
+    def near(self, rows: Sequence[int], seed: int = 4) -> np.ndarray:
+        """A new row of the cluster of each of these corpus rows (a query about that chunk)."""
+        clusters = np.asarray([self.row_range(int(r), 1)[1][0] for r in rows], dtype=np.int64)
+        rng = np.random.default_rng([self.seed, 3, seed])
+        return self._around(rng, self.centres[clusters], self.tangents[clusters])
+
+
+# ------------------------------------------------------------------ the figures compared
+
+
+def exact_top(
+    corpus: np.ndarray, queries: np.ndarray, k: int = 10
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, cosines) of each query's k nearest rows, best first."""
+    ids = np.zeros((len(queries), k), dtype=np.int64)
+    cosines = np.zeros((len(queries), k), dtype=np.float32)
+    for first in range(0, len(queries), 256):
+        similarity = queries[first : first + 256] @ corpus.T
+        top = np.argpartition(-similarity, k, axis=1)[:, :k]
+        scores = np.take_along_axis(similarity, top, axis=1)
+        order = np.argsort(-scores, axis=1)
+        ids[first : first + 256] = np.take_along_axis(top, order, axis=1)
+        cosines[first : first + 256] = np.take_along_axis(scores, order, axis=1)
+    return ids, cosines
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    """Cosine statistics of a corpus and its queries."""
+
+    pairs_mean: float
+    pairs_sd: float
+    first_mean: float
+    first_sd: float
+    tenth_mean: float
+    tenth_sd: float
+
+    @property
+    def tenth_above_background(self) -> float:
+        """How many standard deviations of a random pair the tenth neighbour stands above it."""
+        return (self.tenth_mean - self.pairs_mean) / self.pairs_sd
+
+    def figures(self) -> dict[str, float]:
+        return {
+            "random pair mean": self.pairs_mean,
+            "random pair sd": self.pairs_sd,
+            "1st neighbour mean": self.first_mean,
+            "1st neighbour sd": self.first_sd,
+            "10th neighbour mean": self.tenth_mean,
+            "10th neighbour sd": self.tenth_sd,
+        }
+
+
+def neighbourhood(corpus: np.ndarray, queries: np.ndarray, cosines: np.ndarray) -> Neighbourhood:
+    rng = np.random.default_rng(9)
+    a, b = rng.integers(len(corpus), size=(2, 200_000))
+    keep = a != b
+    pairs = np.einsum("ij,ij->i", corpus[a[keep]], corpus[b[keep]])
+    return Neighbourhood(float(pairs.mean()), float(pairs.std()), float(cosines[:, 0].mean()),
+                         float(cosines[:, 0].std()), float(cosines[:, 9].mean()),
+                         float(cosines[:, 9].std()))  # fmt: skip
+
+
+# ------------------------------------------------------------------ HNSW recall on pgvector
+
+CREATE_TABLE = "CREATE TABLE {table} (id integer PRIMARY KEY, embedding vector({dimension}))"
+COPY_ROWS = "COPY {table} (id, embedding) FROM STDIN (FORMAT BINARY)"
+CREATE_INDEX = """
+CREATE INDEX ON {table} USING hnsw (embedding vector_cosine_ops)
+WITH (m = {m}, ef_construction = {ef_construction})"""
+# pgvector's HNSW search with a fixed breadth and no iterative scan: the index alone.
+NEAREST = "SELECT id FROM {table} ORDER BY embedding <=> %(query)s LIMIT {k}"
+
+
+def hnsw_recall(
+    url: str,
+    table: str,
+    corpus: np.ndarray,
+    queries: np.ndarray,
+    truth: np.ndarray,
+    ef_searches: Sequence[int] = EF_SEARCHES,
+    m: int = 16,
+    ef_construction: int = 64,
+    timings: dict[int, float] | None = None,
+) -> dict[int, float]:
+    """Mean recall@10 of pgvector's HNSW index over `corpus` against the exact `truth`, at each
+    `ef_search` (`timings`: filled with each breadth's median ms a query, client wall, and
+    with the build's seconds under key 0). The table is made anew and dropped afterwards."""
+    import psycopg
+
+    from kbmcp.store.postgres.vectors import Float32Vector, register_vector
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(conn)
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute(CREATE_TABLE.format(table=table, dimension=corpus.shape[1]))
+        oid = conn.execute("SELECT 'vector'::regtype::oid").fetchone()[0]
+        with conn.cursor() as cur, cur.copy(COPY_ROWS.format(table=table)) as copy:
+            copy.set_types(["integer", oid])
+            for i, row in enumerate(corpus):
+                copy.write_row((i, Float32Vector(row.astype(np.float32).tobytes())))
+        started = time.perf_counter()
+        conn.execute(CREATE_INDEX.format(table=table, m=m, ef_construction=ef_construction))
+        if timings is not None:
+            timings[0] = time.perf_counter() - started
+        conn.execute(f"ANALYZE {table}")
+        recall = {}
+        for ef in ef_searches:
+            conn.execute(f"SET hnsw.ef_search = {int(ef)}")
+            found, waited = [], []
+            for query, want in zip(queries, truth, strict=True):
+                vector = Float32Vector(query.astype(np.float32).tobytes())
+                begun = time.perf_counter()
+                rows = conn.execute(NEAREST.format(table=table, k=truth.shape[1]),
+                                    {"query": vector}).fetchall()  # fmt: skip
+                waited.append((time.perf_counter() - begun) * 1000)
+                found.append(len({r[0] for r in rows} & set(want.tolist())) / len(want))
+            recall[ef] = statistics.mean(found)
+            if timings is not None:
+                timings[ef] = statistics.median(waited)
+        conn.execute(f"DROP TABLE {table}")
+    return recall
+
+
+# ------------------------------------------------------------------ the check
+
+
+def choose_spread(
+    model: ShapeModel, rows: int, holdout: int, target: Neighbourhood
+) -> tuple[ShapeModel, dict[float, Neighbourhood]]:
+    """The spread whose drawn set's first and tenth nearest neighbours' mean cosines are
+    nearest the real ones (the sum of both differences)."""
+    tried = {}
+    for spread in SPREADS:
+        generator = ShapeGenerator(model.with_spread(spread), rows)
+        corpus, queries = generator.corpus(), generator.queries(holdout)
+        _, cosines = exact_top(corpus, queries)
+        tried[spread] = neighbourhood(corpus, queries, cosines)
+    best = min(tried, key=lambda s: abs(tried[s].first_mean - target.first_mean)
+               + abs(tried[s].tenth_mean - target.tenth_mean))  # fmt: skip
+    return model.with_spread(best), tried
+
+
+def held_out(real: Any, count: int) -> np.ndarray:
+    """Rows of whole documents drawn at random until at least `count` rows (at most `count`
+    of them kept): a query's document is never in the corpus, as a question's text is not."""
+    rng = np.random.default_rng(1)
+    documents = real.documents if real.documents is not None else np.arange(len(real.vectors))
+    chosen: list[int] = []
+    for document in rng.permutation(np.unique(documents)):
+        chosen.extend(np.flatnonzero(documents == document).tolist())
+        if len(chosen) >= count:
+            break
+    return np.sort(rng.permutation(chosen)[:count])
+
+
+def tune(url: str, model: ShapeModel, rows: int, queries: int, grid: str) -> None:
+    """Recall@10 and median ms a query of pgvector's HNSW over `rows` drawn rows, for each
+    `m/ef_construction` of `grid` ("16/64,24/128") and each ef_search of TUNE_EF_SEARCHES."""
+    generator = ShapeGenerator(model, rows)
+    corpus, asked = generator.corpus(), generator.queries(queries)
+    truth, _ = exact_top(corpus, asked)
+    heads = "".join(f"{f'ef {e}':>16}" for e in TUNE_EF_SEARCHES)
+    print(f"{'m/ef_construction':<20}{'build s':>9}{heads}")
+    for pair in grid.split(","):
+        m, construction = (int(v) for v in pair.split("/"))
+        timings: dict[int, float] = {}
+        recall = hnsw_recall(url, "shape_tune", corpus, asked, truth, TUNE_EF_SEARCHES, m,
+                             construction, timings)  # fmt: skip
+        cells = "".join(f"{recall[e]:>9.3f}{timings[e]:>5.1f}ms" for e in TUNE_EF_SEARCHES)
+        print(f"{pair:<20}{timings[0]:>9.0f}{cells}", flush=True)
+
+
+def main() -> None:
+    from real_vectors import DEFAULT_CACHE, find_cached, load_real
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", required=True, help="A PostgreSQL URL (pgvector) for HNSW.")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    parser.add_argument("--holdout", type=int, default=500, help="Real chunks kept as queries.")
+    parser.add_argument("--json", type=Path, help="Also write the figures here.")
+    parser.add_argument(
+        "--tune",
+        type=int,
+        metavar="ROWS",
+        help="Instead of the check: HNSW recall and time over ROWS rows drawn from the fitted "
+        "model (--model), for each m/ef_construction of --grid.",
+    )
+    parser.add_argument("--model", type=Path, help="With --tune: the model file.")
+    parser.add_argument("--grid", default="16/64,16/128,24/128", help="With --tune.")
+    args = parser.parse_args()
+    if args.tune:
+        model = ShapeModel.load(args.model or args.cache / "shape-model.npz")
+        tune(args.db, model, args.tune, min(args.holdout, 300), args.grid)
+        return
+    started = time.perf_counter()
+    real = load_real(find_cached(args.cache, "chunks"))
+    real_queries = load_real(find_cached(args.cache, "queries")).vectors
+    held = held_out(real, args.holdout)
+    kept = np.setdiff1d(np.arange(len(real.vectors)), held)
+    corpus, queries = real.vectors[kept], real.vectors[held]
+    model = fit_shape(corpus)
+    print(f"fitted {len(corpus)} real rows: {len(model.centres)} clusters "
+          f"({time.perf_counter() - started:.0f}s)", flush=True)  # fmt: skip
+    model.save(args.cache / "shape-model.npz")
+    real_ids, real_cosines = exact_top(corpus, queries)
+    real_shape = neighbourhood(corpus, queries, real_cosines)
+    model, tried = choose_spread(model, len(corpus), args.holdout, real_shape)
+    for spread, shape in tried.items():
+        print(f"  spread {spread:.2f}: 1st neighbour {shape.first_mean:.3f}, 10th "
+              f"{shape.tenth_mean:.3f}")  # fmt: skip
+    model.save(args.cache / "shape-model.npz")
+    generator = ShapeGenerator(model, len(corpus))
+    drawn, drawn_queries = generator.corpus(), generator.queries(args.holdout)
+    drawn_ids, drawn_cosines = exact_top(drawn, drawn_queries)
+    drawn_shape = neighbourhood(drawn, drawn_queries, drawn_cosines)
+    asked_ids, asked_cosines = exact_top(corpus, real_queries)
+    asked_shape = neighbourhood(corpus, real_queries, asked_cosines)
+    print(f"spread {model.spread}; HNSW recall on pgvector ...", flush=True)
+    curves = {
+        "real chunks": hnsw_recall(args.db, "shape_real", corpus, queries, real_ids),
+        "drawn": hnsw_recall(args.db, "shape_drawn", drawn, drawn_queries, drawn_ids),
+    }
+    curves["real questions"] = hnsw_recall(args.db, "shape_real", corpus, real_queries, asked_ids)
+    report = {
+        "rows": len(corpus), "clusters": len(model.centres), "spread": model.spread,
+        "queries": args.holdout, "real questions": len(real_queries),
+        "shape": {"real chunks": real_shape.figures(), "drawn": drawn_shape.figures(),
+                  "real questions": asked_shape.figures()},
+        "tenth above background (sd)": {"real chunks": real_shape.tenth_above_background,
+                                        "drawn": drawn_shape.tenth_above_background,
+                                        "real questions": asked_shape.tenth_above_background},
+        "hnsw recall@10": {name: {str(k): v for k, v in c.items()} for name, c in curves.items()},
+    }  # fmt: skip
+    print_report(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+    failed = check_failures(report)
+    print("check: " + ("passed" if not failed else "FAILED: " + "; ".join(failed)))
+    if failed:
+        raise SystemExit(1)
+
+
+def check_failures(report: dict[str, Any]) -> list[str]:
+    """Each figure of the drawn set further than TOLERANCE from the real chunks' one."""
+    failed = []
+    real, drawn = report["shape"]["real chunks"], report["shape"]["drawn"]
+    for name in real:
+        if abs(real[name] - drawn[name]) > TOLERANCE:
+            failed.append(f"{name} {drawn[name]:.3f} against {real[name]:.3f}")
+    curves = report["hnsw recall@10"]
+    for ef, value in curves["real chunks"].items():
+        if abs(value - curves["drawn"][ef]) > TOLERANCE:
+            failed.append(f"recall at ef_search {ef} {curves['drawn'][ef]:.3f} against {value:.3f}")
+    return failed
+
+
+def print_report(report: dict[str, Any]) -> None:
+    names = list(report["shape"])
+    print(f"{'':<22}" + "".join(f"{n:>16}" for n in names))
+    for figure in report["shape"]["real chunks"]:
+        print(f"{figure:<22}" + "".join(f"{report['shape'][n][figure]:>16.3f}" for n in names))
+    above = report["tenth above background (sd)"]
+    print(f"{'10th above pairs (sd)':<22}" + "".join(f"{above[n]:>16.2f}" for n in names))
+    for ef in report["hnsw recall@10"]["real chunks"]:
+        print(f"{'recall@10, ef ' + ef:<22}"
+              + "".join(f"{report['hnsw recall@10'][n][ef]:>16.3f}" for n in names))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

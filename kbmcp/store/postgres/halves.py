@@ -1,0 +1,135 @@
+"""A large scope's two channels at once: the vector half on a second connection that shares the
+search's snapshot, the keyword half on the search's own.
+
+Why: a 10% scope's channels statement (100k chunks, 10,000 in scope) ran its two independent
+halves one after the other in one backend, the keyword postings (~9-10 ms) then the exact scan
+of 10,000 vectors (~10-11 ms), with the machine's second core idle. Two backends run them in
+parallel. The second connection reads the same data as the first: the search's transaction
+exports its snapshot (`pg_export_snapshot()`), and the helper's transaction, in one pipelined
+round trip, begins, adopts it (`SET TRANSACTION SNAPSHOT`), runs the vector statement and
+commits. The extra round trips (the export, the helper's) and the thread cost ~0.5 ms, so only
+scopes of at least HALVES_MIN_ROWS chunks use it, and only when both channels run.
+
+The helper connection is opened on first use beside the connection it serves and kept with it
+(one per kbmcp connection, closed with it: `close_helper`). On a server in recovery (a hot
+standby) the search stays one statement, as before: snapshot export there (PostgreSQL 10 and
+later) is not tested here.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.pq import TransactionStatus
+
+PgConnection = psycopg.Connection[Any]
+
+# Scopes from this many chunks run their channels on two connections (below, the extra round
+# trips cost more than the overlap saves: bench/search.py, docs/scale-out.md).
+HALVES_MIN_ROWS = 5_000
+
+EXPORT_SNAPSHOT = "SELECT pg_export_snapshot()"
+IN_RECOVERY = "SELECT pg_is_in_recovery()"
+BEGIN_SHARED = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+ADOPT_SNAPSHOT = "SET TRANSACTION SNAPSHOT {}"
+
+# The URL each kbmcp connection was opened with (connection.connect records it), the helper
+# opened beside it, and whether its server can export snapshots.
+_urls: weakref.WeakKeyDictionary[PgConnection, str] = weakref.WeakKeyDictionary()
+_helpers: weakref.WeakKeyDictionary[PgConnection, PgConnection] = weakref.WeakKeyDictionary()
+_exports: weakref.WeakKeyDictionary[PgConnection, bool] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def remember_url(conn: PgConnection, url: str) -> None:
+    _urls[conn] = url
+
+
+def worth_two(conn: PgConnection, scope_rows: int | None, both_channels: bool) -> bool:
+    """Run this search's channels on two connections (see the module docstring)."""
+    if scope_rows is None or scope_rows < HALVES_MIN_ROWS or not both_channels:
+        return False
+    if conn not in _urls:  # not opened by connection.connect (no URL to open a helper with)
+        return False
+    exports = _exports.get(conn)
+    if exports is None:
+        exports = _exports[conn] = not conn.execute(IN_RECOVERY).fetchone()[0]
+    return exports
+
+
+def run_halves(
+    conn: PgConnection,
+    own: Callable[[], list[tuple[Any, ...]]],
+    other_sql: str,
+    params: dict[str, Any],
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(rows of `own()` on `conn`, rows of `other_sql` on the helper connection), run at the
+    same time in `conn`'s open transaction's snapshot."""
+    snapshot = conn.execute(EXPORT_SNAPSHOT).fetchone()[0]
+    helper = _helper(conn)
+    result: dict[str, Any] = {}
+
+    def other() -> None:
+        try:
+            result["rows"] = _in_snapshot(helper, snapshot, other_sql, params)
+        except BaseException as exc:  # handed to the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=other, name="kbmcp-search-half", daemon=True)
+    thread.start()
+    try:
+        mine = own()
+    finally:
+        thread.join()
+    if "error" in result:
+        close_helper(conn)  # its transaction may be left open: never reuse it
+        raise result["error"]
+    return mine, result["rows"]
+
+
+def _in_snapshot(
+    helper: PgConnection, snapshot: str, statement: str, params: dict[str, Any]
+) -> list[tuple[Any, ...]]:
+    """One round trip: begin, adopt the snapshot, run the statement, commit."""
+    with helper.pipeline():
+        helper.execute(BEGIN_SHARED)
+        helper.execute(sql.SQL(ADOPT_SNAPSHOT).format(sql.Literal(snapshot)))
+        cursor = helper.cursor(binary=True)
+        cursor.execute(statement, params, prepare=False)
+        rows = cursor.fetchall()
+        helper.execute("COMMIT")
+    return rows
+
+
+def _helper(conn: PgConnection) -> PgConnection:
+    with _lock:
+        helper = _helpers.get(conn)
+        if (
+            helper is not None
+            and not helper.closed
+            and not helper.broken
+            and (helper.info.transaction_status == TransactionStatus.IDLE)
+        ):
+            return helper
+        from kbmcp.store.postgres.connection import connect
+
+        helper = _helpers[conn] = connect(_urls[conn], migrate=False)
+        return helper
+
+
+def close_helper(conn: PgConnection) -> None:
+    """Close the helper connection opened beside `conn`, if any."""
+    with _lock:
+        helper = _helpers.pop(conn, None)
+    if helper is not None:
+        helper.close()
+
+
+def helpers_of(conns: Sequence[PgConnection]) -> list[PgConnection]:
+    """The open helper connections of these connections (for tests)."""
+    return [h for c in conns if (h := _helpers.get(c)) is not None and not h.closed]
