@@ -149,7 +149,9 @@ def test_the_keyword_totals_follow_the_indexed_rows(fresh_postgres_url: str) -> 
                 " 'x', 'x')"
             )
             conn.execute(
-                "INSERT INTO revision VALUES (1, 'rev_1', 1, 1, 'one two', 'h', 7, 1, 'x', 1)"
+                "INSERT INTO revision (id, public_id, document_id, number, content, content_hash,"
+                " char_count, line_count, created_at, knowledge_base_id)"
+                " VALUES (1, 'rev_1', 1, 1, 'one two', 'h', 7, 1, 'x', 1)"
             )
             for i in (1, 2):
                 conn.execute(
