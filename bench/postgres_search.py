@@ -96,11 +96,12 @@ COPY document (id, public_id, knowledge_base_id, path, title, kind, metadata, st
 COPY_TAGS = "COPY document_tag (document_id, key, value, knowledge_base_id) FROM STDIN"
 COPY_REVISIONS = """
 COPY revision (id, public_id, document_id, number, content, content_hash, char_count,
-               line_count, created_at) FROM STDIN"""
+               line_count, created_at, knowledge_base_id) FROM STDIN"""
 COPY_CHUNKS = """
 COPY chunk (id, public_id, revision_id, ordinal, heading_path, char_start, char_end, line_start,
-            line_end, text) FROM STDIN"""
-COPY_STORED_VECTORS = "COPY chunk_vector (chunk_id, embedding) FROM STDIN (FORMAT BINARY)"
+            line_end, text, knowledge_base_id) FROM STDIN"""
+COPY_STORED_VECTORS = """
+COPY chunk_vector (chunk_id, knowledge_base_id, embedding) FROM STDIN (FORMAT BINARY)"""
 COPY_INDEXED_VECTORS = """
 COPY chunk_vec (chunk_id, knowledge_base_id, embedding) FROM STDIN (FORMAT BINARY)"""
 SET_IDENTITY = """
@@ -359,14 +360,14 @@ def _write_batch(
             if bucket:
                 tags.append((doc_id, "bucket", bucket, kb_id))
             revisions.append((doc_id, rev_public, doc_id, 1, content, sha256(content),
-                              len(content), 2 * len(texts) - 1, now))  # fmt: skip
+                              len(content), 2 * len(texts) - 1, now, kb_id))  # fmt: skip
             embedded = corpus.embed_many(chunk_words, doc * corpus.chunks_per_doc)
             offset = 0
             for ordinal, text in enumerate(texts):
                 chunk_id += 1
                 chunks.append((chunk_id, key.make("chunk", rev_public, ordinal), doc_id, ordinal,
                                "[]", offset, offset + len(text), 2 * ordinal + 1,
-                               2 * ordinal + 1, text))  # fmt: skip
+                               2 * ordinal + 1, text, kb_id))  # fmt: skip
                 offset += len(text) + 2
                 vectors.append((chunk_id, Float32Vector(embedded[ordinal].tobytes())))
         for sql, rows in ((COPY_DOCUMENTS, docs), (COPY_TAGS, tags), (COPY_REVISIONS, revisions),
@@ -376,9 +377,9 @@ def _write_batch(
                     copy.write_row(row)
         if STORED_VECTORS:
             with cur.copy(COPY_STORED_VECTORS) as copy:
-                copy.set_types(["bigint", vector_oid])
-                for row in vectors:
-                    copy.write_row(row)
+                copy.set_types(["bigint", "bigint", vector_oid])
+                for chunk, vector in vectors:
+                    copy.write_row((chunk, kb_id, vector))
         with cur.copy(COPY_INDEXED_VECTORS) as copy:
             copy.set_types(["bigint", "bigint", vector_oid])
             for chunk, vector in vectors:

@@ -7,8 +7,12 @@ SQLite file and on its PostgreSQL copy.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pydantic_core import to_jsonable_python
 
 from kbmcp.access import Principal
 from kbmcp.search.models import SearchFilters, SearchRequest, SearchResponse
@@ -19,6 +23,7 @@ from kbmcp.service.tenants import act_as_tenant, create_tenant, share_knowledge_
 from kbmcp.service.tokens import create_token
 from kbmcp.workspace import Workspace
 from tests.mcp_support import T0, T1, T2, build_corpus, hash_workspace, pinned_clock, write
+from tests.ranked_output import stable
 
 ACME_RUNBOOK = """\
 # Acme failover runbook
@@ -186,3 +191,72 @@ def every_search(db: Path | str, tenant: str | None) -> list[object]:
         return found
     finally:
         ws.close()
+
+
+# ------------------------------------------------------------------ parity of two databases
+
+# Besides the plain request: the depth that makes pruned terms fall back to every term, the
+# similarity floor, memories' recency decay; each with these queries (a phrase, a hyphenated
+# term, stop words).
+VARIANTS: tuple[dict[str, Any], ...] = (
+    {"candidates": 2},
+    {"min_similarity": 0.2},
+    {"recency_half_life_days": 30.0},
+)
+VARIANT_QUERIES = ('"error budget" billing', "sqlite-vec exact search", "the of and a")
+
+
+def scopes_of(ws: Workspace, tenant: str) -> list[SearchFilters]:
+    """Every kind of scope for `tenant` of the rich corpus: FILTERS, and its own ids of each
+    kind (one and all its knowledge bases, two documents, its memory stores, both kinds with
+    a tag)."""
+    rows = ws.conn.execute(
+        "SELECT kb.kind, kb.public_id, (SELECT array_agg(d.public_id ORDER BY d.id)"
+        " FROM document AS d WHERE d.knowledge_base_id = kb.id AND d.status = 'published')"
+        " FROM knowledge_base AS kb JOIN tenant AS t ON t.id = kb.tenant_id"
+        " WHERE t.name = %s ORDER BY kb.id",
+        (tenant,),
+    ).fetchall()
+    kbs = [public for kind, public, _ in rows if kind == "documents"]
+    stores = [public for kind, public, _ in rows if kind == "memories"]
+    documents = [doc for kind, _, docs in rows if kind == "documents" for doc in (docs or [])]
+    return [
+        *FILTERS,
+        SearchFilters(include_documents=False),
+        SearchFilters(knowledge_base_ids=kbs[:1]),
+        SearchFilters(knowledge_base_ids=kbs),
+        SearchFilters(document_ids=documents[:2]),
+        SearchFilters(memory_store_ids=stores),
+        SearchFilters(knowledge_base_ids=kbs, memory_store_ids=stores, tags={"topic": "ops"}),
+    ]
+
+
+def parity_requests(
+    ws: Workspace, tenant: str | None, queries: Sequence[str] = QUERIES
+) -> Iterator[SearchRequest]:
+    """Every mode x every kind of scope (`scopes_of`) x `queries`, and the VARIANTS in the
+    scopes that cross kinds and stores (unscoped, memories only, both kinds with a tag)."""
+    scopes = scopes_of(ws, tenant or "local")
+    crossing = [scopes[0], scopes[len(FILTERS)], scopes[-1]]
+    for filters in scopes:
+        for mode in MODES:
+            cases = [({}, query) for query in queries]
+            if filters in crossing:
+                cases += [(extra, query) for extra in VARIANTS for query in VARIANT_QUERIES]
+            for extra, query in cases:
+                yield SearchRequest(query=query, mode=mode, limit=8, filters=filters, **extra)
+
+
+# The moment parity searches run at: recency decay weighs memories by their age then.
+SEARCHED_AT = "2026-02-01T00:00:00Z"
+
+
+def answer(ws: Workspace, tenant: str | None, request: SearchRequest) -> Any:
+    """The whole response as outputs show it (scores to 6 decimals, no timing), or the error
+    (two databases must refuse alike), searched at SEARCHED_AT."""
+    try:
+        with pinned_clock(SEARCHED_AT):
+            response = search(ws, principal_of(ws, tenant), request)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return stable(to_jsonable_python(response.__dict__))

@@ -53,6 +53,13 @@ def servers(
     if module_backend == "postgres":
         db = str(request.getfixturevalue("postgres_url"))
         copy_store(str(source), db, force=True)
+    with two_servers(db) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def two_servers(db: Path | str) -> Iterator[Servers]:
+    """Two HTTP servers on `db` (holding tenants acme and beta) and the tests' tokens."""
     tokens = {
         "acme": make_token(db, "acme", ["knowledge:read"]),
         "acme-memory": make_token(db, "acme", ["memory:read", "memory:write"]),

@@ -22,25 +22,30 @@ GROUP BY token, knowledge_base_id ORDER BY 1, 2
 KEPT = "SELECT token, knowledge_base_id, rows FROM keyword_token ORDER BY 1, 2"
 
 
-def _catalog(conn: psycopg.Connection[Any], chunks: int) -> None:
-    """A tenant, two stores, one document each and `chunks` chunks (odd ids in store 1)."""
+def _catalog(conn: psycopg.Connection[Any], chunks: int, *, store_keys: bool = True) -> None:
+    """A tenant, two stores, one document each and `chunks` chunks (odd ids in store 1);
+    `store_keys` False: at a schema before migration 9 (revisions and chunks name no store)."""
+    store = ", knowledge_base_id" if store_keys else ""
     insert_tenant_and_two_stores(conn)
-    for store in (1, 2):
+    for store_id in (1, 2):
         conn.execute(
             "INSERT INTO document (id, public_id, knowledge_base_id, path, title, kind, metadata,"
             " created_at, updated_at) VALUES (%(id)s, %(public)s, %(id)s, 'a.md', 'A', 'text',"
             " '{}', 'x', 'x')",
-            {"id": store, "public": f"doc_{store}"},
+            {"id": store_id, "public": f"doc_{store_id}"},
         )
         conn.execute(
-            "INSERT INTO revision VALUES (%(id)s, %(public)s, %(id)s, 1, 'x', 'h', 1, 1, 'x')",
-            {"id": store, "public": f"rev_{store}"},
+            "INSERT INTO revision (id, public_id, document_id, number, content, content_hash,"
+            f" char_count, line_count, created_at{store}) VALUES (%(id)s, %(public)s, %(id)s, 1,"
+            f" 'x', 'h', 1, 1, 'x'{', %(id)s' if store_keys else ''})",
+            {"id": store_id, "public": f"rev_{store_id}"},
         )
     for chunk in range(1, chunks + 1):
         conn.execute(
             "INSERT INTO chunk (id, public_id, revision_id, ordinal, char_start, char_end,"
-            " line_start, line_end, text) VALUES (%s, %s, %s, %s, 0, 1, 1, 1, 'x')",
-            (chunk, f"chk_{chunk}", 2 - chunk % 2, chunk),
+            f" line_start, line_end, text{store}) VALUES (%(id)s, %(public)s, %(store)s,"
+            f" %(id)s, 0, 1, 1, 1, 'x'{', %(store)s' if store_keys else ''})",
+            {"id": chunk, "public": f"chk_{chunk}", "store": 2 - chunk % 2},
         )
 
 
@@ -109,7 +114,7 @@ def test_the_migration_counts_and_orders_earlier_postings(fresh_postgres_url: st
         migrations.migrate(conn, target=2)
         rng = random.Random(3)
         with conn.transaction():
-            _catalog(conn, 30)
+            _catalog(conn, 30, store_keys=False)
             for chunk in range(1, 31):
                 found = keyword.chunk_keywords("w1 title", ["w2"], _row(rng, chunk).text)
                 store = 2 - chunk % 2

@@ -114,6 +114,18 @@ def test_scope_runs_merge_adjacent_ids() -> None:
     assert (empty.rows, empty.runs, empty.ids().tolist()) == (0, 0, [])
 
 
+def test_scope_runs_never_span_two_stores() -> None:
+    """Adjacent ids of two stores stay two runs (a run is read as a range of one store's rows);
+    the runs are ordered by store, then id."""
+    runs = runs_of([1, 4, 10], [3, 6, 12], [7], stores=[5, 9, 5], single_stores=[5])
+    assert list(zip(runs.store.tolist(), runs.lo.tolist(), runs.hi.tolist(), strict=True)) == [
+        (5, 1, 3), (5, 7, 7), (5, 10, 12), (9, 4, 6),
+    ]  # fmt: skip
+    assert runs.ids().tolist() == [1, 2, 3, 4, 5, 6, 7, 10, 11, 12]
+    assert runs.stores() == [5, 9]
+    assert runs.of_store(9).lo.tolist() == [4] and runs.of_store(9).rows == 3
+
+
 @pytest.mark.parametrize("mode", ["lexical", "hybrid", "rrf"])
 def test_the_bounded_plan_is_exact_when_its_lists_hold_every_posting(
     stores: tuple, mode: str, monkeypatch: pytest.MonkeyPatch
@@ -142,9 +154,9 @@ def test_the_bounded_plan_takes_the_best_postings_first(
     response = pg_response(pg, principal, request)
     assert response.stats.lexical_strategy == "postings_bounded"
     best = pg.conn.execute(
-        "SELECT DISTINCT ON (knowledge_base_id) c.public_id FROM chunk_term AS p"
+        "SELECT DISTINCT ON (p.knowledge_base_id) c.public_id FROM chunk_term AS p"
         " JOIN chunk AS c ON c.id = p.chunk_id"
-        " WHERE p.token = 'page' ORDER BY knowledge_base_id, p.impact DESC"
+        " WHERE p.token = 'page' ORDER BY p.knowledge_base_id, p.impact DESC"
     ).fetchall()
     readable = {r.chunk_id for r in response.results}
     assert readable and readable <= {public_id for (public_id,) in best}

@@ -24,10 +24,11 @@ from tests.test_postgres_scope_runs import _documents
 # Each revision's recorded range beside its chunks' own.
 RANGES = """
 SELECT r.id, r.first_chunk_id, r.last_chunk_id, r.chunk_count, min(c.id), max(c.id), count(c.id)
-FROM revision AS r LEFT JOIN chunk AS c ON c.revision_id = r.id
-GROUP BY r.id ORDER BY r.id
+FROM revision AS r
+LEFT JOIN chunk AS c ON c.knowledge_base_id = r.knowledge_base_id AND c.revision_id = r.id
+GROUP BY r.id, r.knowledge_base_id ORDER BY r.id
 """
-RANGE_MIGRATION = 9
+RANGE_MIGRATION = 8
 
 
 def _mismatches(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
@@ -41,7 +42,8 @@ def test_the_migration_fills_existing_revisions(fresh_postgres_url: str) -> None
     try:
         migrations.migrate(conn, target=RANGE_MIGRATION - 1)
         with conn.transaction():
-            _documents(conn)  # interleaved and consecutive chunks, written before migration 8
+            # interleaved and consecutive chunks, written before migration 8
+            _documents(conn, store_keys=False)
         migrations.migrate(conn)
         assert _mismatches(conn) == []
         ranges = {row[0]: row[1:4] for row in conn.execute(RANGES)}

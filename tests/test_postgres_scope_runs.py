@@ -15,11 +15,14 @@ from kbmcp.store.postgres.connection import connect
 from tests.postgres_fixtures import insert_tenant_and_two_stores
 
 
-def _documents(conn: psycopg.Connection[Any]) -> None:
+def _documents(conn: psycopg.Connection[Any], *, store_keys: bool = True) -> None:
     """A tenant, two stores, documents 1-2 (store 1, interleaved chunks: odd ids are document 1's,
     even ids up to 20 document 2's) and documents 3-4 (store 2, consecutive chunks 21-25 and
-    26-30), each with one revision."""
+    26-30), each with one revision. `store_keys` False: at a schema before migration 9
+    (revisions and chunks name no store)."""
     insert_tenant_and_two_stores(conn)
+    store_column = ", knowledge_base_id" if store_keys else ""
+    store_value = ", %(store)s" if store_keys else ""
     for document, store in ((1, 1), (2, 1), (3, 2), (4, 2)):
         conn.execute(
             "INSERT INTO document (id, public_id, knowledge_base_id, path, title, kind, metadata,"
@@ -29,16 +32,20 @@ def _documents(conn: psycopg.Connection[Any]) -> None:
              "path": f"d{document}/a.md"},
         )  # fmt: skip
         conn.execute(
-            "INSERT INTO revision VALUES (%(id)s, %(public)s, %(id)s, 1, 'x', 'h', 1, 1, 'x')",
-            {"id": document, "public": f"rev_{document}"},
+            "INSERT INTO revision (id, public_id, document_id, number, content, content_hash,"
+            f" char_count, line_count, created_at{store_column}) VALUES (%(id)s, %(public)s,"
+            f" %(id)s, 1, 'x', 'h', 1, 1, 'x'{store_value})",
+            {"id": document, "public": f"rev_{document}", "store": store},
         )
     for chunk in range(1, 31):
         revision = (2 - chunk % 2) if chunk <= 20 else (3 if chunk <= 25 else 4)
         conn.execute(
             "INSERT INTO chunk (id, public_id, revision_id, ordinal, char_start, char_end,"
-            " line_start, line_end, text) VALUES (%s, %s, %s, %s, 0, 1, 1, 1, 'x')",
-            (chunk, f"chk_{chunk}", revision, chunk),
-        )
+            f" line_start, line_end, text{store_column})"
+            f" VALUES (%(id)s, %(public)s, %(revision)s, %(id)s, 0, 1, 1, 1, 'x'{store_value})",
+            {"id": chunk, "public": f"chk_{chunk}", "revision": revision,
+             "store": 1 if revision <= 2 else 2},
+        )  # fmt: skip
 
 
 def _listed(conn: psycopg.Connection[Any], found: Scope) -> list[int]:
@@ -56,8 +63,10 @@ def test_runs_hold_the_scopes_chunks(fresh_postgres_url: str) -> None:
                        (17, 17), (19, 19)],
             ("d1/", "d2/"): [(1, 20)],
             ("d3/", "d4/"): [(21, 30)],
+            # chunk 20 (store 1) and 21 (store 2) are adjacent ids, not one run: a run is in
+            # one store (a range of its rows, on Citus of its shard)
             ("d2/", "d3/"): [(2, 2), (4, 4), (6, 6), (8, 8), (10, 10), (12, 12), (14, 14),
-                             (16, 16), (18, 18), (20, 25)],
+                             (16, 16), (18, 18), (20, 20), (21, 25)],
             ("d9/",): [],
         }  # fmt: skip
         for paths, want in cases.items():
@@ -65,6 +74,7 @@ def test_runs_hold_the_scopes_chunks(fresh_postgres_url: str) -> None:
             runs = scope.scope_runs(conn, found)
             assert runs is not None
             assert list(zip(runs.lo.tolist(), runs.hi.tolist(), strict=True)) == want, paths
+            assert runs.store.tolist() == [1 if hi <= 20 else 2 for _, hi in want], paths
             assert runs.ids().tolist() == _listed(conn, found), paths
             assert runs.rows == len(_listed(conn, found))
         assert scope.scope_runs(conn, Scope([1, 2], None, {}, everything=True)) is None

@@ -149,12 +149,15 @@ def test_the_keyword_totals_follow_the_indexed_rows(fresh_postgres_url: str) -> 
                 " 'x', 'x')"
             )
             conn.execute(
-                "INSERT INTO revision VALUES (1, 'rev_1', 1, 1, 'one two', 'h', 7, 1, 'x')"
+                "INSERT INTO revision (id, public_id, document_id, number, content, content_hash,"
+                " char_count, line_count, created_at, knowledge_base_id)"
+                " VALUES (1, 'rev_1', 1, 1, 'one two', 'h', 7, 1, 'x', 1)"
             )
             for i in (1, 2):
                 conn.execute(
                     "INSERT INTO chunk (id, public_id, revision_id, ordinal, char_start, char_end,"
-                    " line_start, line_end, text) VALUES (%s, %s, 1, %s, 0, 7, 1, 1, 'one two')",
+                    " line_start, line_end, text, knowledge_base_id)"
+                    " VALUES (%s, %s, 1, %s, 0, 7, 1, 1, 'one two', 1)",
                     (i, f"chk_{i}", i),
                 )
             from kbmcp.store.postgres import keyword

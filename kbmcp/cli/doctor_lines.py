@@ -41,6 +41,7 @@ SHOWN = frozenset(
         "schema_latest",
         "journal_mode",
         "hnsw_index",
+        "citus",
         "recorded_model",
         "configured_embedder",
         "counts",
@@ -77,6 +78,7 @@ def _database_lines(report: Mapping[str, Any]) -> list[str]:
             f"psycopg {report['psycopg']}, mcp {report['mcp']}",
             f"database: {report['db_path']}",
             f"{schema}, HNSW vector index {index}",
+            *_citus_lines(report.get("citus")),
         ]
     return [
         f"libraries: SQLite {report['sqlite']}, apsw {report['apsw']}, "
@@ -84,6 +86,22 @@ def _database_lines(report: Mapping[str, Any]) -> list[str]:
         f"database: {report['db_path']}",
         f"{schema}, journal mode {report['journal_mode']}",
     ]
+
+
+def _citus_lines(citus: Mapping[str, Any] | None) -> list[str]:
+    """A Citus coordinator's nodes, one line each, with the stores and chunks its shards hold."""
+    if citus is None:
+        return []
+    nodes = citus["nodes"]
+    lines = [
+        f"Citus {citus['version']} on {counted(len(nodes), 'node')} (tables distributed by store)"
+    ]
+    for node in nodes:
+        lines.append(
+            f"  {node['role']} {node['node']}: {counted(node['stores'], 'store')}, "
+            f"{counted(node['chunks'], 'chunk')}"
+        )
+    return lines
 
 
 def _holder(report: Mapping[str, Any]) -> str:

@@ -84,10 +84,12 @@ def export_jsonl(
             while page := store.transfer.documents(conn, kb.id, after, PAGE):
                 for document in page:
                     emit(DOCUMENT_TYPE[kb.kind], _document_line(workspace, kb, document))
-                    for revision in store.transfer.revisions(conn, document.id):
-                        emit("revision", _revision_line(workspace, document, revision))
+                    for revision in store.transfer.revisions(conn, kb.id, document.id):
+                        emit("revision", _revision_line(workspace, kb, document, revision))
                         if model is not None:
-                            for chunk_id, blob in store.transfer.stored_vectors(conn, revision.id):
+                            for chunk_id, blob in store.transfer.stored_vectors(
+                                conn, kb.id, revision.id
+                            ):
                                 emit("vector", {"chunk": chunk_id,
                                                 "embedding": encode_vector(blob)})  # fmt: skip
                     meter.tick()
@@ -139,7 +141,7 @@ def _store_line(kb: StoreRow) -> dict[str, Any]:
 
 
 def _document_line(workspace: Workspace, kb: StoreRow, document: DocumentRow) -> dict[str, Any]:
-    tags = workspace.store.transfer.document_tags(workspace.conn, document.id)
+    tags = workspace.store.transfer.document_tags(workspace.conn, kb.id, document.id)
     return {
         "id": document.public_id,
         "store": kb.public_id,
@@ -158,10 +160,10 @@ def _document_line(workspace: Workspace, kb: StoreRow, document: DocumentRow) ->
 
 
 def _revision_line(
-    workspace: Workspace, document: DocumentRow, revision: RevisionRow
+    workspace: Workspace, kb: StoreRow, document: DocumentRow, revision: RevisionRow
 ) -> dict[str, Any]:
     chunks = []
-    for chunk in workspace.store.transfer.chunks(workspace.conn, revision.id):
+    for chunk in workspace.store.transfer.chunks(workspace.conn, kb.id, revision.id):
         item: dict[str, Any] = {
             "id": chunk.public_id,
             "ordinal": chunk.ordinal,

@@ -57,6 +57,13 @@ EMBED_BATCH_CHUNKS = 256
 EMBED_SLICE = 32
 # The longest documents that are ready wait for their commit while a batch embeds.
 COMMIT_SECONDS = 2.0
+# A batch's transaction that the database cancelled for a conflict with another one is run
+# again, whole (nothing of it was committed): PostgreSQL cancels one of two transactions that
+# wait for each other (SQLSTATE 40P01), and on Citus so does the cluster's deadlock detector,
+# e.g. when a shard a batch writes moves to another node (`citus_rebalance_start()`, docs/
+# scale-out.md). 40001: a serialization failure. SQLite's writers queue on its lock instead.
+CONFLICT_SQLSTATES = frozenset({"40P01", "40001"})
+CONFLICT_ATTEMPTS = 3
 # How long a revision written in parts may wait for a run to resume it before it is dropped.
 STALE_STAGED_SECONDS = 24 * 3600
 
@@ -216,16 +223,24 @@ class IngestBatch:
         self.pending = [d for d in self.pending if not (d.ready or d.failed)]
         if not ready and not self.refreshes:
             return
-        written = Counter[str]()
-        with self.workspace.lock, self.store.write_transaction(self.conn):
-            self.store.ingest.refresh_files(self.conn, self.kb.id, self.refreshes)
-            if ready:  # `kbmcp reembed` may have switched the model while these were embedded
-                self._hold_model()
-            for document in ready:
-                outcome = self._write_kept(document, vectors)
-                if outcome is not None:
-                    written[outcome[0]] += 1
-                    written["chunks"] += outcome[1]
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            written = Counter[str]()
+            try:
+                with self.workspace.lock, self.store.write_transaction(self.conn):
+                    self.store.ingest.refresh_files(self.conn, self.kb.id, self.refreshes)
+                    if ready:  # `kbmcp reembed` may have switched the model meanwhile
+                        self._hold_model()
+                    for document in ready:
+                        if document.failed:  # by its own data, in an attempt rolled back
+                            continue
+                        outcome = self._write_kept(document, vectors)
+                        if outcome is not None:
+                            written[outcome[0]] += 1
+                            written["chunks"] += outcome[1]
+                break
+            except self.store.database_errors as error:
+                if attempt == CONFLICT_ATTEMPTS or not is_write_conflict(error):
+                    raise
         # Counted after the commit: a rolled-back batch reports nothing.
         self.counts.update(written)
         self.refreshes = []
@@ -419,3 +434,9 @@ class IngestBatch:
     def _fail(self, document: PendingDocument, error: Exception) -> None:
         document.failed = True
         self.failures.append(Failure(document.path, document.source, error))
+
+
+def is_write_conflict(error: BaseException) -> bool:
+    """A transaction the database cancelled for its conflict with another (CONFLICT_SQLSTATES):
+    running it again can succeed."""
+    return getattr(error, "sqlstate", None) in CONFLICT_SQLSTATES

@@ -46,19 +46,20 @@ _TABLE_COLUMNS = (
     ),
     (
         "revision",
-        "id public_id document_id number content content_hash char_count line_count created_at",
+        "id public_id document_id number content content_hash char_count line_count created_at "
+        "knowledge_base_id",
     ),
     (
         "chunk",
         "id public_id revision_id ordinal heading_path char_start char_end line_start line_end "
-        "text",
+        "text knowledge_base_id",
     ),
     ("document_tag", "document_id key value knowledge_base_id"),
     (
         "source_file",
-        "document_id size mtime_ns inode bytes_hash read_key folder checked_ns",
+        "document_id size mtime_ns inode bytes_hash read_key folder checked_ns knowledge_base_id",
     ),
-    ("staged_revision", "revision_id document_id chunking updated_at"),
+    ("staged_revision", "revision_id document_id chunking updated_at knowledge_base_id"),
     ("share", "knowledge_base_id tenant_id shared_at revoked_at"),
     (
         "token",
@@ -67,12 +68,28 @@ _TABLE_COLUMNS = (
     ),
     ("id_key", "id key origin unkeyed_before created_at"),
     ("embedding_model", "id name dimension version recorded_at"),
-    ("chunk_vector", "chunk_id embedding"),
+    ("chunk_vector", "chunk_id embedding knowledge_base_id"),
     ("audit_event", "id tenant_id at token_id via action outcome objects detail count"),
 )
 TABLES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (table, tuple(columns.split())) for table, columns in _TABLE_COLUMNS
 )
+# The store of each row of these tables: a column on PostgreSQL (its migration 9: the key Citus
+# distributes by), found through the row's document in a file, which has no such column (read
+# from a file by these expressions, left out when writing one).
+FILE_ROW_STORE = {
+    "revision": "(SELECT d.knowledge_base_id FROM document AS d WHERE d.id = revision.document_id)",
+    "chunk": """(SELECT d.knowledge_base_id FROM revision AS r JOIN document AS d
+                 ON d.id = r.document_id WHERE r.id = chunk.revision_id)""",
+    "chunk_vector": """(SELECT d.knowledge_base_id FROM chunk AS c JOIN revision AS r
+                        ON r.id = c.revision_id JOIN document AS d ON d.id = r.document_id
+                        WHERE c.id = chunk_vector.chunk_id)""",
+    "source_file": """(SELECT d.knowledge_base_id FROM document AS d
+                       WHERE d.id = source_file.document_id)""",
+    "staged_revision": """(SELECT d.knowledge_base_id FROM document AS d
+                           WHERE d.id = staged_revision.document_id)""",
+}
+STORE_COLUMN = "knowledge_base_id"
 # Rows a destination derives from the copied ones (not copied; counted after the copy).
 DERIVED = ("document_metadata",)
 # Columns only PostgreSQL has, kept by its triggers from the copied rows (not copied):
@@ -356,7 +373,12 @@ class _SqliteSide(_Side):
 
     def rows(self, table: str, columns: Sequence[str]) -> Iterable[Sequence[Any]]:
         order = ORDER.get(table, "id")
-        return self.conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}")
+        selected = [
+            FILE_ROW_STORE[table] if table in FILE_ROW_STORE and column == STORE_COLUMN
+            else column
+            for column in columns
+        ]  # fmt: skip
+        return self.conn.execute(f"SELECT {', '.join(selected)} FROM {table} ORDER BY {order}")
 
     def insert(
         self,
@@ -367,10 +389,15 @@ class _SqliteSide(_Side):
         replace: bool = False,
     ) -> None:
         verb = "INSERT OR REPLACE" if replace else "INSERT"
-        marks = ", ".join("?" for _ in columns)
-        sql = f"{verb} INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+        # a file has no store column where PostgreSQL has one (FILE_ROW_STORE)
+        kept = [i for i, column in enumerate(columns)
+                if not (table in FILE_ROW_STORE and column == STORE_COLUMN)]  # fmt: skip
+        marks = ", ".join("?" for _ in kept)
+        sql = f"{verb} INTO {table} ({', '.join(columns[i] for i in kept)}) VALUES ({marks})"
         for batch in _batches(rows):
-            self.conn.executemany(sql, [tuple(_sqlite_value(v) for v in row) for row in batch])
+            self.conn.executemany(
+                sql, [tuple(_sqlite_value(row[i]) for i in kept) for row in batch]
+            )
 
     def model(self) -> ModelFingerprint | None:
         from kbmcp.store.sqlite.vectors import recorded_model
@@ -439,7 +466,10 @@ class _PostgresSide(_Side):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
+        from kbmcp.store.postgres.bulk import begin
+
         with self.conn.transaction():
+            begin(self.conn)
             yield
 
     def wipe(self) -> None:

@@ -113,17 +113,22 @@ class Transfer(Protocol):
         order) after `after_path`."""
         ...
 
-    def document_tags(self, conn: Connection, document_id: int) -> list[tuple[str, str]]:
-        """A document's tags, by key then value."""
+    def document_tags(
+        self, conn: Connection, store_id: int, document_id: int
+    ) -> list[tuple[str, str]]:
+        """A document's tags, by key then value (`store_id`: its store, which every read of a
+        store's rows names: on PostgreSQL the key the tables are distributed by)."""
         ...
 
-    def revisions(self, conn: Connection, document_id: int) -> list[RevisionRow]:
+    def revisions(self, conn: Connection, store_id: int, document_id: int) -> list[RevisionRow]:
         """A document's revisions (not one still being written), by number."""
         ...
 
-    def chunks(self, conn: Connection, revision_id: int) -> list[ChunkRow]: ...
+    def chunks(self, conn: Connection, store_id: int, revision_id: int) -> list[ChunkRow]: ...
 
-    def stored_vectors(self, conn: Connection, revision_id: int) -> list[tuple[str, bytes]]:
+    def stored_vectors(
+        self, conn: Connection, store_id: int, revision_id: int
+    ) -> list[tuple[str, bytes]]:
         """(chunk public id, little-endian float32 vector) of the revision's chunks that
         have a stored vector, by ordinal."""
         ...
@@ -198,20 +203,30 @@ class SqlTransfer:
             for row in rows
         ]
 
-    def document_tags(self, conn: Connection, document_id: int) -> list[tuple[str, str]]:
-        rows = conn.execute(self.SELECT_DOCUMENT_TAGS, {"document_id": document_id})
+    def document_tags(
+        self, conn: Connection, store_id: int, document_id: int
+    ) -> list[tuple[str, str]]:
+        rows = conn.execute(
+            self.SELECT_DOCUMENT_TAGS, {"store_id": store_id, "document_id": document_id}
+        )
         return [(key, value) for key, value in rows]
 
-    def revisions(self, conn: Connection, document_id: int) -> list[RevisionRow]:
-        rows = conn.execute(self.SELECT_REVISIONS, {"document_id": document_id})
+    def revisions(self, conn: Connection, store_id: int, document_id: int) -> list[RevisionRow]:
+        rows = conn.execute(
+            self.SELECT_REVISIONS, {"store_id": store_id, "document_id": document_id}
+        )
         return [RevisionRow(*row) for row in rows]
 
-    def chunks(self, conn: Connection, revision_id: int) -> list[ChunkRow]:
-        rows = conn.execute(self.SELECT_CHUNKS, {"revision_id": revision_id})
+    def chunks(self, conn: Connection, store_id: int, revision_id: int) -> list[ChunkRow]:
+        rows = conn.execute(self.SELECT_CHUNKS, {"store_id": store_id, "revision_id": revision_id})
         return [ChunkRow(row[0], row[1], _json(row[2]), *row[3:]) for row in rows]
 
-    def stored_vectors(self, conn: Connection, revision_id: int) -> list[tuple[str, bytes]]:
-        rows = conn.execute(self.SELECT_STORED_VECTORS, {"revision_id": revision_id})
+    def stored_vectors(
+        self, conn: Connection, store_id: int, revision_id: int
+    ) -> list[tuple[str, bytes]]:
+        rows = conn.execute(
+            self.SELECT_STORED_VECTORS, {"store_id": store_id, "revision_id": revision_id}
+        )
         return [(chunk_id, bytes(embedding)) for chunk_id, embedding in rows]
 
     def shares(self, conn: Connection, store_ids: Sequence[int]) -> list[ShareRow]:

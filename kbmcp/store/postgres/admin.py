@@ -9,6 +9,7 @@ from typing import Any
 import psycopg
 
 from kbmcp.store.admin import DatabaseFacts, count_by_store, count_rows
+from kbmcp.store.postgres import citus
 from kbmcp.store.postgres.migrations import current_version, latest_version
 from kbmcp.store.postgres.vectors import has_index
 
@@ -23,11 +24,15 @@ SELECT current_setting('server_version'),
 
 def database_facts(conn: PgConnection) -> DatabaseFacts:
     server, pgvector = conn.execute(SELECT_VERSIONS).fetchone()
+    storage: dict[str, Any] = {"hnsw_index": has_index(conn)}
+    version = citus.citus_version(conn)
+    if version is not None:  # a Citus coordinator: its nodes and what each holds
+        storage["citus"] = {"version": version, "nodes": citus.nodes(conn)}
     return DatabaseFacts(
         software={"postgresql": server, "pgvector": pgvector, "psycopg": psycopg.__version__},
         schema_version=current_version(conn),
         schema_latest=latest_version(),
-        storage={"hnsw_index": has_index(conn)},
+        storage=storage,
     )
 
 

@@ -38,7 +38,7 @@ from typing import Any
 import psycopg
 from psycopg.types import TypeInfo
 
-from kbmcp.store.postgres import keyword
+from kbmcp.store.postgres import citus, keyword
 from kbmcp.store.postgres.vectors import Float32Vector
 
 PgConnection = psycopg.Connection[Any]
@@ -80,21 +80,31 @@ VECTOR_TYPE = "vector"
 SELECT_KEYWORD_SOURCE = """
 SELECT i.knowledge_base_id, d.title, c.id, c.heading_path, c.text
 FROM indexed_chunk AS i
-JOIN chunk AS c ON c.id = i.chunk_id
-JOIN document AS d ON d.id = i.document_id
-WHERE EXISTS (SELECT 1 FROM chunk_vector AS v WHERE v.chunk_id = c.id)
+JOIN chunk AS c ON c.knowledge_base_id = i.knowledge_base_id AND c.id = i.chunk_id
+JOIN document AS d ON d.knowledge_base_id = i.knowledge_base_id AND d.id = i.document_id
+WHERE EXISTS (SELECT 1 FROM chunk_vector AS v
+              WHERE v.knowledge_base_id = c.knowledge_base_id AND v.chunk_id = c.id)
 ORDER BY c.id
 """
 INDEX_EVERY_VECTOR = """
 INSERT INTO chunk_vec (chunk_id, knowledge_base_id, embedding)
 SELECT i.chunk_id, i.knowledge_base_id, v.embedding
 FROM indexed_chunk AS i
-JOIN chunk_vector AS v ON v.chunk_id = i.chunk_id
+JOIN chunk_vector AS v ON v.knowledge_base_id = i.knowledge_base_id AND v.chunk_id = i.chunk_id
 ORDER BY i.chunk_id
 """
 ANALYZE = "ANALYZE"
 VACUUM = "VACUUM {tables}"
 KEYWORD_BATCH = 5000  # chunks per COPY of postings (about 350,000 rows)
+
+
+def begin(conn: PgConnection) -> None:
+    """First in the load's transaction. On Citus the load's DDL (emptying the tables, the
+    postings' keys and indexes) comes after reads of reference tables that distributed tables
+    have foreign keys to, which Citus allows over one connection per node only: the whole
+    transaction uses one."""
+    if citus.is_citus(conn):
+        conn.execute(citus.SEQUENTIAL)
 
 
 def prepare(conn: PgConnection) -> None:
@@ -138,10 +148,13 @@ def copy_rows(
         info = TypeInfo.fetch(conn, VECTOR_TYPE)
         assert info is not None  # the extension exists once the schema is migrated
         sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
+        vector_at = list(columns).index("embedding")
         with conn.cursor() as cur, cur.copy(sql) as copy:
-            copy.set_types(["int8", info.oid])
-            for chunk_id, embedding in rows:
-                copy.write_row((chunk_id, Float32Vector(bytes(embedding))))
+            copy.set_types([info.oid if i == vector_at else "int8" for i in range(len(columns))])
+            for row in rows:
+                values = list(row)
+                values[vector_at] = Float32Vector(bytes(values[vector_at]))
+                copy.write_row(values)
         return
     sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
     with conn.cursor() as cur, cur.copy(sql) as copy:

@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 
+from kbmcp.errors import StoreError
 from kbmcp.store.catalog import ChunkWithVector, NewChunk, SqlCatalog, chunk_parameters
 from kbmcp.store.postgres.dialect import POSTGRES
 from kbmcp.store.postgres.id_key import ID_KEYS
@@ -64,7 +65,8 @@ class PostgresCatalog(SqlCatalog):
     SELECT d.id, d.public_id, d.path, d.title, d.status, d.source, d.attributes_hash,
            r.id, r.content_hash
     FROM document AS d
-    LEFT JOIN revision AS r ON r.id = d.current_revision_id
+    LEFT JOIN revision AS r
+           ON r.knowledge_base_id = d.knowledge_base_id AND r.id = d.current_revision_id
     WHERE d.knowledge_base_id = %(kb_id)s
     """
     # Multi-writer: two servers adding one path at once both found no document there; the second
@@ -83,7 +85,8 @@ class PostgresCatalog(SqlCatalog):
     SELECT d.id, d.public_id, d.status, d.current_revision_id, r.content_hash, d.attributes_hash,
            d.source
     FROM document AS d
-    LEFT JOIN revision AS r ON r.id = d.current_revision_id
+    LEFT JOIN revision AS r
+           ON r.knowledge_base_id = d.knowledge_base_id AND r.id = d.current_revision_id
     WHERE d.knowledge_base_id = %(kb_id)s AND d.path = %(path)s
     FOR UPDATE OF d
     """
@@ -108,18 +111,27 @@ class PostgresCatalog(SqlCatalog):
     FROM document AS d WHERE d.id = %(document_id)s
     ON CONFLICT DO NOTHING
     """
+    # A revision and a chunk are in their document's store (migration 9): it is read from the
+    # row they belong to, so a caller names the document or revision only. On Citus the row's
+    # store is then found by asking every shard (an index probe each) and the insert is routed
+    # to the store's shard; the new id comes from the coordinator's sequence.
     INSERT_REVISION = """
     INSERT INTO revision (public_id, document_id, number, content, content_hash, char_count,
-                          line_count, created_at)
-    VALUES (%(public_id)s, %(document_id)s, %(number)s, %(content)s, %(content_hash)s,
-            %(char_count)s, %(line_count)s, %(now)s)
+                          line_count, created_at, knowledge_base_id)
+    SELECT %(public_id)s, d.id, %(number)s, %(content)s, %(content_hash)s, %(char_count)s,
+           %(line_count)s, %(now)s, d.knowledge_base_id
+    FROM document AS d WHERE d.id = %(document_id)s
     RETURNING id
     """
+    # A revision's chunks name its store, read once for all of them (REVISION_STORE): on Citus
+    # the inserts then go to the store's shard, where reading the store per chunk would ask
+    # every shard once a chunk.
+    REVISION_STORE = "SELECT knowledge_base_id FROM revision WHERE id = %(revision_id)s"
     INSERT_CHUNK = """
     INSERT INTO chunk (public_id, revision_id, ordinal, heading_path, char_start, char_end,
-                       line_start, line_end, text)
+                       line_start, line_end, text, knowledge_base_id)
     VALUES (%(public_id)s, %(revision_id)s, %(ordinal)s, %(heading_path)s, %(char_start)s,
-            %(char_end)s, %(line_start)s, %(line_end)s, %(text)s)
+            %(char_end)s, %(line_start)s, %(line_end)s, %(text)s, %(kb_id)s)
     RETURNING id
     """
     SELECT_STORED_CHUNKS = """
@@ -128,7 +140,8 @@ class PostgresCatalog(SqlCatalog):
     """
     SELECT_CHUNKS_WITH_VECTORS = """
     SELECT c.heading_path, c.text, v.embedding
-    FROM chunk AS c JOIN chunk_vector AS v ON v.chunk_id = c.id
+    FROM chunk AS c
+    JOIN chunk_vector AS v ON v.knowledge_base_id = c.knowledge_base_id AND v.chunk_id = c.id
     WHERE c.revision_id = %(revision_id)s
     """
 
@@ -139,11 +152,13 @@ class PostgresCatalog(SqlCatalog):
         RETURNING row is its own result set, read in the order given."""
         if not chunks:
             return []
+        store = conn.execute(self.REVISION_STORE, {"revision_id": revision_id}).fetchone()
+        if store is None:
+            raise StoreError(f"revision {revision_id} does not exist: its chunks cannot be written")
+        params = [{**row, "kb_id": store[0]} for row in chunk_parameters(revision_id, chunks)]
         chunk_ids = []
         with conn.cursor() as cur:
-            cur.executemany(
-                self.INSERT_CHUNK, chunk_parameters(revision_id, chunks), returning=True
-            )
+            cur.executemany(self.INSERT_CHUNK, params, returning=True)
             while True:
                 chunk_ids.append(int(cur.fetchone()[0]))
                 if not cur.nextset():

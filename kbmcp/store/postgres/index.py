@@ -23,37 +23,37 @@ PgConnection = psycopg.Connection[Any]
 
 SELECT_INDEX_ROWS_OF_REVISION = """
 SELECT c.id, c.heading_path, c.text, v.embedding
-FROM chunk AS c JOIN chunk_vector AS v ON v.chunk_id = c.id
+FROM chunk AS c
+JOIN chunk_vector AS v ON v.knowledge_base_id = c.knowledge_base_id AND v.chunk_id = c.id
 WHERE c.revision_id = %(revision_id)s
 ORDER BY c.ordinal
 """
 SELECT_CHUNK_IDS_OF_REVISION = "SELECT id FROM chunk WHERE revision_id = %(revision_id)s"
-# The keyword side of a whole revision: its chunks' text and their document's store.
+# The keyword side of a whole revision: its chunks' text and their store.
 SELECT_KEYWORD_ROWS_OF_REVISION = """
-SELECT d.knowledge_base_id, c.id, c.heading_path, c.text
+SELECT c.knowledge_base_id, c.id, c.heading_path, c.text
 FROM chunk AS c
-JOIN revision AS r ON r.id = c.revision_id
-JOIN document AS d ON d.id = r.document_id
 WHERE c.revision_id = %(revision_id)s
 ORDER BY c.id
 """
 INDEX_VEC_OF_REVISION = """
 INSERT INTO chunk_vec (chunk_id, knowledge_base_id, embedding)
-SELECT c.id, d.knowledge_base_id, v.embedding
+SELECT c.id, c.knowledge_base_id, v.embedding
 FROM chunk AS c
-JOIN chunk_vector AS v ON v.chunk_id = c.id
-JOIN revision AS r ON r.id = c.revision_id
-JOIN document AS d ON d.id = r.document_id
+JOIN chunk_vector AS v ON v.knowledge_base_id = c.knowledge_base_id AND v.chunk_id = c.id
 WHERE c.revision_id = %(revision_id)s
 ORDER BY c.id
 """
 # chunk_term rows go with their chunk_keyword row (ON DELETE CASCADE).
 UNINDEX_KEYWORDS_OF_REVISION = """
 DELETE FROM chunk_keyword
-WHERE chunk_id IN (SELECT id FROM chunk WHERE revision_id = %(revision_id)s)
+WHERE (chunk_id, knowledge_base_id) IN (
+    SELECT id, knowledge_base_id FROM chunk WHERE revision_id = %(revision_id)s)
 """
 UNINDEX_VEC_OF_REVISION = """
-DELETE FROM chunk_vec WHERE chunk_id IN (SELECT id FROM chunk WHERE revision_id = %(revision_id)s)
+DELETE FROM chunk_vec
+WHERE (chunk_id, knowledge_base_id) IN (
+    SELECT id, knowledge_base_id FROM chunk WHERE revision_id = %(revision_id)s)
 """
 
 

@@ -346,7 +346,7 @@ def prune(
 # stores (statistics) or the searched rows (scoring). Weights are parameters: f is FTS5's sum of
 # one column weight per instance (exact for weights on the 1/1024 grid, as scan.py checks).
 SINGLE_TOKEN_ROWS = """
-    SELECT {number} AS phrase, p1.chunk_id, p1.length,
+    SELECT {number}::integer AS phrase, p1.chunk_id,{store} p1.length,
            (p1.in_title * %(w_title)s + p1.in_heading * %(w_heading)s
             + p1.in_body * %(w_body)s) AS f
     FROM chunk_term AS p1
@@ -355,7 +355,7 @@ SINGLE_TOKEN_ROWS = """
 # followers sit at the next offsets of the same column (the offset is the low bits, so +k stays
 # in the column while offsets are below 2^20).
 PHRASE_ROWS = """
-    SELECT {number} AS phrase, p1.chunk_id, p1.length, hit.f
+    SELECT {number}::integer AS phrase, p1.chunk_id,{store} p1.length, hit.f
     FROM chunk_term AS p1
 {joins}
     CROSS JOIN LATERAL (
@@ -370,29 +370,37 @@ PHRASE_JOIN = """    JOIN chunk_term AS p{k}
 ROWS_OF_STORES = "p1.knowledge_base_id = ANY(%(stores)s)"
 ROWS_SEARCHED = "p1.knowledge_base_id = ANY(%(searched_stores)s)"
 ROWS_IN_SCOPE = """p1.knowledge_base_id = ANY(%(searched_stores)s)
-      AND p1.chunk_id IN (SELECT id FROM scope_chunk)"""
+      AND (p1.chunk_id, p1.knowledge_base_id) IN (SELECT id, store FROM scope_chunk)"""
 # The bounded plan's candidates (ranking.py), already in the searched stores.
-ROWS_OF_CANDIDATES = "p1.chunk_id IN (SELECT chunk_id FROM lexical_candidate)"
+ROWS_OF_CANDIDATES = """p1.knowledge_base_id = ANY(%(searched_stores)s)
+      AND (p1.chunk_id, p1.knowledge_base_id) IN (SELECT chunk_id, store FROM lexical_candidate)"""
 
 
 def phrase_rows_sql(
-    tokens: Sequence[str], rows: str, number: int = 0, prefix: str = "t"
+    tokens: Sequence[str],
+    rows: str,
+    number: int = 0,
+    prefix: str = "t",
+    *,
+    with_store: bool = False,
 ) -> tuple[str, dict[str, Any]]:
-    """SQL yielding (phrase, chunk_id, length, f) for one phrase, and its token parameters.
-    `rows`: "stats" (the stores' rows), "searched" (the searched stores), "scope" or
-    "candidates" (the bounded plan's)."""
+    """SQL yielding (phrase, chunk_id, length, f) for one phrase, and its token parameters
+    (`with_store`: (phrase, chunk_id, store, length, f)). `rows`: "stats" (the stores' rows),
+    "searched" (the searched stores), "scope" or "candidates" (the bounded plan's)."""
     row_filter = {"stats": ROWS_OF_STORES, "searched": ROWS_SEARCHED, "scope": ROWS_IN_SCOPE,
                   "candidates": ROWS_OF_CANDIDATES}[rows]  # fmt: skip
+    store = " p1.knowledge_base_id AS store," if with_store else ""
     names = [f"{prefix}{number}_{k}" for k in range(len(tokens))]
     params: dict[str, Any] = dict(zip(names, tokens, strict=True))
     params.update(weight_params())
     if len(tokens) == 1:
-        sql = SINGLE_TOKEN_ROWS.format(number=number, token=names[0], rows=row_filter)
+        sql = SINGLE_TOKEN_ROWS.format(number=number, token=names[0], rows=row_filter, store=store)
         return sql, params
     joins = "\n".join(PHRASE_JOIN.format(k=k + 1, token=names[k]) for k in range(1, len(tokens)))
     adjacent = " AND ".join(f"start + {k} = ANY(p{k + 1}.positions)" for k in range(1, len(tokens)))
     sql = PHRASE_ROWS.format(
         number=number,
+        store=store,
         joins=joins,
         shift=POSITION_SHIFT,
         adjacent=adjacent,

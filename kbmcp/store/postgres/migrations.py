@@ -8,6 +8,10 @@ whole or not at all (PostgreSQL's DDL is transactional).
 Several servers may start on one database at once: the transaction first takes an advisory
 lock (`pg_advisory_xact_lock`), so one migrates and the others wait, re-read the version and
 find nothing left to do. The lock is released at commit or rollback.
+
+On a Citus coordinator (the database has the `citus` extension) the same transaction then
+distributes the tables (kbmcp/store/postgres/citus.py), once: a new database, an upgraded one,
+and one whose extension was created after kbmcp made its tables.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import psycopg
 
 from kbmcp.errors import StoreError
 from kbmcp.store.migrations import Migration, read_migrations
+from kbmcp.store.postgres import citus
 from kbmcp.store.postgres.id_key import ensure_id_key
 
 # Any constant shared by every kbmcp process: the key of the migration lock.
@@ -66,7 +71,8 @@ def migrate(conn: psycopg.Connection[Any], *, target: int | None = None) -> list
             f"({len(migrations)}): upgrade kbmcp",
             details={"schema_version": found},
         )
-    if found >= goal:
+    distributing = goal == len(migrations) and citus.citus_version(conn) is not None
+    if found >= goal and not (distributing and citus.needs_distribution(conn)):
         return []
     try:
         with conn.transaction():
@@ -81,6 +87,8 @@ def migrate(conn: psycopg.Connection[Any], *, target: int | None = None) -> list
                 conn.execute(SET_VERSION, {"version": migration.version})
             if pending and goal == len(migrations):
                 ensure_id_key(conn)
+            if distributing and citus.needs_distribution(conn):
+                citus.distribute(conn)
     except psycopg.errors.FeatureNotSupported as exc:  # e.g. pgvector not installed
         raise StoreError(f"cannot set up the database: {exc}".splitlines()[0]) from None
     except psycopg.errors.UndefinedFile as exc:  # the extension's files are missing

@@ -12,6 +12,8 @@ One search is, in one snapshot (a REPEATABLE READ, READ ONLY transaction):
 4. the ranking statement (RANKING): both channels' candidates as parameters, as an
    accelerator's candidates enter SQLite's statement; ranks, fusion, decay, the limit and the
    cited rows.
+On a Citus cluster (citus.py) a search over several stores runs these steps with the channels
+statement once per store and merges the candidates (shards.py); `rank` here is the rest.
 
 The channels and their plans (reported as the search's strategies):
 - keyword, "postings": FTS5's bm25 from every posting of the kept phrases in the scope
@@ -45,9 +47,9 @@ import numpy as np
 import psycopg
 
 from kbmcp.search.ranking import WEAK_KEYWORD_SHARE, RankedRow, Ranking
-from kbmcp.store.postgres import connection, halves, keyword
+from kbmcp.store.postgres import citus, connection, halves, keyword
 from kbmcp.store.postgres.keyword import CONTRIBUTION, KeywordStats, Phrase
-from kbmcp.store.postgres.scope import ScopeQuery, ScopeRuns, runs_of
+from kbmcp.store.postgres.scope import ScopeQuery, ScopeRuns, runs_of_rows
 from kbmcp.store.postgres.vectors import Float32Vector
 
 # Unscoped searches over more indexed chunks than this use the HNSW index and the bounded
@@ -112,34 +114,45 @@ SELECT {settings},
           AND knowledge_base_id = ANY(%(readable_stores)s::bigint[])),
        {scope_columns}
 """
-NO_SCOPE_COLUMNS = "NULL::bigint[], NULL::bigint[], NULL::bigint[]"
+NO_SCOPE_COLUMNS = "NULL::bigint[], NULL::bigint[]"
 
 # ---------------------------------------------------------------- the channels statement
 
-# Rows: (is_lexical, chunk_id, bm25 score or NULL, vector or NULL). A filtered scope enters as
-# runs of consecutive chunk ids (scope.py's ScopeRuns): scope_range, one row per run, read by
-# the channels as index ranges; scope_chunk, its ids one by one, only for the plans that join
-# them (a CTE no branch reads is never computed). The scope's ids are distinct (a scope is a set
-# of chunks): the channels JOIN it rather than test IN, so no step de-duplicates it again.
+# Rows: (kind, chunk_id, bm25 score or pgvector's similarity, vector or NULL); kind: SEMANTIC,
+# LEXICAL, or (a search store by store, shards.py) LEXICAL_ALL and KEPT_COUNT. A filtered scope
+# enters as runs of consecutive chunk ids of one store each (scope.py's ScopeRuns):
+# scope_range, one row per run, read by the channels as index ranges of the run's store;
+# scope_chunk, its ids one by one, only for the plans that join them (a CTE no branch reads is
+# never computed). The scope's ids are distinct (a scope is a set of chunks): the channels JOIN
+# it rather than test IN, so no step de-duplicates it again. Trap (Citus): every literal that a
+# UNION puts beside a column is cast (`0::integer`, `{number}::integer`): Citus sends a router
+# query to its worker as SQL it writes back from the plan, where such a literal arrived as text
+# ("UNION/INTERSECT/EXCEPT could not convert type text to integer").
 CHANNELS = """
 WITH
 {scope_ctes}
 {lexical_ctes}
-lexical_hit(chunk_id, score) AS MATERIALIZED (
+lexical_hit(chunk_id, score, kind) AS MATERIALIZED (
     {lexical}
 ),
-semantic_pool(chunk_id, embedding) AS MATERIALIZED (
+semantic_pool(chunk_id, embedding, similarity) AS MATERIALIZED (
     {semantic}
 )
-SELECT true, chunk_id, score, NULL::vector FROM lexical_hit
+SELECT kind, chunk_id, score, NULL::vector FROM lexical_hit
 UNION ALL
-SELECT false, chunk_id, NULL::float8, embedding FROM semantic_pool
+SELECT 0::integer, chunk_id, similarity, embedding FROM semantic_pool{extra}
 """
-SCOPE_CTES = """scope_range(lo, hi) AS MATERIALIZED (
+SEMANTIC, LEXICAL, LEXICAL_ALL, KEPT_COUNT = 0, 1, 2, 3
+# A store's count of rows the kept terms find (shards.py: the fallback to every term is decided
+# over every searched store).
+KEPT_COUNT_ROW = """
+UNION ALL
+SELECT 3::integer, count(*), NULL::float8, NULL::vector FROM lexical_kept"""
+SCOPE_CTES = """scope_range(store, lo, hi) AS MATERIALIZED (
     {scope}
 ),
-scope_chunk(id) AS MATERIALIZED (
-    SELECT generate_series(r.lo, r.hi) FROM scope_range AS r
+scope_chunk(store, id) AS MATERIALIZED (
+    SELECT r.store, generate_series(r.lo, r.hi) FROM scope_range AS r
 ),"""
 # The two halves of CHANNELS as two statements, for a large scope's two connections
 # (halves.py): the keyword half on the search's connection, the vector half on the helper.
@@ -147,23 +160,24 @@ LEXICAL_CHANNEL = """
 WITH
 {scope_ctes}
 {lexical_ctes}
-lexical_hit(chunk_id, score) AS MATERIALIZED (
+lexical_hit(chunk_id, score, kind) AS MATERIALIZED (
     {lexical}
 )
-SELECT true, chunk_id, score, NULL::vector FROM lexical_hit
+SELECT kind, chunk_id, score, NULL::vector FROM lexical_hit
 """
 SEMANTIC_CHANNEL = """
 WITH
 {scope_ctes}
-semantic_pool(chunk_id, embedding) AS MATERIALIZED (
+semantic_pool(chunk_id, embedding, similarity) AS MATERIALIZED (
     {semantic}
 )
-SELECT false, chunk_id, NULL::float8, embedding FROM semantic_pool
+SELECT 0::integer, chunk_id, similarity, embedding FROM semantic_pool
 """
-SCOPE_RANGES = "SELECT * FROM unnest(%(scope_lo)s::bigint[], %(scope_hi)s::bigint[])"
-NO_SCOPE_RANGES = "SELECT NULL::bigint, NULL::bigint WHERE false"
-NO_LEXICAL = "SELECT NULL::bigint, NULL::float8 WHERE false"
-NO_SEMANTIC = "SELECT NULL::bigint, NULL::vector WHERE false"
+SCOPE_RANGES = """SELECT * FROM unnest(%(scope_store)s::bigint[], %(scope_lo)s::bigint[],
+                         %(scope_hi)s::bigint[])"""
+NO_SCOPE_RANGES = "SELECT NULL::bigint, NULL::bigint, NULL::bigint WHERE false"
+NO_LEXICAL = "SELECT NULL::bigint, NULL::float8, NULL::integer WHERE false"
+NO_SEMANTIC = "SELECT NULL::bigint, NULL::vector, NULL::float8 WHERE false"
 
 # ---------------------------------------------------------------- keyword channel
 
@@ -188,17 +202,28 @@ lexical_all(chunk_id, score) AS (
 ),
 """
 LEXICAL_BODY = """
-    SELECT chunk_id, score FROM lexical_kept
+    SELECT chunk_id, score, 1::integer FROM lexical_kept
     ORDER BY score DESC, chunk_id
     LIMIT %(depth)s + 1"""
 LEXICAL_PRUNED_OR_ALL_BODY = """
-    (SELECT chunk_id, score FROM lexical_kept
+    (SELECT chunk_id, score, 1::integer FROM lexical_kept
      WHERE (SELECT count(*) FROM lexical_kept) > %(depth)s
      ORDER BY score DESC, chunk_id
      LIMIT %(depth)s + 1)
     UNION ALL
-    (SELECT chunk_id, score FROM lexical_all
+    (SELECT chunk_id, score, 1::integer FROM lexical_all
      WHERE (SELECT count(*) FROM lexical_kept) <= %(depth)s
+     ORDER BY score DESC, chunk_id
+     LIMIT %(depth)s + 1)"""
+# One store of a search over several (shards.py): both candidate lists, the kept terms' and every
+# term's, and (KEPT_COUNT_ROW) how many rows the kept terms find; which list a search takes is
+# decided once every store's count is known.
+LEXICAL_KEPT_AND_ALL_BODY = """
+    (SELECT chunk_id, score, 1::integer FROM lexical_kept
+     ORDER BY score DESC, chunk_id
+     LIMIT %(depth)s + 1)
+    UNION ALL
+    (SELECT chunk_id, score, 2::integer FROM lexical_all
      ORDER BY score DESC, chunk_id
      LIMIT %(depth)s + 1)"""
 
@@ -209,20 +234,23 @@ POSTING_F = "(p.in_title * %(w_title)s + p.in_heading * %(w_heading)s + p.in_bod
 # By token: one index-only range of chunk_term_by_impact per token (each token a constant, so
 # the planner knows how many rows each has).
 TOKEN_POSTINGS = """
-    SELECT {number} AS phrase, p.chunk_id, p.length, {f} AS f
+    SELECT {number}::integer AS phrase, p.chunk_id, p.length, {f} AS f{store}
     FROM chunk_term AS p
     WHERE p.token = %({token})s AND p.knowledge_base_id = ANY(%(searched_stores)s::bigint[])"""
-# In a scope: a hash join with the scope's ids (see SEARCH_SETTINGS). Not `= ANY(array)`:
-# PostgreSQL would hash the array at run time, but estimating each such test at planning time
-# walks the whole array (~7 ms per token for 10k ids).
+# In a scope: a hash join with the scope's ids and stores (see SEARCH_SETTINGS), once for every
+# token's postings. Not `= ANY(array)`: PostgreSQL would hash the array at run time, but
+# estimating each such test at planning time walks the whole array (~7 ms per token for 10k ids).
 TOKENS_IN_SCOPE = """
     SELECT h.phrase, h.chunk_id, h.length, h.f
     FROM ({postings}) AS h
-    JOIN scope_chunk AS s ON s.id = h.chunk_id"""
+    JOIN scope_chunk AS s ON s.store = h.store AND s.id = h.chunk_id"""
+POSTING_STORE = ", p.knowledge_base_id AS store"
 # By range: each token's postings in each run of the scope, one range of chunk_term_by_chunk_id
 # (token, chunk_id) per token and run, index-only: a scope's postings without reading the
 # token's others (sql/004_scope_ranges.sql). OFFSET 0 keeps the LATERAL subquery a range scan
-# per (token, run).
+# per (token, run). Every id of a run is a chunk of the run's store (scope.py's ScopeRuns), so
+# the range names no store; the searched stores are named for Citus's routing (RANKING's note)
+# and cost one comparison per posting.
 TOKENS_IN_RANGES = """
     SELECT q.phrase, p.chunk_id, p.length, {f} AS f
     FROM unnest(%({tokens})s::text[], %({phrases})s::integer[]) AS q(token, phrase)
@@ -231,6 +259,7 @@ TOKENS_IN_RANGES = """
         SELECT p.chunk_id, p.length, p.in_title, p.in_heading, p.in_body
         FROM chunk_term AS p
         WHERE p.token = q.token AND p.chunk_id BETWEEN r.lo AND r.hi
+          AND p.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
         OFFSET 0) AS p"""
 # By chunk: each row's postings of the tokens, one search of the primary key (chunk_id, token)
 # per row. OFFSET 0 keeps the LATERAL subquery a per-row search: flattened, the planner may
@@ -241,7 +270,9 @@ TOKENS_OF_ROWS = """
     CROSS JOIN LATERAL (
         SELECT p.chunk_id, p.token, p.length, {f} AS f
         FROM chunk_term AS p
-        WHERE p.chunk_id = s.{id} AND p.token = ANY(%({tokens})s::text[])
+        WHERE p.chunk_id = s.{id} AND p.knowledge_base_id = s.store
+          AND p.token = ANY(%({tokens})s::text[])
+          AND p.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
         OFFSET 0) AS p
     JOIN unnest(%({tokens})s::text[], %({phrases})s::integer[]) AS q(token, phrase)
       ON q.token = p.token"""
@@ -250,19 +281,19 @@ TOKENS_OF_ROWS = """
 # postings by impact in each searched store (chunk_term_by_impact, read best first) are the
 # candidates; the best of them by their partial sums are scored exactly with every kept phrase
 # (TOKENS_OF_ROWS over lexical_candidate).
-LEXICAL_BOUNDED = """lexical_list(phrase, chunk_id, length, f) AS MATERIALIZED (
+LEXICAL_BOUNDED = """lexical_list(phrase, chunk_id, store, length, f) AS MATERIALIZED (
 {lists}
 ),
-lexical_candidate(chunk_id) AS MATERIALIZED (
-    SELECT h.chunk_id
+lexical_candidate(chunk_id, store) AS MATERIALIZED (
+    SELECT h.chunk_id, h.store
     FROM lexical_list AS h
-    GROUP BY h.chunk_id
+    GROUP BY h.chunk_id, h.store
     ORDER BY sum({contribution} ORDER BY h.phrase) DESC, h.chunk_id
     LIMIT %(rescored)s
 ),
 """
 TOKEN_LIST = """
-    SELECT {number} AS phrase, l.chunk_id, l.length, l.f
+    SELECT {number}::integer AS phrase, l.chunk_id, store.id, l.length, l.f
     FROM unnest(%(searched_stores)s::bigint[]) AS store(id)
     CROSS JOIN LATERAL (
         SELECT p.chunk_id, p.length, {f} AS f
@@ -284,39 +315,45 @@ POOL_FLOOR = """(%(min_similarity)s::float8 IS NULL
 # the approximate index for an "exact" scan). A scope's rows are read run by run, each a range
 # of the primary key (OFFSET 0: a range scan per run).
 EXACT_POOL = """
-    SELECT v.chunk_id, v.embedding
+    SELECT v.chunk_id, v.embedding, 1.0::float8 - (v.embedding <=> %(query_vector)b::vector)
     FROM scope_range AS r
     CROSS JOIN LATERAL (
         SELECT v.chunk_id, v.embedding
         FROM chunk_vec AS v
         WHERE v.chunk_id BETWEEN r.lo AND r.hi
+          AND v.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
         OFFSET 0) AS v
     WHERE {floor}
-    ORDER BY 1.0::float8 - (v.embedding <=> %(query_vector)b::vector) DESC, v.chunk_id
+    ORDER BY 3 DESC, v.chunk_id
     LIMIT %(pool_size)s"""
 # A search of whole stores: their rows through chunk_vec_by_store (migration 6) when they are
 # few, a scan of the table when they are most of it; never every tenant's rows for a few.
 EXACT_UNSCOPED_POOL = """
-    SELECT v.chunk_id, v.embedding
+    SELECT v.chunk_id, v.embedding, 1.0::float8 - (v.embedding <=> %(query_vector)b::vector)
     FROM chunk_vec AS v
     WHERE v.knowledge_base_id = ANY(%(searched_stores)s::bigint[]) AND {floor}
-    ORDER BY 1.0::float8 - (v.embedding <=> %(query_vector)b::vector) DESC, v.chunk_id
+    ORDER BY 3 DESC, v.chunk_id
     LIMIT %(pool_size)s"""
 # The HNSW index serves ORDER BY distance alone; the keyword channel's candidates join the pool.
 HNSW_POOL = """
-    (SELECT v.chunk_id, v.embedding
+    (SELECT v.chunk_id, v.embedding, 1.0::float8 - (v.embedding <=> %(query_vector)b::vector)
      FROM chunk_vec AS v
      WHERE v.knowledge_base_id = ANY(%(searched_stores)s::bigint[]) AND {floor}
      ORDER BY v.embedding <=> %(query_vector)b::vector
      LIMIT %(pool_size)s)
     UNION ALL
-    SELECT v.chunk_id, v.embedding
+    SELECT v.chunk_id, v.embedding, 1.0::float8 - (v.embedding <=> %(query_vector)b::vector)
     FROM lexical_hit AS h
     JOIN chunk_vec AS v ON v.chunk_id = h.chunk_id
     WHERE v.knowledge_base_id = ANY(%(searched_stores)s::bigint[])"""
 
 # ---------------------------------------------------------------- the ranking statement
 
+# Every read of a store table names the searched stores (`= ANY(%(searched_stores)s)`), besides
+# the joins on the store: Citus routes a statement to one shard only when each table in it is
+# filtered on the distribution column by a value (a join to another table's column is not
+# enough), so a search of one store is then one router query.
+#
 # SQLite's RANKING with PostgreSQL spellings: least() for the scalar min, greatest() for the
 # scalar max, `COLLATE "C"` wherever public ids break ties (byte order, as SQLite's BINARY,
 # whatever the database's locale), float8 parameters, and julianday() as SQLite computes it
@@ -331,16 +368,18 @@ lexical_hit(chunk_id, score) AS MATERIALIZED (
 semantic_hit(chunk_id, score) AS MATERIALIZED (
     SELECT * FROM unnest(%(semantic_ids)s::bigint[], %(semantic_scores)s::float8[])
 ),
-channel_hit(channel, chunk_id, score, rank) AS (
-    SELECT 'lexical', h.chunk_id, h.score,
-           row_number() OVER (ORDER BY h.score DESC, c.public_id COLLATE "C")
+channel_hit AS (
+    SELECT 'lexical'::text AS channel, h.chunk_id, h.score,
+           row_number() OVER (ORDER BY h.score DESC, c.public_id COLLATE "C") AS rank
     FROM lexical_hit AS h
-    JOIN chunk AS c ON c.id = h.chunk_id
+    JOIN chunk AS c
+      ON c.id = h.chunk_id AND c.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
     UNION ALL
-    SELECT 'semantic', h.chunk_id, h.score,
+    SELECT 'semantic'::text, h.chunk_id, h.score,
            row_number() OVER (ORDER BY h.score DESC, c.public_id COLLATE "C")
     FROM semantic_hit AS h
-    JOIN chunk AS c ON c.id = h.chunk_id
+    JOIN chunk AS c
+      ON c.id = h.chunk_id AND c.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
 ),
 candidate AS (
     SELECT channel, chunk_id, score, rank,
@@ -387,12 +426,16 @@ weighted AS (
                             -greatest({julian_now} - {julian_updated}, 0.0::float8)
                             / %(half_life)s::float8)
                FROM revision AS r
-               JOIN document AS d ON d.id = r.document_id
+               JOIN document AS d
+                 ON d.knowledge_base_id = r.knowledge_base_id AND d.id = r.document_id
                JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-               WHERE r.id = c.revision_id AND kb.kind = 'memories')
+               WHERE r.knowledge_base_id = c.knowledge_base_id AND r.id = c.revision_id
+                 AND r.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
+                 AND kb.kind = 'memories')
            END AS recency_weight
     FROM fused AS f
-    JOIN chunk AS c ON c.id = f.chunk_id
+    JOIN chunk AS c
+      ON c.id = f.chunk_id AND c.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
 ),
 -- MATERIALIZED: the citation joins below run for the `limit` rows kept, not for every fused
 -- chunk (~180 at depth 100), whose text and heading the sort no longer carries either.
@@ -412,10 +455,13 @@ SELECT k.chunk_id, k.chunk_public_id, d.public_id, r.public_id, kb.public_id,
        (SELECT count(*) FROM semantic_hit) AS semantic_found,
        kb.name
 FROM ranked AS k
-JOIN chunk AS c ON c.id = k.chunk_id
-JOIN revision AS r ON r.id = c.revision_id
-JOIN document AS d ON d.id = r.document_id
+JOIN chunk AS c
+  ON c.id = k.chunk_id AND c.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
+JOIN revision AS r ON r.knowledge_base_id = c.knowledge_base_id AND r.id = c.revision_id
+JOIN document AS d ON d.knowledge_base_id = r.knowledge_base_id AND d.id = r.document_id
 JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
+WHERE r.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
+  AND d.knowledge_base_id = ANY(%(searched_stores)s::bigint[])
 ORDER BY k.final_score DESC, k.chunk_public_id COLLATE "C"
 """
 # SQLite's julianday(): the time in whole milliseconds (rounded) since the Julian epoch, divided
@@ -487,85 +533,80 @@ def rank(
     """Settings, statistics and scope (one statement), the channels statement, exact vector
     scores, the ranking statement: in one read-only snapshot. `scope`: a filtered scope to read
     in the first statement (then `request.scope` is its runs)."""
-    phrases = _phrases(request) if request.lexical else []
+    phrases = phrases_of(request)
     with connection.read_snapshot(conn):
-        first = _prelude(conn, request, phrases, scope)
+        citus.set_search_settings(conn, hnsw_ef_search(request.depth))
+        first = prelude(conn, request, phrases, scope)
         if first.scope is not None:
             request = dataclasses.replace(request, scope=first.scope)
-        searched_rows, has_hnsw = first.searched_rows, first.has_hnsw
-        if request.scope is not None:  # a scope reads no index but its own rows
-            searched_rows, has_hnsw = request.scope.rows, False
+        searched_rows, has_hnsw = searched_size(request, first)
         lexical = _Lexical(None)
         if request.lexical:
-            lexical = _lexical(conn, request, phrases, first, searched_rows)
-        semantic = _semantic(request, searched_rows, has_hnsw)
-        params: dict[str, Any] = {
-            "depth": request.depth,
-            "searched_stores": sorted(request.searched_stores),
-            **(lexical.params or {}),
-            **(semantic.params or {}),
-        }
-        if request.scope is not None:
-            params["scope_lo"] = bigint_array_literal(request.scope.lo)
-            params["scope_hi"] = bigint_array_literal(request.scope.hi)
-        found = _channels(conn, request, lexical, semantic, params)
-        lexical_ids = [row[1] for row in found if row[0]]
-        lexical_scores = [row[2] for row in found if row[0]]
-        pool = [(row[1], row[3]) for row in found if not row[0]]
-        semantic_ids, semantic_scores = [], []
-        if request.query_vector is not None:
-            semantic_ids, semantic_scores = _best_of_pool(pool, request)
-        sql = RANKING.format(
-            julian_now=JULIANDAY.format(value="%(now)s::text"),
-            julian_updated=JULIANDAY.format(value="d.updated_at"),
-        )
-        rows = conn.execute(
-            sql,
-            {
-                "mode": request.mode,
-                "alpha": request.alpha,
-                "lexical_ceiling": lexical.ceiling,
-                "weak_share": WEAK_KEYWORD_SHARE,
-                "rrf_k": request.rrf_k,
-                "depth": request.depth,
-                "limit": request.limit,
-                "half_life": request.half_life_days,
-                "now": request.now or None,
-                "lexical_ids": bigint_array_literal(lexical_ids),
-                "lexical_scores": float8_array_literal(lexical_scores),
-                "semantic_ids": bigint_array_literal(semantic_ids),
-                "semantic_scores": float8_array_literal(semantic_scores),
-            },
-        ).fetchall()
-    ranking = (
-        Ranking([], 0, 0, 0)
-        if not rows
-        else Ranking(
-            rows=[RankedRow(*row[:22], row[25]) for row in rows],
-            fused_count=rows[0][22],
-            lexical_found=rows[0][23],
-            semantic_found=rows[0][24],
-        )
-    )
+            plan = lexical_plan(conn, request, phrases, first, searched_rows)
+            lexical = lexical_sql(plan, request, phrases)
+        semantic = semantic_sql(request, searched_rows, has_hnsw)
+        found = channel_rows(conn, request, lexical, semantic)
+        lexical_ids = [row[1] for row in found if row[0] == LEXICAL]
+        lexical_scores = [row[2] for row in found if row[0] == LEXICAL]
+        pool = [(row[1], row[3]) for row in found if row[0] == SEMANTIC]
+        semantic_ids, semantic_scores = best_of_pool(pool, request)
+        ranking = rank_candidates(
+            conn, request, lexical.ceiling, (lexical_ids, lexical_scores),
+            (semantic_ids, semantic_scores),
+        )  # fmt: skip
     scope_rows = None if request.scope is None else request.scope.rows
     return PgRanking(ranking, lexical.strategy, semantic.strategy, lexical.ceiling, scope_rows)
 
 
-def _channels(
+def phrases_of(request: RankRequest) -> list[Phrase]:
+    """The query's phrases that have index tokens, when the keyword channel runs."""
+    return _phrases(request) if request.lexical else []
+
+
+def searched_size(request: RankRequest, first: _Prelude) -> tuple[int, bool]:
+    """How many rows the channels search, and whether an HNSW index may serve them: a scope
+    reads no index but its own rows."""
+    if request.scope is not None:
+        return request.scope.rows, False
+    return first.searched_rows, first.has_hnsw
+
+
+def channel_rows(
     conn: psycopg.Connection[Any],
     request: RankRequest,
     lexical: _Lexical,
     semantic: _Semantic,
-    params: dict[str, Any],
+    *,
+    kept_count: bool = False,
 ) -> list[tuple[Any, ...]]:
-    """The rows of the channels statement: one statement, or for a large scope with both
-    channels its two halves on two connections of one snapshot (halves.py)."""
-    scope_ctes = SCOPE_CTES.format(scope=SCOPE_RANGES if request.scope else NO_SCOPE_RANGES)
+    """The channels statement's rows (CHANNELS) over `request.searched_stores` and its scope;
+    `kept_count`: with the KEPT_COUNT row (a store of a search over several). One statement,
+    or for a large scope with both channels its two halves on two connections of one snapshot
+    (halves.py; not on Citus, where the coordinator's exported snapshot does not reach the
+    workers' transactions)."""
+    params: dict[str, Any] = {
+        "depth": request.depth,
+        "searched_stores": sorted(request.searched_stores),
+        **(lexical.params or {}),
+        **(semantic.params or {}),
+    }
+    if request.scope is not None:
+        params["scope_store"] = bigint_array_literal(request.scope.store)
+        params["scope_lo"] = bigint_array_literal(request.scope.lo)
+        params["scope_hi"] = bigint_array_literal(request.scope.hi)
+    scope_ctes = SCOPE_CTES.format(
+        scope=SCOPE_RANGES if request.scope is not None else NO_SCOPE_RANGES
+    )
     scope_rows = None if request.scope is None else request.scope.rows
     both = lexical.strategy is not None and semantic.strategy is not None
-    if not halves.worth_two(conn, scope_rows, both):
-        statement = CHANNELS.format(scope_ctes=scope_ctes, lexical_ctes=lexical.ctes,
-                                    lexical=lexical.body, semantic=semantic.body)  # fmt: skip
+    if citus.is_citus(conn) or not halves.worth_two(conn, scope_rows, both):
+        statement = CHANNELS.format(
+            scope_ctes=scope_ctes,
+            lexical_ctes=lexical.ctes,
+            lexical=lexical.body,
+            semantic=semantic.body,
+            extra=KEPT_COUNT_ROW if kept_count and lexical.ctes else "",
+        )
         with conn.cursor(binary=True) as cur:
             return cur.execute(statement, params, prepare=False).fetchall()
     keyword_half = LEXICAL_CHANNEL.format(scope_ctes=scope_ctes, lexical_ctes=lexical.ctes,
@@ -580,6 +621,47 @@ def _channels(
     return mine + other
 
 
+def rank_candidates(
+    conn: psycopg.Connection[Any],
+    request: RankRequest,
+    ceiling: float,
+    lexical: tuple[Sequence[int], Sequence[float]],
+    semantic: tuple[Sequence[int], Sequence[float]],
+) -> Ranking:
+    """The ranking statement (RANKING) over both channels' candidates (ids, scores)."""
+    sql = RANKING.format(
+        julian_now=JULIANDAY.format(value="%(now)s::text"),
+        julian_updated=JULIANDAY.format(value="d.updated_at"),
+    )
+    rows = conn.execute(
+        sql,
+        {
+            "mode": request.mode,
+            "alpha": request.alpha,
+            "lexical_ceiling": ceiling,
+            "weak_share": WEAK_KEYWORD_SHARE,
+            "rrf_k": request.rrf_k,
+            "depth": request.depth,
+            "limit": request.limit,
+            "half_life": request.half_life_days,
+            "now": request.now or None,
+            "lexical_ids": bigint_array_literal(lexical[0]),
+            "lexical_scores": float8_array_literal(lexical[1]),
+            "semantic_ids": bigint_array_literal(semantic[0]),
+            "semantic_scores": float8_array_literal(semantic[1]),
+            "searched_stores": sorted(request.searched_stores),
+        },
+    ).fetchall()
+    if not rows:
+        return Ranking([], 0, 0, 0)
+    return Ranking(
+        rows=[RankedRow(*row[:22], row[25]) for row in rows],
+        fused_count=rows[0][22],
+        lexical_found=rows[0][23],
+        semantic_found=rows[0][24],
+    )
+
+
 @dataclass(frozen=True)
 class _Prelude:
     """What the first statement read (PRELUDE)."""
@@ -591,7 +673,7 @@ class _Prelude:
     scope: ScopeRuns | None
 
 
-def _prelude(
+def prelude(
     conn: psycopg.Connection[Any],
     request: RankRequest,
     phrases: Sequence[Phrase],
@@ -613,7 +695,7 @@ def _prelude(
     # Prepared as psycopg does (the scope statement always was): a scope's plan is index
     # ranges and lookups whatever its values, and its planning was half its time at 0.1%.
     row = conn.execute(sql, params).fetchone()
-    searched_rows, has_hnsw, totals, tokens, token_rows, lo, hi, singles = row[3:]
+    searched_rows, has_hnsw, totals, tokens, token_rows, *runs = row[3:]
     token_counts: dict[str, int] = {}
     for token, rows in zip(tokens or [], token_rows or [], strict=True):
         token_counts[token] = token_counts.get(token, 0) + int(rows)  # a row per store
@@ -622,7 +704,7 @@ def _prelude(
         bool(has_hnsw),
         (int(totals[0]), int(totals[1])),
         token_counts,
-        None if scope is None else runs_of(lo, hi, singles),
+        None if scope is None else runs_of_rows(*runs),
     )
 
 
@@ -704,15 +786,31 @@ def _phrases(request: RankRequest) -> list[Phrase]:
     return [(term, tokens) for term, tokens in phrases if tokens]
 
 
-def _lexical(
+@dataclass(frozen=True)
+class LexicalPlan:
+    """The keyword channel's decisions for one search, made once over every searched store:
+    the statistics, hybrid's keyword scale, the kept and dropped phrases, the plan, and what
+    the reads' costs are estimated from (each kept single token's rows, among `indexed_rows`)."""
+
+    strategy: str | None
+    ceiling: float = 0.0
+    stats: KeywordStats | None = None  # None: the channel reads nothing
+    kept: tuple[Phrase, ...] = ()
+    dropped: tuple[Phrase, ...] = ()
+    bounded: bool = False
+    kept_rows: tuple[int, ...] = ()
+    indexed_rows: int = 0
+
+
+def lexical_plan(
     conn: psycopg.Connection[Any],
     request: RankRequest,
     phrases: Sequence[Phrase],
     first: _Prelude,
     searched_rows: int,
-) -> _Lexical:
+) -> LexicalPlan:
     if not phrases:
-        return _Lexical("postings")
+        return LexicalPlan("postings")
     stores = sorted(set(request.readable_stores))
     stats = keyword.stats_of(conn, phrases, stores, first.totals, first.token_rows)
     # hybrid's keyword scale: the sum of the phrases' idf in query order (lexical/ceiling.py)
@@ -721,32 +819,51 @@ def _lexical(
         for term, _ in phrases:
             ceiling += stats.idf(term)
     if stats.rows == 0:
-        return _Lexical("postings", ceiling=ceiling)
+        return LexicalPlan("postings", ceiling=ceiling)
     scoped = request.scope is not None
     unscoped = request.every_store and not scoped
     kept, dropped = keyword.prune(
         phrases, stats, None if unscoped else searched_rows, request.depth
     )
-    sql = _PhraseSql(stats, phrases)
-    contribution = CONTRIBUTION.replace("%(idf)s", "(%(idf)s::float8[])")
     kept_rows = [stats.containing[term] for term, tokens in kept if len(tokens) == 1]
-    if choose_lexical_plan(scoped, searched_rows, kept_rows, request.depth) == "bounded":
+    bounded = choose_lexical_plan(scoped, searched_rows, kept_rows, request.depth) == "bounded"
+    return LexicalPlan(
+        "postings_bounded" if bounded else "postings", ceiling, stats, tuple(kept),
+        tuple(dropped), bounded, tuple(kept_rows), stats.rows if scoped else searched_rows,
+    )  # fmt: skip
+
+
+def lexical_sql(
+    plan: LexicalPlan,
+    request: RankRequest,
+    phrases: Sequence[Phrase],
+    *,
+    every_list: bool = False,
+) -> _Lexical:
+    """The keyword channel's part of the channels statement for `request`'s stores and scope.
+    `every_list`: both candidate lists when terms were dropped (LEXICAL_KEPT_AND_ALL_BODY), for
+    a store of a search over several."""
+    if plan.stats is None:
+        return _Lexical(plan.strategy, ceiling=plan.ceiling)
+    sql = _PhraseSql(plan.stats, phrases)
+    contribution = CONTRIBUTION.replace("%(idf)s", "(%(idf)s::float8[])")
+    if plan.bounded:
         sql.params["list_size"] = BOUNDED_LIST_SIZE
         sql.params["rescored"] = BOUNDED_RESCORED_PER_DEPTH * (request.depth + 1)
-        ctes = LEXICAL_BOUNDED.format(lists=sql.lists(kept), contribution=contribution)
-        ctes += LEXICAL_KEPT.format(kept=sql.rows(kept, "candidates", "kept"),
+        ctes = LEXICAL_BOUNDED.format(lists=sql.lists(plan.kept), contribution=contribution)
+        ctes += LEXICAL_KEPT.format(kept=sql.rows(plan.kept, "candidates", "kept"),
                                     contribution=contribution)  # fmt: skip
-        return _Lexical("postings_bounded", ctes, LEXICAL_BODY, sql.params, ceiling)
+        return _Lexical(plan.strategy, ctes, LEXICAL_BODY, sql.params, plan.ceiling)
     reads = choose_token_reads(
-        request.scope, sum(kept_rows), len(kept_rows), stats.rows if scoped else searched_rows
+        request.scope, sum(plan.kept_rows), len(plan.kept_rows), plan.indexed_rows
     )
-    ctes = LEXICAL_KEPT.format(kept=sql.rows(kept, reads, "kept"), contribution=contribution)
+    ctes = LEXICAL_KEPT.format(kept=sql.rows(plan.kept, reads, "kept"), contribution=contribution)
     body = LEXICAL_BODY
-    if dropped:
-        ctes += LEXICAL_DROPPED.format(dropped=sql.rows(dropped, reads, "dropped"),
+    if plan.dropped:
+        ctes += LEXICAL_DROPPED.format(dropped=sql.rows(plan.dropped, reads, "dropped"),
                                        contribution=contribution)  # fmt: skip
-        body = LEXICAL_PRUNED_OR_ALL_BODY
-    return _Lexical("postings", ctes, body, sql.params, ceiling)
+        body = LEXICAL_KEPT_AND_ALL_BODY if every_list else LEXICAL_PRUNED_OR_ALL_BODY
+    return _Lexical(plan.strategy, ctes, body, sql.params, plan.ceiling)
 
 
 class _PhraseSql:
@@ -768,9 +885,11 @@ class _PhraseSql:
         parts = []
         singles = [(term, tokens[0]) for term, tokens in selected if len(tokens) == 1]
         if singles and reads in ("searched", "scope_tokens"):
-            postings = "\n    UNION ALL".join(self._token(term, token) for term, token in singles)
-            parts.append(postings if reads == "searched"
-                         else TOKENS_IN_SCOPE.format(postings=postings))  # fmt: skip
+            scoped = reads == "scope_tokens"
+            postings = "\n    UNION ALL".join(
+                self._token(term, token, with_store=scoped) for term, token in singles
+            )
+            parts.append(TOKENS_IN_SCOPE.format(postings=postings) if scoped else postings)
         elif singles:
             names, numbers = f"{group}_tokens", f"{group}_phrases"
             self.params[names] = [token for _, token in singles]
@@ -801,21 +920,26 @@ class _PhraseSql:
                 parts.append(TOKEN_LIST.format(number=self.number[term], token=name, f=POSTING_F))
                 self.params[name] = tokens[0]
             else:
-                sql, token_params = keyword.phrase_rows_sql(tokens, "searched", self.number[term])
+                sql, token_params = keyword.phrase_rows_sql(
+                    tokens, "searched", self.number[term], with_store=True
+                )
                 parts.append(sql)
                 self.params.update(token_params)
         return "\n    UNION ALL".join(parts)
 
-    def _token(self, term: str, token: str) -> str:
+    def _token(self, term: str, token: str, *, with_store: bool = False) -> str:
         name = f"s{self.number[term]}"
         self.params[name] = token
-        return TOKEN_POSTINGS.format(number=self.number[term], token=name, f=POSTING_F)
+        return TOKEN_POSTINGS.format(
+            number=self.number[term], token=name, f=POSTING_F,
+            store=POSTING_STORE if with_store else "",
+        )  # fmt: skip
 
 
 # ---------------------------------------------------------------- vector channel
 
 
-def _semantic(request: RankRequest, searched_rows: int, has_hnsw: bool) -> _Semantic:
+def semantic_sql(request: RankRequest, searched_rows: int, has_hnsw: bool) -> _Semantic:
     if request.query_vector is None:
         return _Semantic(None)
     scoped = request.scope is not None
@@ -837,14 +961,13 @@ def _semantic(request: RankRequest, searched_rows: int, has_hnsw: bool) -> _Sema
     return _Semantic(f"pg_{strategy}", body.format(floor=POOL_FLOOR), params)
 
 
-def _best_of_pool(
+def best_of_pool(
     pool: Sequence[tuple[int, bytes]], request: RankRequest
 ) -> tuple[list[int], list[float]]:
     """The pool's rows that pass the floor (or are exempt), by exact similarity desc then id,
     at most depth + 1 (as SQLite's semantic candidates)."""
-    if not pool:
+    if not pool or request.query_vector is None:
         return [], []
-    assert request.query_vector is not None
     unique = {int(row[0]): row[1] for row in pool}  # a row both parts of an HNSW pool found
     ids = np.fromiter(unique, dtype=np.int64, count=len(unique))
     vectors = np.frombuffer(b"".join(unique.values()), dtype="<f4").reshape(len(unique), -1)

@@ -17,7 +17,7 @@ class PostgresReads(SqlReads):
     FROM document AS d
     JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
     JOIN tenant AS owner ON owner.id = kb.tenant_id
-    JOIN revision AS r ON r.document_id = d.id
+    JOIN revision AS r ON r.knowledge_base_id = d.knowledge_base_id AND r.document_id = d.id
     WHERE d.public_id = %(document_id)s
       AND d.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
       AND (CASE WHEN %(revision_id)s::text IS NULL THEN r.id = d.current_revision_id
@@ -30,7 +30,7 @@ class PostgresReads(SqlReads):
     SELECT_REVISIONS = """
     SELECT r.public_id, r.number, r.created_at, r.content_hash, r.id = d.current_revision_id
     FROM revision AS r
-    JOIN document AS d ON d.id = r.document_id
+    JOIN document AS d ON d.knowledge_base_id = r.knowledge_base_id AND d.id = r.document_id
     WHERE r.document_id = %(document_row_id)s
     ORDER BY r.number DESC
     LIMIT %(limit)s
@@ -59,11 +59,11 @@ class PostgresReads(SqlReads):
                      AND btrim(substr(r.content, c.char_end + 1), %(blanks)s) = ''
            END AS covers_whole
     FROM chunk AS c
-    JOIN revision AS r ON r.id = c.revision_id
-    JOIN document AS d ON d.id = r.document_id
+    JOIN revision AS r ON r.knowledge_base_id = c.knowledge_base_id AND r.id = c.revision_id
+    JOIN document AS d ON d.knowledge_base_id = r.knowledge_base_id AND d.id = r.document_id
     JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
     WHERE c.public_id = ANY(%(chunk_ids)s::text[])
-      AND d.knowledge_base_id = ANY(%(readable_ids)s::bigint[])
+      AND c.knowledge_base_id = ANY(%(readable_ids)s::bigint[])
       -- A forgotten memory is not served again (its rows stay for audit); an archived document's
       -- chunks stay readable by id, so old citations resolve.
       AND (kb.kind = 'documents' OR d.status = 'published')

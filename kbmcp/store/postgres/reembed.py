@@ -31,14 +31,18 @@ PgConnection = psycopg.Connection[Any]
 # One page of them: the service reads the current chunks a page at a time (memory stays flat).
 SELECT_CURRENT_CHUNKS = """
 SELECT c.id, d.title, c.heading_path, c.text
-FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id
+FROM document AS d
+JOIN chunk AS c
+  ON c.knowledge_base_id = d.knowledge_base_id AND c.revision_id = d.current_revision_id
 WHERE c.id > %(after)s
 ORDER BY c.id
 LIMIT %(limit)s
 """
 # A current chunk is late when no vector is staged for it, or one computed with another title.
 LATE = """
-FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id
+FROM document AS d
+JOIN chunk AS c
+  ON c.knowledge_base_id = d.knowledge_base_id AND c.revision_id = d.current_revision_id
 LEFT JOIN pg_temp.reembed_vector AS s ON s.chunk_id = c.id
 WHERE s.chunk_id IS NULL OR s.title IS DISTINCT FROM d.title
 """
@@ -63,11 +67,12 @@ ON CONFLICT (chunk_id) DO UPDATE SET title = excluded.title, embedding = exclude
 LOCK_MODEL = "SELECT 1 FROM embedding_model WHERE id = 1 FOR UPDATE"
 LOCK_VECTORS = "LOCK TABLE chunk_vector, chunk_vec IN ACCESS EXCLUSIVE MODE"
 COPY_STORED_VECTORS = """
-INSERT INTO chunk_vector (chunk_id, embedding)
-SELECT s.chunk_id, s.embedding
+INSERT INTO chunk_vector (chunk_id, knowledge_base_id, embedding)
+SELECT s.chunk_id, c.knowledge_base_id, s.embedding
 FROM pg_temp.reembed_vector AS s
 JOIN chunk AS c ON c.id = s.chunk_id
-JOIN document AS d ON d.current_revision_id = c.revision_id
+JOIN document AS d
+  ON d.knowledge_base_id = c.knowledge_base_id AND d.current_revision_id = c.revision_id
 ORDER BY s.chunk_id
 """
 COPY_INDEXED_VECTORS = """
@@ -75,12 +80,16 @@ INSERT INTO chunk_vec (chunk_id, knowledge_base_id, embedding)
 SELECT s.chunk_id, d.knowledge_base_id, s.embedding
 FROM pg_temp.reembed_vector AS s
 JOIN chunk AS c ON c.id = s.chunk_id
-JOIN document AS d ON d.current_revision_id = c.revision_id
+JOIN document AS d
+  ON d.knowledge_base_id = c.knowledge_base_id AND d.current_revision_id = c.revision_id
 WHERE d.status = 'published'
 ORDER BY s.chunk_id
 """
 COUNT_CURRENT_CHUNKS = """
-SELECT count(*) FROM document AS d JOIN chunk AS c ON c.revision_id = d.current_revision_id
+SELECT count(*)
+FROM document AS d
+JOIN chunk AS c
+  ON c.knowledge_base_id = d.knowledge_base_id AND c.revision_id = d.current_revision_id
 """
 
 

@@ -24,13 +24,17 @@ class PostgresScan(SqlScan):
     SELECT kb.kind, d.public_id, kb.public_id, r.public_id, r.number, d.path, d.title, d.updated_at,
            d.created_at, r.char_count,
            ARRAY(SELECT ARRAY[t.key, t.value] FROM document_tag AS t
-                 WHERE t.document_id = d.id ORDER BY t.key COLLATE "C", t.value COLLATE "C"),
+                 WHERE t.knowledge_base_id = d.knowledge_base_id AND t.document_id = d.id
+                 ORDER BY t.key COLLATE "C", t.value COLLATE "C"),
            (SELECT substr(c.text, 1, %(excerpt_chars)s + 1) FROM chunk AS c
-            WHERE c.revision_id = d.current_revision_id ORDER BY c.ordinal LIMIT 1)
+            WHERE c.knowledge_base_id = d.knowledge_base_id
+              AND c.revision_id = d.current_revision_id
+            ORDER BY c.ordinal LIMIT 1)
     FROM scope_document AS s
-    JOIN document AS d ON d.id = s.id
+    JOIN document AS d ON d.knowledge_base_id = s.knowledge_base_id AND d.id = s.id
     JOIN knowledge_base AS kb ON kb.id = d.knowledge_base_id
-    JOIN revision AS r ON r.id = d.current_revision_id
+    JOIN revision AS r
+      ON r.knowledge_base_id = d.knowledge_base_id AND r.id = d.current_revision_id
     WHERE (%(since)s::text IS NULL OR {time} COLLATE "C" >= %(since)s)
       AND (%(until)s::text IS NULL OR {time} COLLATE "C" < %(until)s)
     ORDER BY {time} COLLATE "C" DESC, d.public_id COLLATE "C"

@@ -57,28 +57,31 @@ ORDER BY want.n
 """
 COUNT_KNOWLEDGE_BASES = "SELECT count(*) FROM knowledge_base"
 
+# A scope's documents: (id, current_revision_id, knowledge_base_id); the statements that read
+# them join their rows by the store too (migration 9).
 BASE_DOCUMENTS = """
-SELECT d.id, d.current_revision_id
+SELECT d.id, d.current_revision_id, d.knowledge_base_id
 FROM document AS d
 WHERE d.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[]){published}
 """
 BASE_MEMORIES = """
-SELECT d.id, d.current_revision_id
+SELECT d.id, d.current_revision_id, d.knowledge_base_id
 FROM document AS d
 WHERE d.knowledge_base_id = ANY(%(readable_store_ids)s::bigint[]){published}
 """
 PUBLISHED = "\n  AND d.status = 'published'"
-NOTHING = "SELECT NULL::bigint AS id, NULL::bigint AS current_revision_id WHERE false"
+NOTHING = """SELECT NULL::bigint AS id, NULL::bigint AS current_revision_id,
+       NULL::bigint AS knowledge_base_id WHERE false"""
 
 # As SQLite's, every filter searches an index that leads with the store, within the readable
-# stores only (migration 5): its work follows the caller's own data, not other tenants'.
+# stores only (migration 5): its work follows the caller's own data, not other tenants'. Each
+# selects (document id, store): a document is matched by both (migration 9).
 FILTER_DOCUMENTS = {
-    "document_ids": "SELECT unnest(%(document_ids)s::bigint[])",
     # A range of document_by_store_path (COLLATE "C") per store: from the prefix up to the
     # prefix followed by U+10FFFF, the largest code point (UTF-8 byte order is code point
     # order); left() confirms the prefix (not LIKE: '%' and '_' in a path are literal characters).
     "document_paths": """
-        SELECT pd.id
+        SELECT pd.id, pd.knowledge_base_id
         FROM unnest(%(document_paths)s::text[]) AS p(value)
         JOIN document AS pd
           ON pd.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
@@ -86,19 +89,19 @@ FILTER_DOCUMENTS = {
          AND pd.path COLLATE "C" < p.value || chr(1114111)
         WHERE left(pd.path, length(p.value)) = p.value""",
     "tags": """
-        SELECT t.document_id
+        SELECT t.document_id, t.knowledge_base_id
         FROM unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
         JOIN document_tag AS t
           ON t.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[])
          AND t.key = want.key AND t.value = want.value
-        GROUP BY t.document_id
+        GROUP BY t.document_id, t.knowledge_base_id
         HAVING count(*) = cardinality(%(tag_keys)s::text[])""",
     # Each probe (see `_metadata_params`) is one search of document_metadata(store, key, value)
     # per readable store; the CASE then applies SQLite's typed rule to the rows found. A
     # number's text form is the probe's, computed as SQLite's CAST gives it: the row equals the
     # probe's number, so its text is the probe number's written as an integer or as a real.
     "metadata": """
-        SELECT m.document_id
+        SELECT m.document_id, m.knowledge_base_id
         FROM unnest(%(metadata_keys)s::text[], %(metadata_lookups)s::text[],
                     %(metadata_types)s::text[], %(metadata_wants)s::text[],
                     %(metadata_integer_texts)s::text[], %(metadata_real_texts)s::text[])
@@ -115,72 +118,79 @@ FILTER_DOCUMENTS = {
               WHEN 'number' THEN m.type IN ('integer', 'real')
               ELSE m.type = p.want_type
               END
-        GROUP BY m.document_id
+        GROUP BY m.document_id, m.knowledge_base_id
         HAVING count(DISTINCT m.key) = %(metadata_key_count)s""",
 }
 # A memory matches tags when every pair is among its own tags or its store's (see SQLite's).
 MEMORY_FILTER_DOCUMENTS = {
     "tags": """
-        SELECT hit.document_id
-        FROM (SELECT t.document_id, t.key, t.value
+        SELECT hit.document_id, hit.knowledge_base_id
+        FROM (SELECT t.document_id, t.knowledge_base_id, t.key, t.value
               FROM unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
               JOIN document_tag AS t
                 ON t.knowledge_base_id = ANY(%(readable_store_ids)s::bigint[])
                AND t.key = want.key AND t.value = want.value
               UNION
-              SELECT memory.id, want.key, want.value
+              SELECT memory.id, memory.knowledge_base_id, want.key, want.value
               FROM knowledge_base AS store
               CROSS JOIN jsonb_each(store.tags::jsonb) AS have(key, value)
               JOIN unnest(%(tag_keys)s::text[], %(tag_values)s::text[]) AS want(key, value)
                 ON have.key = want.key AND have.value = to_jsonb(want.value)
               JOIN document AS memory ON memory.knowledge_base_id = store.id
-              WHERE store.id = ANY(%(readable_store_ids)s::bigint[])) AS hit
-        GROUP BY hit.document_id
+              WHERE store.id = ANY(%(readable_store_ids)s::bigint[])
+                AND memory.knowledge_base_id = ANY(%(readable_store_ids)s::bigint[])) AS hit
+        GROUP BY hit.document_id, hit.knowledge_base_id
         HAVING count(*) = cardinality(%(tag_keys)s::text[])""",
 }
 FILTER_CLAUSES = {
     "knowledge_base_ids": "d.knowledge_base_id = ANY(%(knowledge_base_ids)s::bigint[])",
-    **{name: f"d.id IN ({documents})" for name, documents in FILTER_DOCUMENTS.items()},
-}
+    "document_ids": "d.id IN (SELECT unnest(%(document_ids)s::bigint[]))",
+    **{name: f"(d.id, d.knowledge_base_id) IN ({documents})"
+       for name, documents in FILTER_DOCUMENTS.items()},
+}  # fmt: skip
 MEMORY_FILTER_CLAUSES = {
     "memory_store_ids": "d.knowledge_base_id = ANY(%(memory_store_ids)s::bigint[])",
-    **{name: f"d.id IN ({documents})" for name, documents in MEMORY_FILTER_DOCUMENTS.items()},
-}
+    **{name: f"(d.id, d.knowledge_base_id) IN ({documents})"
+       for name, documents in MEMORY_FILTER_DOCUMENTS.items()},
+}  # fmt: skip
 
 # A scope's chunks: its documents' current revisions' chunks, as one sorted array.
 CHUNKS_OF_DOCUMENTS = """
 WITH scope_document AS MATERIALIZED ({documents})
 SELECT c.id
 FROM scope_document AS s
-JOIN chunk AS c ON c.revision_id = s.current_revision_id
+JOIN chunk AS c
+  ON c.knowledge_base_id = s.knowledge_base_id AND c.revision_id = s.current_revision_id
+ AND c.knowledge_base_id = ANY(%(scope_stores)s::bigint[])
 """
-# A scope's chunks as runs of consecutive ids (`ScopeRuns`): per document, its current
-# revision's smallest and largest chunk id and how many chunks it has (kept on the revision:
-# sql/008_revision_chunk_range.sql, one index-only read of revision_chunk_range per document;
-# it was an aggregate over each document's chunks), and the ids of the revisions whose chunks
-# are not consecutive (a revision's chunks are written together, so they nearly always are). A
-# scope of 1,000 documents is then 1,000 pairs, merged into runs in Python, instead of 10,000
-# ids sorted, sent back and forth and estimated by the planner (ranking.py reads the runs as
-# index ranges).
+# A scope's chunks as runs of consecutive ids in one store (`ScopeRuns`): per document, its
+# current revision's smallest and largest chunk id and how many chunks it has (kept on the
+# revision: sql/008_revision_chunk_range.sql, one index-only read of revision_chunk_range per
+# document; it was an aggregate over each document's chunks), and the ids of the revisions whose
+# chunks are not consecutive (a revision's chunks are written together, so they nearly always
+# are). A scope of 1,000 documents is then 1,000 pairs, merged into runs in Python, instead of
+# 10,000 ids sorted, sent back and forth and estimated by the planner (ranking.py reads the runs
+# as index ranges of their store).
 SCOPE_RUN_CTES = """scope_document AS MATERIALIZED ({documents}),
 revision_chunk AS MATERIALIZED (
-    SELECT r.id AS revision_id, r.first_chunk_id AS lo, r.last_chunk_id AS hi,
-           r.chunk_count AS n
+    SELECT r.id AS revision_id, r.knowledge_base_id AS store, r.first_chunk_id AS lo,
+           r.last_chunk_id AS hi, r.chunk_count AS n
     FROM scope_document AS s
-    JOIN revision AS r ON r.id = s.current_revision_id
-    WHERE r.chunk_count > 0
+    JOIN revision AS r
+      ON r.knowledge_base_id = s.knowledge_base_id AND r.id = s.current_revision_id
+    WHERE r.chunk_count > 0 AND r.knowledge_base_id = ANY(%(scope_stores)s::bigint[])
 )"""
-# The runs' columns (first ids, last ids, single ids), as scalar subqueries: also columns of
-# ranking.py's first statement.
+# The runs' columns (`runs_of_rows`'s arguments): each run as [first id, last id, store], in
+# one sorted pass, and the single ids of revisions whose chunks are not consecutive as [id,
+# store]; scalar subqueries, also columns of ranking.py's first statement.
 SCOPE_RUN_COLUMNS = """
-       (SELECT coalesce(array_agg(lo ORDER BY lo) FILTER (WHERE n = hi - lo + 1), '{}')
+       (SELECT coalesce(array_agg(ARRAY[lo, hi, store] ORDER BY lo)
+                        FILTER (WHERE n = hi - lo + 1), '{}')
         FROM revision_chunk),
-       (SELECT coalesce(array_agg(hi ORDER BY lo) FILTER (WHERE n = hi - lo + 1), '{}')
-        FROM revision_chunk),
-       (SELECT coalesce(array_agg(c.id), '{}')
+       (SELECT coalesce(array_agg(ARRAY[c.id, c.knowledge_base_id] ORDER BY c.id), '{}')
         FROM revision_chunk AS r
-        JOIN chunk AS c ON c.revision_id = r.revision_id
-        WHERE r.n <> r.hi - r.lo + 1)"""
+        JOIN chunk AS c ON c.knowledge_base_id = r.store AND c.revision_id = r.revision_id
+        WHERE r.n <> r.hi - r.lo + 1 AND c.knowledge_base_id = ANY(%(scope_stores)s::bigint[]))"""
 SCOPE_RUNS = "WITH {ctes}\nSELECT {columns}"
 SELECTED_DOCUMENT_CHUNKS = """
 SELECT coalesce(array_agg(chunk_id ORDER BY chunk_id), '{}')
@@ -211,6 +221,10 @@ def scope_params(scope: Scope) -> dict[str, Any]:
     params: dict[str, Any] = {
         "readable_kb_ids": list(scope.readable_kb_ids or []),
         "readable_store_ids": list(scope.memory_store_ids or []),
+        # Every store the scope reads: each read of a chunk names them, which on Citus routes
+        # a scope of one store's shard to that shard alone (the join to the document would
+        # not: Citus prunes shards by the conditions on each table).
+        "scope_stores": sorted({*(scope.readable_kb_ids or []), *(scope.memory_store_ids or [])}),
     }
     for name, value in scope.filters.items():
         if name == "tags":
@@ -268,11 +282,14 @@ def sqlite_real_text(value: float) -> str:
 
 @dataclass(frozen=True)
 class ScopeRuns:
-    """A scope's chunk ids as runs: every id from lo[i] to hi[i] (int64 arrays), the runs
-    sorted, disjoint and never adjacent (adjacent runs are one)."""
+    """A scope's chunk ids as runs: every id from lo[i] to hi[i] of store[i] (int64 arrays),
+    sorted by store then id, disjoint, and never adjacent in one store (adjacent runs are one).
+    A run is in one store: the statements read it as a range of that store's rows (on Citus,
+    of its shard)."""
 
     lo: np.ndarray
     hi: np.ndarray
+    store: np.ndarray
 
     @property
     def rows(self) -> int:
@@ -287,21 +304,55 @@ class ScopeRuns:
         if not len(self.lo):
             return np.zeros(0, dtype=np.int64)
         pairs = zip(self.lo.tolist(), self.hi.tolist(), strict=True)
-        return np.concatenate([np.arange(lo, hi + 1, dtype=np.int64) for lo, hi in pairs])
+        return np.sort(np.concatenate([np.arange(lo, hi + 1, dtype=np.int64) for lo, hi in pairs]))
+
+    def stores(self) -> list[int]:
+        """The stores the runs are in, ascending."""
+        return sorted(set(self.store.tolist()))
+
+    def of_store(self, store: int) -> ScopeRuns:
+        """The runs in one store."""
+        keep = self.store == store
+        return ScopeRuns(self.lo[keep], self.hi[keep], self.store[keep])
 
 
-def runs_of(lo: Sequence[int], hi: Sequence[int], singles: Sequence[int] = ()) -> ScopeRuns:
-    """Runs from disjoint id ranges [lo, hi] and single ids, in any order: sorted and merged."""
+def runs_of(
+    lo: Sequence[int],
+    hi: Sequence[int],
+    singles: Sequence[int] = (),
+    stores: Sequence[int] | None = None,
+    single_stores: Sequence[int] | None = None,
+) -> ScopeRuns:
+    """Runs from disjoint id ranges [lo, hi] of `stores` and single ids of `single_stores`, in
+    any order: sorted and merged within each store (no store given: all in store 0)."""
     low = np.concatenate([np.asarray(lo, dtype=np.int64), np.asarray(singles, dtype=np.int64)])
     high = np.concatenate([np.asarray(hi, dtype=np.int64), np.asarray(singles, dtype=np.int64)])
-    order = np.argsort(low, kind="stable")
-    low, high = low[order], high[order]
+    store = np.concatenate([_stores(stores, len(lo)), _stores(single_stores, len(singles))])
+    order = np.lexsort((low, store))
+    low, high, store = low[order], high[order], store[order]
     if not len(low):
-        return ScopeRuns(low, high)
-    # A run starts where the previous one does not end just before it.
-    starts = np.flatnonzero(np.concatenate(([True], low[1:] != high[:-1] + 1)))
+        return ScopeRuns(low, high, store)
+    # A run starts where the previous one is in another store or does not end just before it.
+    starts = np.flatnonzero(
+        np.concatenate(([True], (low[1:] != high[:-1] + 1) | (store[1:] != store[:-1])))
+    )
     ends = np.concatenate((starts[1:] - 1, [len(low) - 1]))
-    return ScopeRuns(low[starts], high[ends])
+    return ScopeRuns(low[starts], high[ends], store[starts])
+
+
+def runs_of_rows(runs: Sequence[Sequence[int]] | None, singles: Sequence[Sequence[int]] | None
+                 ) -> ScopeRuns:  # fmt: skip
+    """Runs from SCOPE_RUN_COLUMNS' rows: [first, last, store] per run, [id, store] per single
+    id (None: no rows)."""
+    found = np.asarray(runs or [], dtype=np.int64).reshape(-1, 3)
+    alone = np.asarray(singles or [], dtype=np.int64).reshape(-1, 2)
+    return runs_of(found[:, 0], found[:, 1], alone[:, 0], found[:, 2], alone[:, 1])
+
+
+def _stores(stores: Sequence[int] | None, count: int) -> np.ndarray:
+    if stores is None:
+        return np.zeros(count, dtype=np.int64)
+    return np.asarray(stores, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -328,8 +379,7 @@ def scope_runs(conn: PgConnection, scope: Scope) -> ScopeRuns | None:
     if query is None:
         return None
     sql = SCOPE_RUNS.format(ctes=query.ctes, columns=query.columns)
-    lo, hi, singles = conn.execute(sql, query.params).fetchone()
-    return runs_of(lo, hi, singles)
+    return runs_of_rows(*conn.execute(sql, query.params).fetchone())
 
 
 def scope_chunk_ids(conn: PgConnection, scope: Scope) -> np.ndarray | None:

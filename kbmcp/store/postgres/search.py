@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from kbmcp.search.query_vector import unit
-from kbmcp.store.postgres import keyword, ranking
+from kbmcp.store.postgres import keyword, ranking, shards
 from kbmcp.store.postgres.scope import (
     chunks_at_paths,
     count_stores,
@@ -64,31 +64,30 @@ def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranke
     """The ranking of one search, inside the caller's read snapshot. `accelerator` is always
     None here (`new_accelerator`)."""
     args, scope = query.args, query.scope
-    scope_sql = scope_query(scope) if scope.filtered else None
     vector = None if query.query_vector is None else unit(query.query_vector)
     exempt = query.floor.exempt
-    ranked = ranking.rank(
-        conn,
-        ranking.RankRequest(
-            terms=query.terms,
-            query_vector=vector,
-            lexical=args.uses_lexical,
-            readable_stores=query.readable.store_ids,
-            searched_stores=[*(scope.readable_kb_ids or ()), *(scope.memory_store_ids or ())],
-            scope=None,
-            every_store=scope.everything,
-            mode=args.mode,
-            alpha=args.alpha,
-            rrf_k=args.rrf_k,
-            depth=args.depth,
-            limit=args.limit,
-            half_life_days=query.half_life_days,
-            now=query.now,
-            min_similarity=query.floor.value,
-            floor_exempt=[] if exempt is None else exempt.tolist(),
-        ),
-        scope_sql,
+    request = ranking.RankRequest(
+        terms=query.terms,
+        query_vector=vector,
+        lexical=args.uses_lexical,
+        readable_stores=query.readable.store_ids,
+        searched_stores=[*(scope.readable_kb_ids or ()), *(scope.memory_store_ids or ())],
+        scope=None,
+        every_store=scope.everything,
+        mode=args.mode,
+        alpha=args.alpha,
+        rrf_k=args.rrf_k,
+        depth=args.depth,
+        limit=args.limit,
+        half_life_days=query.half_life_days,
+        now=query.now,
+        min_similarity=query.floor.value,
+        floor_exempt=[] if exempt is None else exempt.tolist(),
     )
+    if shards.store_by_store(conn, request):  # on Citus, over several stores
+        ranked = shards.rank(conn, request, scope if scope.filtered else None)
+    else:
+        ranked = ranking.rank(conn, request, scope_query(scope) if scope.filtered else None)
     vector_strategy = ranked.vector_strategy
     if query.query_vector is not None and vector is None:
         vector_strategy = NO_DIRECTION

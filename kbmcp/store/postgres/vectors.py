@@ -25,7 +25,7 @@ from psycopg.types import TypeInfo
 
 from kbmcp.clock import now_iso
 from kbmcp.embed.base import ModelFingerprint
-from kbmcp.errors import ModelMismatch
+from kbmcp.errors import ModelMismatch, StoreError
 
 SELECT_MODEL = "SELECT name, dimension, version FROM embedding_model WHERE id = 1"
 # Multi-writer: a transaction writing vectors holds the model record in share mode, so a
@@ -48,9 +48,14 @@ CLEAR_VECTORS = "TRUNCATE chunk_vec, chunk_vector"
 SET_DIMENSION = """
 ALTER TABLE chunk_vec ALTER COLUMN embedding TYPE vector({dimension})
 """
+# A vector is in its chunk's store (migration 9), read once for all the chunks written
+# (CHUNK_STORES): on Citus each insert then goes to its store's shard, where reading the store
+# per vector would ask every shard once a vector.
+CHUNK_STORES = "SELECT id, knowledge_base_id FROM chunk WHERE id = ANY(%(chunk_ids)s::bigint[])"
 INSERT_STORED_VECTOR = """
-INSERT INTO chunk_vector (chunk_id, embedding) VALUES (%(chunk_id)s, %(embedding)b)
-ON CONFLICT (chunk_id) DO UPDATE SET embedding = excluded.embedding
+INSERT INTO chunk_vector (chunk_id, knowledge_base_id, embedding)
+VALUES (%(chunk_id)s, %(kb_id)s, %(embedding)b)
+ON CONFLICT (chunk_id, knowledge_base_id) DO UPDATE SET embedding = excluded.embedding
 """
 DELETE_STORED_VECTORS = "DELETE FROM chunk_vector WHERE chunk_id = ANY(%(chunk_ids)s::bigint[])"
 INSERT_INDEXED_VECTOR = """
@@ -168,11 +173,17 @@ def has_index(conn: psycopg.Connection[Any]) -> bool:
 def store_vectors(conn: psycopg.Connection[Any], rows: Sequence[tuple[int, bytes]]) -> None:
     if not rows:
         return
+    ids = [chunk_id for chunk_id, _ in rows]
+    stores = dict(conn.execute(CHUNK_STORES, {"chunk_ids": ids}).fetchall())
+    missing = [chunk_id for chunk_id in ids if chunk_id not in stores]
+    if missing:
+        raise StoreError(f"chunks {missing[:5]} do not exist: their vectors cannot be kept")
     with conn.cursor() as cur:
         cur.executemany(
             INSERT_STORED_VECTOR,
-            [{"chunk_id": i, "embedding": Float32Vector(blob)} for i, blob in rows],
-        )
+            [{"chunk_id": i, "kb_id": stores[i], "embedding": Float32Vector(blob)}
+             for i, blob in rows],
+        )  # fmt: skip
 
 
 def drop_stored_vectors(conn: psycopg.Connection[Any], chunk_ids: Iterable[int]) -> None:

@@ -1,0 +1,151 @@
+"""A search over several stores on Citus: the channels statement store by store, merged here.
+
+On one PostgreSQL server a search is ranking.py's few statements over every searched store at
+once. On a Citus cluster a statement reading one store's rows runs whole on the store's shard
+(a router query: every table it reads is distributed by the store and filtered on it, so Citus
+sends it to one node as it is). A statement reading several shards is planned by Citus piece
+by piece, and the channels statement's pieces do not all fit that: a LATERAL subquery with
+LIMIT or OFFSET over a list of values, or an aggregate over a CTE, cannot be pushed down, and
+what can be would send every posting of the query's tokens to the coordinator. So here:
+
+1. the keyword statistics of the readable stores (ranking.py's first statement without the
+   scope: sums of per-store rows, which Citus adds up across shards);
+2. a filtered scope's runs, store by store (each a router query);
+3. the keyword and vector decisions (pruning, plans) once, over every searched store, from the
+   statistics and the scope's size, exactly as one server makes them;
+4. the channels statement once per searched store (a router query each), each returning the
+   store's best depth + 1 keyword rows, the kept terms' and every term's when terms were pruned
+   (with the kept terms' count: the fallback to every term is decided over every store), and
+   its best pool rows with pgvector's similarity;
+5. the merge: the best depth + 1 keyword rows over every store by (score desc, id), the best
+   pool rows by (pgvector's similarity desc, id), then ranking.py's exact pool scoring and
+   ranking statement, which reads the candidates' rows on their shards.
+
+The best rows of a union are the best of each part's best rows, and the statements order rows
+by the same keys, so this gives one server's ids, order and scores for the exact plans (every
+scoped search, and unscoped ones over up to ranking.VECTOR_EXACT_MAX_ROWS chunks). The
+approximate plans of large unscoped searches differ by construction: each shard has its own
+HNSW graph, and the bounded keyword plan rescores each store's best candidates (a superset of
+one server's); docs/scale-out.md says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from kbmcp.search.scope import Scope
+from kbmcp.store.postgres import citus, connection, ranking
+from kbmcp.store.postgres.ranking import (
+    KEPT_COUNT,
+    LEXICAL,
+    LEXICAL_ALL,
+    SEMANTIC,
+    LexicalPlan,
+    PgRanking,
+    RankRequest,
+)
+from kbmcp.store.postgres.scope import ScopeRuns, runs_of, scope_runs
+
+PgConnection = psycopg.Connection[Any]
+
+
+def store_by_store(conn: PgConnection, request: RankRequest) -> bool:
+    """Whether a search runs store by store: on Citus, over more than one store."""
+    return len(set(request.searched_stores)) > 1 and citus.is_citus(conn)
+
+
+def rank(conn: PgConnection, request: RankRequest, scope: Scope | None) -> PgRanking:
+    """ranking.rank's answer, computed store by store (the module docstring). `scope`: the
+    search's filtered scope, None when it is every indexed chunk of the searched stores."""
+    phrases = ranking.phrases_of(request)
+    stores = sorted(set(request.searched_stores))
+    with connection.read_snapshot(conn):
+        citus.set_search_settings(conn, ranking.hnsw_ef_search(request.depth))
+        first = ranking.prelude(conn, request, phrases, None)
+        if scope is not None:
+            request = dataclasses.replace(request, scope=_runs(conn, scope, stores))
+        searched_rows, has_hnsw = ranking.searched_size(request, first)
+        plan = LexicalPlan(None)
+        if request.lexical:
+            plan = ranking.lexical_plan(conn, request, phrases, first, searched_rows)
+        semantic = ranking.semantic_sql(request, searched_rows, has_hnsw)
+        found: list[tuple[Any, ...]] = []
+        for store in stores:
+            runs = None if request.scope is None else request.scope.of_store(store)
+            if runs is not None and not runs.runs:
+                continue  # nothing of the scope in this store
+            one = dataclasses.replace(request, searched_stores=[store], scope=runs)
+            lexical = ranking.lexical_sql(plan, one, phrases, every_list=True)
+            found += ranking.channel_rows(conn, one, lexical, semantic, kept_count=True)
+        lexical_ids, lexical_scores = _best_keyword_rows(found, plan, request.depth)
+        pool_size = int((semantic.params or {}).get("pool_size", 0))
+        pool = _best_pool_rows(found, pool_size, exact=semantic.strategy != "pg_hnsw")
+        semantic_ids, semantic_scores = ranking.best_of_pool(pool, request)
+        ranked = ranking.rank_candidates(
+            conn, request, plan.ceiling, (lexical_ids, lexical_scores),
+            (semantic_ids, semantic_scores),
+        )  # fmt: skip
+    scope_rows = None if request.scope is None else request.scope.rows
+    return PgRanking(ranked, plan.strategy, semantic.strategy, plan.ceiling, scope_rows)
+
+
+def _runs(conn: PgConnection, scope: Scope, stores: Sequence[int]) -> ScopeRuns:
+    """The scope's runs, read store by store (each statement on the store's shard)."""
+    lo: list[int] = []
+    hi: list[int] = []
+    of: list[int] = []
+    for store in stores:
+        runs = scope_runs(conn, only_store(scope, store))
+        assert runs is not None  # a filtered scope
+        lo += runs.lo.tolist()
+        hi += runs.hi.tolist()
+        of += runs.store.tolist()
+    return runs_of(lo, hi, stores=of)
+
+
+def only_store(scope: Scope, store: int) -> Scope:
+    """The part of a filtered scope in one store: its filters within that store alone."""
+    return dataclasses.replace(
+        scope,
+        readable_kb_ids=[store] if store in (scope.readable_kb_ids or ()) else None,
+        memory_store_ids=[store] if store in (scope.memory_store_ids or ()) else None,
+    )
+
+
+def _best_keyword_rows(
+    found: Sequence[tuple[Any, ...]], plan: LexicalPlan, depth: int
+) -> tuple[list[int], list[float]]:
+    """The keyword candidates over every store: the kept terms' rows, or every term's when the
+    kept terms find no more than `depth` rows in all (LEXICAL_PRUNED_OR_ALL_BODY's rule); the
+    best depth + 1 by score desc, then id."""
+    kind = LEXICAL
+    if plan.dropped:
+        kept = sum(int(row[1]) for row in found if row[0] == KEPT_COUNT)
+        kind = LEXICAL if kept > depth else LEXICAL_ALL
+    rows = sorted(((row[1], row[2]) for row in found if row[0] == kind),
+                  key=lambda row: (-row[1], row[0]))[: depth + 1]  # fmt: skip
+    return [int(chunk_id) for chunk_id, _ in rows], [float(score) for _, score in rows]
+
+
+def _best_pool_rows(
+    found: Sequence[tuple[Any, ...]], pool_size: int, *, exact: bool
+) -> list[tuple[int, bytes]]:
+    """The vector pool over every store: for an exact plan the best `pool_size` rows by
+    pgvector's similarity desc, then id (the pool statement's ORDER BY; PostgreSQL sorts NaN,
+    a zero vector's similarity, above every number); for the HNSW plan every store's pool."""
+    rows = [row for row in found if row[0] == SEMANTIC]
+    if exact:
+        rows = sorted(rows, key=_pool_order)[:pool_size]
+    return [(int(row[1]), row[3]) for row in rows]
+
+
+def _pool_order(row: tuple[Any, ...]) -> tuple[int, float, int]:
+    similarity = float(row[2])
+    if math.isnan(similarity):
+        return (0, 0.0, int(row[1]))
+    return (1, -similarity, int(row[1]))

@@ -1,0 +1,64 @@
+"""A search over several stores run store by store (kbmcp/store/postgres/shards.py: what it does
+on Citus, one router query per store, merged in Python) answers exactly what the one-statement
+search answers, on one PostgreSQL server: every mode, every kind of scope, pruned terms falling
+back, the similarity floor, memories with decay; a tenant reading its own stores and one
+reading another tenant's shared store. The Citus tier (tests/test_citus.py) compares the same
+requests on a real cluster; this one runs wherever PostgreSQL does."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kbmcp.config import Settings
+from kbmcp.embed.hashing import HashingEmbedder
+from kbmcp.search.lexical import channel
+from kbmcp.search.models import SearchRequest
+from kbmcp.store.copy import copy_store
+from kbmcp.store.postgres import shards
+from kbmcp.workspace import Workspace
+from tests.postgres_search import QUERIES, answer, build_rich_corpus, parity_requests
+
+
+@pytest.fixture(scope="module")
+def pg(tmp_path_factory: pytest.TempPathFactory, postgres_url: str) -> Iterator[Workspace]:
+    root = tmp_path_factory.mktemp("store-by-store")
+    source: Path = root / "all.db"
+    build_rich_corpus(root / "files", source)
+    copy_store(str(source), postgres_url, force=True)
+    ws = Workspace(Settings(db=postgres_url, embedder="hash"), embedder=HashingEmbedder())
+    try:
+        yield ws
+    finally:
+        ws.close()
+
+
+@pytest.fixture(autouse=True)
+def _pruning_on_small_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stop words are pruned from 1000 indexed chunks on; this corpus is smaller, so the
+    threshold is lowered to compare the pruned path and its fallback too."""
+    monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 5)
+
+
+@pytest.mark.parametrize("tenant", [None, "acme"])
+def test_store_by_store_answers_as_one_statement_does(
+    pg: Workspace, tenant: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    requests = list(parity_requests(pg, tenant, QUERIES[::2]))  # the tier on Citus: every one
+    whole = [answer(pg, tenant, request) for request in requests]
+    calls: list[SearchRequest] = []
+    rank = shards.rank
+
+    def by_store(*args: object) -> object:
+        calls.append(args[1])  # type: ignore[arg-type]
+        return rank(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shards, "store_by_store", lambda conn, request: True)
+    monkeypatch.setattr(shards, "rank", by_store)
+    for request, want in zip(requests, whole, strict=True):
+        assert answer(pg, tenant, request) == want, request
+    assert len(calls) >= len(requests) // 2  # the searches that reached the ranking
+    assert any(len(set(call.searched_stores)) > 1 for call in calls)  # type: ignore[attr-defined]
+    assert any(isinstance(w, dict) and w["results"] for w in whole)
