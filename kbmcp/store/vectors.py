@@ -16,7 +16,7 @@ from kbmcp.embed.base import ModelFingerprint
 if TYPE_CHECKING:
     import numpy as np
 
-    from kbmcp.store.backend import Connection
+    from kbmcp.store.connection import Connection
 
 
 class Vectors(Protocol):

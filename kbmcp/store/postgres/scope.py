@@ -26,7 +26,7 @@ import apsw
 import numpy as np
 import psycopg
 
-from kbmcp.search.scope import Scope, metadata_probes
+from kbmcp.search.resolved import Scope, metadata_probes
 from kbmcp.store.search import ResolvedId, ScopeStatements
 
 PgConnection = psycopg.Connection[Any]

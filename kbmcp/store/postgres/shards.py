@@ -38,7 +38,7 @@ from typing import Any
 
 import psycopg
 
-from kbmcp.search.scope import Scope
+from kbmcp.search.resolved import Scope
 from kbmcp.store.postgres import citus, connection, ranking
 from kbmcp.store.postgres.ranking import (
     KEPT_COUNT,
