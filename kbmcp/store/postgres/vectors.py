@@ -8,7 +8,7 @@ and no text formatting of floats is involved.
 Tables (sql/001_schema.sql): `chunk_vector` (every current chunk, for reuse on edit) and
 `chunk_vec` (the indexed chunks: SQLite's vec0 table). Recording a model gives chunk_vec's
 column the model's dimension and an HNSW index (cosine), which large unscoped searches use
-(kbmcp/store/postgres/ranking.py); exact scans over a scope read the same table by chunk id.
+(kbmcp/store/postgres/vector_channel.py); exact scans over a scope read the same table by chunk id.
 """
 
 from __future__ import annotations
