@@ -38,7 +38,7 @@ from kbmcp.service.ingest_batch import sha256
 from kbmcp.service.search import search
 from kbmcp.store.catalog import dump_json
 from kbmcp.store.copy import copy_store
-from kbmcp.store.postgres import halves, keyword, ranking
+from kbmcp.store.postgres import halves, keyword, plan_choice, vector_channel
 from kbmcp.store.postgres.connection import configure, connect
 from kbmcp.store.postgres.id_key import id_key_of
 from kbmcp.store.postgres.vectors import DROP_HNSW, Float32Vector, build_index, record_model
@@ -63,13 +63,13 @@ def strategies(response: SearchResponse) -> str:
 def exact_postgres() -> Iterator[None]:
     """Brute force on PostgreSQL: every term scored (no stop-word pruning, every posting), the
     vector channel an exact scan of the whole scope (never the HNSW index)."""
-    saved = channel.STOPWORD_MIN_ROWS, ranking.VECTOR_EXACT_MAX_ROWS
+    saved = channel.STOPWORD_MIN_ROWS, plan_choice.VECTOR_EXACT_MAX_ROWS
     channel.STOPWORD_MIN_ROWS = 10**12
-    ranking.VECTOR_EXACT_MAX_ROWS = 10**12
+    plan_choice.VECTOR_EXACT_MAX_ROWS = 10**12
     try:
         yield
     finally:
-        channel.STOPWORD_MIN_ROWS, ranking.VECTOR_EXACT_MAX_ROWS = saved
+        channel.STOPWORD_MIN_ROWS, plan_choice.VECTOR_EXACT_MAX_ROWS = saved
 
 
 def bench_documents(conn: psycopg.Connection[Any]) -> int:
@@ -398,8 +398,8 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
         raise SystemExit("--clock cpu: the database's work is in another process; use wall")
     if not args.postgres_only and args.file is None:
         raise SystemExit("a PostgreSQL --db needs --file (the SQLite side) or --postgres-only")
-    for value, module, name in ((args.ef_search, ranking, "HNSW_EF_SEARCH"),
-                                (args.exact_max_rows, ranking, "VECTOR_EXACT_MAX_ROWS"),
+    for value, module, name in ((args.ef_search, vector_channel, "HNSW_EF_SEARCH"),
+                                (args.exact_max_rows, plan_choice, "VECTOR_EXACT_MAX_ROWS"),
                                 (args.halves_min_rows, halves, "HALVES_MIN_ROWS")):  # fmt: skip
         if value is not None:
             setattr(module, name, value)

@@ -735,13 +735,13 @@ def main() -> None:
     parser.add_argument(
         "--ef-search",
         type=int,
-        help="PostgreSQL: the HNSW search's breadth for this run (ranking.HNSW_EF_SEARCH).",
+        help="PostgreSQL: the HNSW search's breadth for this run (vector_channel.HNSW_EF_SEARCH).",
     )
     parser.add_argument(
         "--exact-max-rows",
         type=int,
         help="PostgreSQL: unscoped searches over at most this many chunks scan exactly instead "
-        "of using the HNSW index, for this run (ranking.VECTOR_EXACT_MAX_ROWS).",
+        "of using the HNSW index, for this run (plan_choice.VECTOR_EXACT_MAX_ROWS).",
     )
     parser.add_argument(
         "--halves-min-rows",

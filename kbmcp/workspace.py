@@ -40,7 +40,8 @@ from kbmcp.config import Settings
 from kbmcp.embed.base import Embedder
 from kbmcp.embed.registry import create_embedder
 from kbmcp.leases import ConnectionLeases
-from kbmcp.store.backend import Connection, Store, open_store
+from kbmcp.store.backend import Connection, Store
+from kbmcp.store.open_store import open_store
 
 if TYPE_CHECKING:
     from kbmcp.search.text_tokens import TextTokenCache

@@ -41,7 +41,7 @@ from kbmcp.server.app import build_server
 from kbmcp.service.search import search
 from kbmcp.service.tenants import share_knowledge_base, unshare_knowledge_base
 from kbmcp.store.copy import copy_store
-from kbmcp.store.postgres import citus, ranking
+from kbmcp.store.postgres import citus, keyword_channel, plan_choice, prelude
 from kbmcp.store.postgres.connection import connect
 from kbmcp.workspace import Workspace
 from tests.access_support import build_two_tenants
@@ -201,8 +201,8 @@ def test_keyword_statistics_are_summed_over_the_readable_stores_shards(parity: P
         }
     assert len(shards) > 1  # the readable set spans shards
     terms = ["error", "budget", "vector", "zanzibar"]
-    one = ranking.keyword_stats_for(parity.plain.conn, terms, stores)
-    summed = ranking.keyword_stats_for(parity.sharded.conn, terms, stores)
+    one = keyword_channel.keyword_stats_for(parity.plain.conn, terms, stores)
+    summed = keyword_channel.keyword_stats_for(parity.sharded.conn, terms, stores)
     assert summed == one and summed.rows > 0
 
 
@@ -394,7 +394,7 @@ def test_a_filtered_hnsw_search_on_a_shard_finds_k_rows(
             folder = write(tmp_path / tenant, {"manual.md": f"# Manual of {tenant}\n\n{sections}"})
             add_paths(ws, act_as_tenant(ws, admin, tenant), [folder],
                       IngestOptions(knowledge_base="manual"))  # fmt: skip
-    monkeypatch.setattr(ranking, "VECTOR_EXACT_MAX_ROWS", 0)  # the HNSW plan at this size
+    monkeypatch.setattr(plan_choice, "VECTOR_EXACT_MAX_ROWS", 0)  # the HNSW plan at this size
     # ... and on the shards, whose planners would read five hundred rows exactly instead
     for worker in cluster.workers:
         with psycopg.connect(worker.admin_url(), autocommit=True) as conn:
@@ -423,7 +423,7 @@ def test_a_filtered_hnsw_search_on_a_shard_finds_k_rows(
         # routed there, as here) left out
         monkeypatch.setattr(citus, "SEARCH_SETTINGS", "SELECT 1")
         monkeypatch.setattr(
-            ranking, "SEARCH_SETTINGS", "set_config('enable_mergejoin', 'off', true), 1, 1"
+            prelude, "SEARCH_SETTINGS", "set_config('enable_mergejoin', 'off', true), 1, 1"
         )
         with ws.store.read_snapshot(ws.conn):
             assert ws.conn.execute(on_worker, (store,)).fetchone() == ("40", "off")

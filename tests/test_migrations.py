@@ -83,7 +83,7 @@ STORE_SCOPED = 11  # the migration that copies each document's store into its ta
 def test_tag_and_metadata_rows_learn_their_store_on_upgrade(tmp_path: Path) -> None:
     """Rows written before migration 11 get their document's knowledge base, keep their values
     and types, and a filter finds them within the readable store only."""
-    from kbmcp.search.scope import Scope
+    from kbmcp.search.resolved import Scope
     from kbmcp.store.sqlite.search.scope import filter_documents
 
     conn = open_connection(tmp_path / "old.db", apply_migrations=False)

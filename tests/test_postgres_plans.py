@@ -1,4 +1,4 @@
-"""The PostgreSQL ranking's plans for scale (kbmcp/store/postgres/ranking.py) give the exact
+"""The PostgreSQL ranking's plans for scale (kbmcp/store/postgres/plan_choice.py) give the exact
 plan's results: a scope's postings read by ranges of chunk ids, chunk by chunk or token by
 token, and the bounded keyword plan of large unscoped searches when its lists hold every
 posting. Each is forced on the small rich corpus and compared with SQLite, response for
@@ -15,7 +15,7 @@ from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.lexical import channel
 from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.store import copy
-from kbmcp.store.postgres import ranking
+from kbmcp.store.postgres import plan_choice
 from kbmcp.store.postgres.scope import ScopeRuns, runs_of
 from kbmcp.workspace import Workspace
 from tests.postgres_search import (
@@ -91,7 +91,7 @@ def test_scope_postings_read_either_way(
         chosen.append(scope is not None)
         return reads if scope is not None else "searched"
 
-    monkeypatch.setattr(ranking, "choose_token_reads", forced)
+    monkeypatch.setattr(plan_choice, "choose_token_reads", forced)
     _compare(stores, mode, filters)
     assert True in chosen  # the forced reads served scoped searches
 
@@ -99,10 +99,10 @@ def test_scope_postings_read_either_way(
 def test_token_reads_follow_the_cheapest_side() -> None:
     one_run = runs_of([1], [10_000])  # 10,000 consecutive chunks
     scattered = runs_of([], [], range(1, 20_001, 2))  # 10,000 chunks, none adjacent
-    assert ranking.choose_token_reads(None, 10**6, 3, 10**5) == "searched"
-    assert ranking.choose_token_reads(one_run, 10**5, 3, 10**5) == "scope_ranges"
-    assert ranking.choose_token_reads(scattered, 10**6, 10, 10**6) == "scope_chunks"
-    assert ranking.choose_token_reads(scattered, 10**4, 10, 10**6) == "scope_tokens"
+    assert plan_choice.choose_token_reads(None, 10**6, 3, 10**5) == "searched"
+    assert plan_choice.choose_token_reads(one_run, 10**5, 3, 10**5) == "scope_ranges"
+    assert plan_choice.choose_token_reads(scattered, 10**6, 10, 10**6) == "scope_chunks"
+    assert plan_choice.choose_token_reads(scattered, 10**4, 10, 10**6) == "scope_tokens"
 
 
 def test_scope_runs_merge_adjacent_ids() -> None:
@@ -133,9 +133,9 @@ def test_the_bounded_plan_is_exact_when_its_lists_hold_every_posting(
     """Unscoped searches forced onto the large-search plans (bounded keyword lists, HNSW
     vectors) with lists longer than any token's postings: SQLite's results exactly, and the
     bounded strategy reported."""
-    monkeypatch.setattr(ranking, "VECTOR_EXACT_MAX_ROWS", 0)
-    monkeypatch.setattr(ranking, "BOUNDED_MIN_POSTINGS", 0)
-    monkeypatch.setattr(ranking, "BOUNDED_LIST_SIZE", 10**6)
+    monkeypatch.setattr(plan_choice, "VECTOR_EXACT_MAX_ROWS", 0)
+    monkeypatch.setattr(plan_choice, "BOUNDED_MIN_POSTINGS", 0)
+    monkeypatch.setattr(plan_choice, "BOUNDED_LIST_SIZE", 10**6)
     seen = _compare(stores, mode, SearchFilters())
     assert "postings_bounded" in seen
 
@@ -146,9 +146,9 @@ def test_the_bounded_plan_takes_the_best_postings_first(
     """With one posting per token and store, a one-word search's keyword candidates are the
     token's best posting of each store by impact (the order the lists are read in)."""
     pg, _ = stores
-    monkeypatch.setattr(ranking, "VECTOR_EXACT_MAX_ROWS", 0)
-    monkeypatch.setattr(ranking, "BOUNDED_MIN_POSTINGS", 0)
-    monkeypatch.setattr(ranking, "BOUNDED_LIST_SIZE", 1)
+    monkeypatch.setattr(plan_choice, "VECTOR_EXACT_MAX_ROWS", 0)
+    monkeypatch.setattr(plan_choice, "BOUNDED_MIN_POSTINGS", 0)
+    monkeypatch.setattr(plan_choice, "BOUNDED_LIST_SIZE", 1)
     principal = principal_of(pg, None)
     request = SearchRequest(query="page", mode="lexical", limit=20, candidates=2)
     response = pg_response(pg, principal, request)
@@ -163,12 +163,12 @@ def test_the_bounded_plan_takes_the_best_postings_first(
 
 
 def test_plans_are_chosen_by_size() -> None:
-    big = ranking.VECTOR_EXACT_MAX_ROWS + 1
-    many = ranking.BOUNDED_MIN_POSTINGS + 1
-    assert ranking.choose_lexical_plan(False, big, [many], 10) == "bounded"
-    assert ranking.choose_lexical_plan(True, big, [many], 10) == "postings"  # scoped: exact
-    assert ranking.choose_lexical_plan(False, big - 1, [many], 10) == "postings"
-    assert ranking.choose_lexical_plan(False, big, [5, 5], 10) == "postings"
-    assert ranking.choose_vector_plan(False, big, True) == "hnsw"
-    assert ranking.choose_vector_plan(True, big, True) == "exact"
-    assert ranking.choose_vector_plan(False, big, False) == "exact"
+    big = plan_choice.VECTOR_EXACT_MAX_ROWS + 1
+    many = plan_choice.BOUNDED_MIN_POSTINGS + 1
+    assert plan_choice.choose_lexical_plan(False, big, [many], 10) == "bounded"
+    assert plan_choice.choose_lexical_plan(True, big, [many], 10) == "postings"  # scoped: exact
+    assert plan_choice.choose_lexical_plan(False, big - 1, [many], 10) == "postings"
+    assert plan_choice.choose_lexical_plan(False, big, [5, 5], 10) == "postings"
+    assert plan_choice.choose_vector_plan(False, big, True) == "hnsw"
+    assert plan_choice.choose_vector_plan(True, big, True) == "exact"
+    assert plan_choice.choose_vector_plan(False, big, False) == "exact"

@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from kbmcp.search.scope import Scope
+from kbmcp.search.resolved import Scope
 from kbmcp.store.postgres import scope
 from kbmcp.store.postgres.connection import connect
 from tests.postgres_fixtures import insert_tenant_and_two_stores

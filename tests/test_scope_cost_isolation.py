@@ -25,7 +25,7 @@ import pytest
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search.scope import Scope
+from kbmcp.search.resolved import Scope
 from kbmcp.service import memories
 from kbmcp.service.ingest import IngestOptions, add_paths
 from kbmcp.service.tenants import act_as_tenant, create_tenant

@@ -110,7 +110,7 @@ def test_an_unfiltered_search_reads_the_callers_vectors_only(
     """Alice's search without a filter (her stores, too few chunks for the HNSW index) reads
     her stores' vectors by store, not every vector of the table (migration 6)."""
     from kbmcp.store.postgres.connection import configure
-    from kbmcp.store.postgres.ranking import EXACT_UNSCOPED_POOL, FLOOR_SLACK, POOL_FLOOR
+    from kbmcp.store.postgres.vector_channel import EXACT_UNSCOPED_POOL, FLOOR_SLACK, POOL_FLOOR
     from kbmcp.store.postgres.vectors import Float32Vector
 
     sql = EXACT_UNSCOPED_POOL.format(floor=POOL_FLOOR)

@@ -12,10 +12,10 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import InvalidRequest
 from kbmcp.search.excerpt import ELLIPSIS, make_excerpt
-from kbmcp.search.floor import SimilarityFloor
 from kbmcp.search.lexical import channel
 from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.search.query_vector import unit
+from kbmcp.search.resolved import SimilarityFloor
 from kbmcp.service.ingest import archive_document
 from kbmcp.service.search import search
 from kbmcp.store.sqlite.search import engine, plan

@@ -19,7 +19,8 @@ from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.lexical import channel
 from kbmcp.search.models import MODES, SearchFilters, SearchRequest, SearchResponse
-from kbmcp.search.scope import Scope, resolve_scope
+from kbmcp.search.resolved import Scope
+from kbmcp.search.scope import resolve_scope
 from kbmcp.service import memories
 from kbmcp.service.ingest import IngestOptions, add_paths, archive_document
 from kbmcp.service.search import search

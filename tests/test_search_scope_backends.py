@@ -15,7 +15,7 @@ import pytest
 
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
-from kbmcp.search.scope import Scope
+from kbmcp.search.resolved import Scope
 from kbmcp.service.ingest import IngestOptions, add_paths, archive_document
 from kbmcp.service.memories import create_memory_store, remember
 from kbmcp.store import copy

@@ -16,7 +16,8 @@ import pytest
 from kbmcp.config import Settings, load_settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.errors import InvalidRequest, ReadOnly, StoreError
-from kbmcp.store.backend import Store, open_store
+from kbmcp.store.backend import Store
+from kbmcp.store.open_store import open_store
 from kbmcp.store.postgres.store import PostgresStore
 from kbmcp.store.sqlite.store import SqliteStore
 from kbmcp.workspace import Workspace

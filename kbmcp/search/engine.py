@@ -31,7 +31,8 @@ from kbmcp.search.models import (
 from kbmcp.search.query_text import query_terms
 from kbmcp.search.ranking import Ranking
 from kbmcp.search.request import SearchArguments
-from kbmcp.search.scope import Scope, unmatched_filters
+from kbmcp.search.resolved import Scope
+from kbmcp.search.scope import unmatched_filters
 from kbmcp.store.catalog import RESULT_KIND
 from kbmcp.store.search import RankQuery, ReadableStores, Tokenizer
 

@@ -14,39 +14,14 @@ memory_store_ids beside document_ids), keep the floor. So the floor is decided p
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from kbmcp.search.scope import Scope
+from kbmcp.search.resolved import Scope, SimilarityFloor
 
 if TYPE_CHECKING:
     from kbmcp.store.backend import Connection, Store
-
-
-@dataclass(frozen=True)
-class SimilarityFloor:
-    """`value` None: no floor. `exempt`: chunk ids (sorted int64) the floor does not apply to;
-    None when it applies to every row."""
-
-    value: float | None = None
-    exempt: np.ndarray | None = None
-
-    def keeps(self, ids: np.ndarray, scores: np.ndarray, slack: float = 0.0) -> np.ndarray:
-        """A mask over candidate rows: True for the rows the floor keeps (`slack` below the
-        floor still counts as above it)."""
-        if self.value is None:
-            return np.ones(len(ids), dtype=bool)
-        keep = scores >= self.value - slack
-        if self.exempt is not None:
-            keep |= np.isin(ids, self.exempt)
-        return keep
-
-    def exempt_json(self) -> str:
-        """The exempt ids as a JSON array, the SQL strategies' parameter."""
-        return json.dumps([] if self.exempt is None else self.exempt.tolist())
 
 
 def similarity_floor(

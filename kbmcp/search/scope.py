@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kbmcp.access import KNOWLEDGE_READ, MEMORY_READ, Readable
@@ -30,33 +29,11 @@ from kbmcp.search.models import (
     MAX_PATH_PREFIXES,
     SearchFilters,
 )
+from kbmcp.search.resolved import Scope
 from kbmcp.validate import shown, storable
 
 if TYPE_CHECKING:
     from kbmcp.store.backend import Connection, Store
-
-
-@dataclass(frozen=True)
-class Scope:
-    """A resolved scope: which stores are searched and the active filters' values (each
-    backend renders them as SQL). `readable_kb_ids` / `memory_store_ids`: the knowledge bases /
-    memory stores searched, None when that kind is not (excluded by the request or not
-    readable)."""
-
-    readable_kb_ids: list[int] | None
-    memory_store_ids: list[int] | None = None
-    # Active filter -> its value: row ids (knowledge_base_ids, document_ids, memory_store_ids),
-    # path prefixes, [key, value] tag pairs, {key: scalar} metadata.
-    filters: dict[str, Any] = field(default_factory=dict)
-    # True when the scope is every indexed chunk (no filters, every knowledge base and memory
-    # store readable and included): the channels then skip the allow-list entirely.
-    everything: bool = False
-    # A filter's name as the caller sent it, where it differs (knowledge_ids for document_ids).
-    sent_as: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def filtered(self) -> bool:
-        return bool(self.filters)
 
 
 def resolve_scope(
@@ -316,38 +293,3 @@ def _metadata(values: Any) -> dict[str, Any]:
             )
         metadata[_key(key, "metadata")] = value
     return metadata
-
-
-def metadata_probes(metadata: Mapping[str, Any]) -> list[list[Any]]:
-    """[key, indexed value to look up, want_type, want_value] rows for the metadata clause.
-
-    A string may equal a text value, or a number or boolean written the same way, so it is looked
-    up as text, as a number when it reads as one, and as 1/0 when it is "true"/"false"; the typed
-    rule in the SQL then keeps only real matches (e.g. "2.0" finds 2 by number, and the rule
-    rejects it because 2 is written "2")."""
-    probes: list[list[Any]] = []
-    for key, want in metadata.items():
-        if want is None:
-            probes.append([key, None, "null", None])
-        elif isinstance(want, bool):
-            probes.append([key, int(want), "true" if want else "false", None])
-        elif isinstance(want, int | float):
-            probes.append([key, want, "number", None])
-        else:
-            probes.append([key, want, "text", want])
-            number = _as_number(want)
-            if number is not None:
-                probes.append([key, number, "text", want])
-            if want in ("true", "false"):
-                probes.append([key, int(want == "true"), "text", want])
-    return probes
-
-
-def _as_number(text: str) -> int | float | None:
-    for parse in (int, float):
-        try:
-            value = parse(text)
-        except ValueError:
-            continue
-        return value if math.isfinite(value) else None
-    return None

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from kbmcp.store.backend import Connection
+    from kbmcp.store.connection import Connection
 
 # The counts `kbmcp doctor` reports, in its order (kbmcp/cli/doctor_lines.py words them).
 COUNTED = (

@@ -3,11 +3,12 @@
 A knowledge base lives in an SQLite file (kbmcp/store/sqlite/) or in a PostgreSQL database
 (kbmcp/store/postgres/). The code above the store (kbmcp/service/, kbmcp/search/,
 kbmcp/access.py, kbmcp/workspace.py) reaches either through a `Store`, opened from the settings
-by `open_store`, and never imports a driver nor holds SQL:
+by `open_store` (kbmcp/store/open_store.py), and never imports a driver nor holds SQL:
 
-- connections: `connect` opens one. The workspace keeps one per live thread (`workspace.conn`,
-  kbmcp/workspace.py) on both backends, so a thread's calls share a connection and no checkout
-  is threaded through the services; the store functions take it as their first argument;
+- connections: `connect` opens one (a `Connection`, kbmcp/store/connection.py). The workspace
+  keeps one per live thread (`workspace.conn`, kbmcp/workspace.py) on both backends, so a
+  thread's calls share a connection and no checkout is threaded through the services; the store
+  functions take it as their first argument;
 - transactions: `write_transaction(conn)` (SQLite BEGIN IMMEDIATE, PostgreSQL a transaction on
   an autocommit connection), `read_snapshot(conn)` (one consistent view for several reads:
   SQLite BEGIN in WAL mode, PostgreSQL REPEATABLE READ READ ONLY), `savepoint(conn)` inside
@@ -25,6 +26,10 @@ by `open_store`, and never imports a driver nor holds SQL:
   attributes and its `Dialect` (kbmcp/store/dialect.py: what the drivers do differently), and
   overrides only what really differs; the Store's attribute is an instance.
 
+The imports run one way: this module imports the concern contracts, and they import only the
+leaf modules kbmcp/store/connection.py (`Connection`) and kbmcp/search/resolved.py (the
+resolved `Scope` and `SimilarityFloor`), never this module (tests/test_import_graph.py).
+
 A service calls `workspace.store.<concern>.<function>(conn, ...)`.
 """
 
@@ -32,12 +37,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from kbmcp.errors import InvalidRequest, StoreError
+from kbmcp.errors import StoreError
+from kbmcp.store.connection import Connection
 
 if TYPE_CHECKING:
-    from kbmcp.config import Settings
     from kbmcp.store.admin import Admin
     from kbmcp.store.audit import Audit
     from kbmcp.store.catalog import Catalog
@@ -54,10 +59,6 @@ if TYPE_CHECKING:
     from kbmcp.store.search import Search
     from kbmcp.store.transfer import Transfer
     from kbmcp.store.vectors import Vectors
-
-# A connection of the store's backend: apsw.Connection (SQLite) or psycopg.Connection in
-# autocommit mode (PostgreSQL). Only the store's own functions use what it is.
-Connection: TypeAlias = Any
 
 Kind = Literal["sqlite", "postgres"]
 
@@ -164,24 +165,3 @@ class Store(Protocol):
     def is_constraint_violation(self, error: BaseException) -> bool:
         """A UNIQUE, foreign key, NOT NULL or CHECK constraint refused a write."""
         ...
-
-
-def open_store(settings: Settings) -> Store:
-    """The store of `settings.db`: a PostgreSQL URL or a file path. Opens no connection; the
-    PostgreSQL driver is imported only for a URL."""
-    if settings.is_postgres:
-        if settings.immutable:
-            # Reading without locks is a promise about a file nobody writes; a database server
-            # has no such mode, and silently ignoring the promise would hide a mistake.
-            raise InvalidRequest(
-                "--immutable / KBMCP_IMMUTABLE applies to a knowledge-base file, not to a "
-                f"PostgreSQL database ({settings.shown_db}): leave it off, or use a role that "
-                "can only read",
-                details={"argument": "immutable"},
-            )
-        from kbmcp.store.postgres.store import PostgresStore
-
-        return PostgresStore(str(settings.db))
-    from kbmcp.store.sqlite.store import SqliteStore
-
-    return SqliteStore(settings.db_path, immutable=settings.immutable)

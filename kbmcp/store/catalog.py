@@ -20,7 +20,7 @@ from kbmcp.ids import looks_like_id
 from kbmcp.memory_defaults import DEFAULT_MEMORY_STORE
 
 if TYPE_CHECKING:
-    from kbmcp.store.backend import Connection
+    from kbmcp.store.connection import Connection
     from kbmcp.store.dialect import Dialect
     from kbmcp.store.id_key import IdKeys
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from kbmcp.store.backend import Connection
+    from kbmcp.store.connection import Connection
 
 
 class Evaluation(Protocol):

@@ -16,7 +16,7 @@ from kbmcp.errors import StoreError
 from kbmcp.ids import IdKey, new_id_key
 
 if TYPE_CHECKING:
-    from kbmcp.store.backend import Connection
+    from kbmcp.store.connection import Connection
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from kbmcp.store.backend import Connection
     from kbmcp.store.catalog import NewDocument
+    from kbmcp.store.connection import Connection
     from kbmcp.store.dialect import Dialect
 
 # A file whose mtime lies within this of the moment its signature was taken could change again

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from kbmcp.store.backend import Connection
+    from kbmcp.store.connection import Connection
     from kbmcp.store.dialect import Dialect
 
 

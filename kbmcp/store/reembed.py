@@ -32,7 +32,7 @@ from kbmcp.embed.inputs import chunk_embedding_input
 
 if TYPE_CHECKING:
     from kbmcp.embed.base import ModelFingerprint
-    from kbmcp.store.backend import Connection
+    from kbmcp.store.connection import Connection
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from kbmcp.search.scope import Scope
-    from kbmcp.store.backend import Connection
+    from kbmcp.search.resolved import Scope
+    from kbmcp.store.connection import Connection
     from kbmcp.store.dialect import Dialect
     from kbmcp.store.search import ScopeSql
 

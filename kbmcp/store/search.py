@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
-    from kbmcp.search.floor import SimilarityFloor
     from kbmcp.search.ranking import Ranking
     from kbmcp.search.request import SearchArguments
-    from kbmcp.search.scope import Scope
-    from kbmcp.store.backend import Connection
+    from kbmcp.search.resolved import Scope, SimilarityFloor
+    from kbmcp.store.connection import Connection
 
 # The index's tokenizer over UTF-8 text: (byte start, byte end, token) per token.
 Tokenizer = Callable[[bytes], list[tuple[int, int, str]]]

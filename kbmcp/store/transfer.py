@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from kbmcp.store.backend import Connection
+    from kbmcp.store.connection import Connection
     from kbmcp.store.dialect import Dialect
 
 

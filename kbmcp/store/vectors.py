@@ -12,11 +12,31 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from kbmcp.embed.base import ModelFingerprint
+from kbmcp.errors import ModelMismatch
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from kbmcp.store.backend import Connection
+    from kbmcp.store.connection import Connection
+
+
+def model_matches(
+    recorded: ModelFingerprint | None, fingerprint: ModelFingerprint, *, database: str
+) -> bool:
+    """Both backends' `check_model` once the recorded model is read: False when none is
+    recorded, True when it is `fingerprint`, otherwise ModelMismatch naming `kbmcp reembed`.
+    `database`: how the message names the database ("file", "database")."""
+    if recorded is None:
+        return False
+    if recorded != fingerprint:
+        raise ModelMismatch(
+            f"this {database} was built with the embedding model {recorded.describe()}, but the "
+            f"configured model is {fingerprint.describe()}; run `kbmcp reembed` to re-embed "
+            "every document with the configured model, or configure the recorded model "
+            "(KBMCP_EMBEDDER)",
+            details={"recorded": recorded.__dict__, "configured": fingerprint.__dict__},
+        )
+    return True
 
 
 class Vectors(Protocol):

@@ -65,7 +65,7 @@ SELECT create_distributed_table(%(table)s, %(column)s, colocate_with => %(coloca
 """
 
 
-# The search's settings on the workers too. set_config() in a query (ranking.py's PRELUDE) sets
+# The search's settings on the workers too. set_config() in a query (prelude.py's PRELUDE) sets
 # them on the coordinator only, and a plain SET LOCAL is not sent to the workers either: with
 # `citus.propagate_set_commands = 'local'` first, Citus sends the SET LOCALs of the transaction to
 # every worker it opens a connection to in it (without them, a filtered HNSW search on a shard

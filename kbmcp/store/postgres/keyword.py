@@ -321,7 +321,7 @@ def stats_of(
         else:
             sql, params = phrase_rows_sql(tokens, "stats")
             params["stores"] = list(stores)
-            # Planned for its tokens (see ranking.py: a generic plan knows no token's rows).
+            # Planned for its tokens (see channels.py: a generic plan knows no token's rows).
             count = f"SELECT count(*) FROM ({sql}) AS hit"
             containing[term] = int(conn.execute(count, params, prepare=False).fetchone()[0])
     return KeywordStats(rows, total, containing)
@@ -371,7 +371,7 @@ ROWS_OF_STORES = "p1.knowledge_base_id = ANY(%(stores)s)"
 ROWS_SEARCHED = "p1.knowledge_base_id = ANY(%(searched_stores)s)"
 ROWS_IN_SCOPE = """p1.knowledge_base_id = ANY(%(searched_stores)s)
       AND (p1.chunk_id, p1.knowledge_base_id) IN (SELECT id, store FROM scope_chunk)"""
-# The bounded plan's candidates (ranking.py), already in the searched stores.
+# The bounded plan's candidates (keyword_channel.py), already in the searched stores.
 ROWS_OF_CANDIDATES = """p1.knowledge_base_id = ANY(%(searched_stores)s)
       AND (p1.chunk_id, p1.knowledge_base_id) IN (SELECT chunk_id, store FROM lexical_candidate)"""
 

@@ -26,7 +26,7 @@ import apsw
 import numpy as np
 import psycopg
 
-from kbmcp.search.scope import Scope, metadata_probes
+from kbmcp.search.resolved import Scope, metadata_probes
 from kbmcp.store.search import ResolvedId, ScopeStatements
 
 PgConnection = psycopg.Connection[Any]
@@ -169,8 +169,8 @@ JOIN chunk AS c
 # document; it was an aggregate over each document's chunks), and the ids of the revisions whose
 # chunks are not consecutive (a revision's chunks are written together, so they nearly always
 # are). A scope of 1,000 documents is then 1,000 pairs, merged into runs in Python, instead of
-# 10,000 ids sorted, sent back and forth and estimated by the planner (ranking.py reads the runs
-# as index ranges of their store).
+# 10,000 ids sorted, sent back and forth and estimated by the planner (the channels read the runs
+# as index ranges of their store: keyword_channel.py, vector_channel.py).
 SCOPE_RUN_CTES = """scope_document AS MATERIALIZED ({documents}),
 revision_chunk AS MATERIALIZED (
     SELECT r.id AS revision_id, r.knowledge_base_id AS store, r.first_chunk_id AS lo,
@@ -182,7 +182,8 @@ revision_chunk AS MATERIALIZED (
 )"""
 # The runs' columns (`runs_of_rows`'s arguments): each run as [first id, last id, store], in
 # one sorted pass, and the single ids of revisions whose chunks are not consecutive as [id,
-# store]; scalar subqueries, also columns of ranking.py's first statement.
+# store]; scalar subqueries, also columns of the search's first statement
+# (prelude.py).
 SCOPE_RUN_COLUMNS = """
        (SELECT coalesce(array_agg(ARRAY[lo, hi, store] ORDER BY lo)
                         FILTER (WHERE n = hi - lo + 1), '{}')

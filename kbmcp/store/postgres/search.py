@@ -4,10 +4,11 @@
   chunk ids are read once, inside the request's snapshot, as runs of consecutive ids, and enter
   both channels' statements as two arrays (each run's first and last id), read as index ranges
   (an unfiltered scope is the searched stores, read from each index by store);
-- ranking: ranking.py's `rank`, SQLite's ranking statement step for step, with FTS5's bm25
-  from this backend's postings (keyword.py) and sqlite-vec's similarities of pgvector's
-  nearest rows: the same scores as SQLite, and no in-memory copies, so every server on the
-  database answers from what is committed;
+- ranking: ranking.py's `rank` (one module per statement: prelude.py, channels.py,
+  keyword_channel.py, vector_channel.py, ranking_statement.py), SQLite's ranking statement
+  step for step, with FTS5's bm25 from this backend's postings (keyword.py) and sqlite-vec's
+  similarities of pgvector's nearest rows: the same scores as SQLite, and no in-memory
+  copies, so every server on the database answers from what is committed;
 - the index's tokenizer is FTS5's own (keyword.py tokenises with it in Python), so excerpts
   and query tokens are SQLite's.
 
@@ -23,6 +24,7 @@ import psycopg
 
 from kbmcp.search.query_vector import unit
 from kbmcp.store.postgres import keyword, ranking, shards
+from kbmcp.store.postgres.rank_request import RankRequest
 from kbmcp.store.postgres.scope import (
     chunks_at_paths,
     count_stores,
@@ -66,7 +68,7 @@ def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranke
     args, scope = query.args, query.scope
     vector = None if query.query_vector is None else unit(query.query_vector)
     exempt = query.floor.exempt
-    request = ranking.RankRequest(
+    request = RankRequest(
         terms=query.terms,
         query_vector=vector,
         lexical=args.uses_lexical,

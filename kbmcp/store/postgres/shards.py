@@ -8,7 +8,7 @@ by piece, and the channels statement's pieces do not all fit that: a LATERAL sub
 LIMIT or OFFSET over a list of values, or an aggregate over a CTE, cannot be pushed down, and
 what can be would send every posting of the query's tokens to the coordinator. So here:
 
-1. the keyword statistics of the readable stores (ranking.py's first statement without the
+1. the keyword statistics of the readable stores (prelude.py's first statement without the
    scope: sums of per-store rows, which Citus adds up across shards);
 2. a filtered scope's runs, store by store (each a router query);
 3. the keyword and vector decisions (pruning, plans) once, over every searched store, from the
@@ -18,12 +18,12 @@ what can be would send every posting of the query's tokens to the coordinator. S
    (with the kept terms' count: the fallback to every term is decided over every store), and
    its best pool rows with pgvector's similarity;
 5. the merge: the best depth + 1 keyword rows over every store by (score desc, id), the best
-   pool rows by (pgvector's similarity desc, id), then ranking.py's exact pool scoring and
-   ranking statement, which reads the candidates' rows on their shards.
+   pool rows by (pgvector's similarity desc, id), then vector_channel.py's exact pool scoring
+   and ranking_statement.py's statement, which reads the candidates' rows on their shards.
 
 The best rows of a union are the best of each part's best rows, and the statements order rows
 by the same keys, so this gives one server's ids, order and scores for the exact plans (every
-scoped search, and unscoped ones over up to ranking.VECTOR_EXACT_MAX_ROWS chunks). The
+scoped search, and unscoped ones over up to plan_choice.VECTOR_EXACT_MAX_ROWS chunks). The
 approximate plans of large unscoped searches differ by construction: each shard has its own
 HNSW graph, and the bounded keyword plan rescores each store's best candidates (a superset of
 one server's); docs/scale-out.md says so.
@@ -38,17 +38,19 @@ from typing import Any
 
 import psycopg
 
-from kbmcp.search.scope import Scope
-from kbmcp.store.postgres import citus, connection, ranking
-from kbmcp.store.postgres.ranking import (
-    KEPT_COUNT,
-    LEXICAL,
-    LEXICAL_ALL,
-    SEMANTIC,
-    LexicalPlan,
-    PgRanking,
-    RankRequest,
+from kbmcp.search.resolved import Scope
+from kbmcp.store.postgres import (
+    channels,
+    citus,
+    connection,
+    keyword_channel,
+    prelude,
+    ranking_statement,
+    vector_channel,
 )
+from kbmcp.store.postgres.channels import KEPT_COUNT, LEXICAL, LEXICAL_ALL, SEMANTIC
+from kbmcp.store.postgres.keyword_channel import LexicalPlan
+from kbmcp.store.postgres.rank_request import PgRanking, RankRequest
 from kbmcp.store.postgres.scope import ScopeRuns, runs_of, scope_runs
 
 PgConnection = psycopg.Connection[Any]
@@ -62,31 +64,31 @@ def store_by_store(conn: PgConnection, request: RankRequest) -> bool:
 def rank(conn: PgConnection, request: RankRequest, scope: Scope | None) -> PgRanking:
     """ranking.rank's answer, computed store by store (the module docstring). `scope`: the
     search's filtered scope, None when it is every indexed chunk of the searched stores."""
-    phrases = ranking.phrases_of(request)
+    phrases = keyword_channel.phrases_of(request)
     stores = sorted(set(request.searched_stores))
     with connection.read_snapshot(conn):
-        citus.set_search_settings(conn, ranking.hnsw_ef_search(request.depth))
-        first = ranking.prelude(conn, request, phrases, None)
+        citus.set_search_settings(conn, vector_channel.hnsw_ef_search(request.depth))
+        first = prelude.prelude(conn, request, phrases, None)
         if scope is not None:
             request = dataclasses.replace(request, scope=_runs(conn, scope, stores))
-        searched_rows, has_hnsw = ranking.searched_size(request, first)
+        searched_rows, has_hnsw = prelude.searched_size(request, first)
         plan = LexicalPlan(None)
         if request.lexical:
-            plan = ranking.lexical_plan(conn, request, phrases, first, searched_rows)
-        semantic = ranking.semantic_sql(request, searched_rows, has_hnsw)
+            plan = keyword_channel.lexical_plan(conn, request, phrases, first, searched_rows)
+        semantic = vector_channel.semantic_sql(request, searched_rows, has_hnsw)
         found: list[tuple[Any, ...]] = []
         for store in stores:
             runs = None if request.scope is None else request.scope.of_store(store)
             if runs is not None and not runs.runs:
                 continue  # nothing of the scope in this store
             one = dataclasses.replace(request, searched_stores=[store], scope=runs)
-            lexical = ranking.lexical_sql(plan, one, phrases, every_list=True)
-            found += ranking.channel_rows(conn, one, lexical, semantic, kept_count=True)
+            lexical = keyword_channel.lexical_sql(plan, one, phrases, every_list=True)
+            found += channels.channel_rows(conn, one, lexical, semantic, kept_count=True)
         lexical_ids, lexical_scores = _best_keyword_rows(found, plan, request.depth)
         pool_size = int((semantic.params or {}).get("pool_size", 0))
         pool = _best_pool_rows(found, pool_size, exact=semantic.strategy != "pg_hnsw")
-        semantic_ids, semantic_scores = ranking.best_of_pool(pool, request)
-        ranked = ranking.rank_candidates(
+        semantic_ids, semantic_scores = vector_channel.best_of_pool(pool, request)
+        ranked = ranking_statement.rank_candidates(
             conn, request, plan.ceiling, (lexical_ids, lexical_scores),
             (semantic_ids, semantic_scores),
         )  # fmt: skip

@@ -8,7 +8,7 @@ and no text formatting of floats is involved.
 Tables (sql/001_schema.sql): `chunk_vector` (every current chunk, for reuse on edit) and
 `chunk_vec` (the indexed chunks: SQLite's vec0 table). Recording a model gives chunk_vec's
 column the model's dimension and an HNSW index (cosine), which large unscoped searches use
-(kbmcp/store/postgres/ranking.py); exact scans over a scope read the same table by chunk id.
+(kbmcp/store/postgres/vector_channel.py); exact scans over a scope read the same table by chunk id.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from psycopg.types import TypeInfo
 
 from kbmcp.clock import now_iso
 from kbmcp.embed.base import ModelFingerprint
-from kbmcp.errors import ModelMismatch, StoreError
+from kbmcp.errors import StoreError
+from kbmcp.store.vectors import model_matches
 
 SELECT_MODEL = "SELECT name, dimension, version FROM embedding_model WHERE id = 1"
 # Multi-writer: a transaction writing vectors holds the model record in share mode, so a
@@ -117,27 +118,13 @@ def recorded_model(conn: psycopg.Connection[Any]) -> ModelFingerprint | None:
 def check_model(conn: psycopg.Connection[Any], fingerprint: ModelFingerprint) -> bool:
     """As kbmcp/store/sqlite/vectors.py's: False when no model is recorded, ModelMismatch when
     another."""
-    return _check(recorded_model(conn), fingerprint)
-
-
-def _check(recorded: ModelFingerprint | None, fingerprint: ModelFingerprint) -> bool:
-    if recorded is None:
-        return False
-    if recorded != fingerprint:
-        raise ModelMismatch(
-            f"this database was built with the embedding model {recorded.describe()}, but the "
-            f"configured model is {fingerprint.describe()}; run `kbmcp reembed` to re-embed "
-            "every document with the configured model, or configure the recorded model "
-            "(KBMCP_EMBEDDER)",
-            details={"recorded": recorded.__dict__, "configured": fingerprint.__dict__},
-        )
-    return True
+    return model_matches(recorded_model(conn), fingerprint, database="database")
 
 
 def hold_model(conn: psycopg.Connection[Any], fingerprint: ModelFingerprint) -> None:
     row = conn.execute(SELECT_MODEL_FOR_SHARE).fetchone()
     recorded = None if row is None else ModelFingerprint(row[0], int(row[1]), row[2])
-    _check(recorded, fingerprint)
+    model_matches(recorded, fingerprint, database="database")
 
 
 def record_model(

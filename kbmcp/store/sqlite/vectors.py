@@ -22,7 +22,7 @@ import apsw
 
 from kbmcp.clock import now_iso
 from kbmcp.embed.base import ModelFingerprint
-from kbmcp.errors import ModelMismatch
+from kbmcp.store.vectors import model_matches
 
 VEC_TABLE = "chunk_vec"
 
@@ -48,18 +48,7 @@ def recorded_model(conn: apsw.Connection) -> ModelFingerprint | None:
 def check_model(conn: apsw.Connection, fingerprint: ModelFingerprint) -> bool:
     """True if the file's vectors come from `fingerprint`, False if no model is recorded yet;
     raises ModelMismatch if they come from another model."""
-    recorded = recorded_model(conn)
-    if recorded is None:
-        return False
-    if recorded != fingerprint:
-        raise ModelMismatch(
-            f"this file was built with the embedding model {recorded.describe()}, but the "
-            f"configured model is {fingerprint.describe()}; run `kbmcp reembed` to re-embed "
-            "every document with the configured model, or configure the recorded model "
-            "(KBMCP_EMBEDDER)",
-            details={"recorded": recorded.__dict__, "configured": fingerprint.__dict__},
-        )
-    return True
+    return model_matches(recorded_model(conn), fingerprint, database="file")
 
 
 def hold_model(conn: apsw.Connection, fingerprint: ModelFingerprint) -> None:

@@ -15,13 +15,12 @@ from dataclasses import dataclass, replace
 import apsw
 import numpy as np
 
-from kbmcp.search.floor import SimilarityFloor
 from kbmcp.search.lexical import channel
 from kbmcp.search.lexical.channel import WEIGHTS
 from kbmcp.search.query_text import quote_term
 from kbmcp.search.query_vector import unit
 from kbmcp.search.request import SearchArguments
-from kbmcp.search.scope import Scope
+from kbmcp.search.resolved import Scope, SimilarityFloor
 from kbmcp.store.search import Ranked, RankQuery, ReadableStores
 from kbmcp.store.sqlite.search.accelerator import Accelerator
 from kbmcp.store.sqlite.search.lexical.ceiling import query_ceiling

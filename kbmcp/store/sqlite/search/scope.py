@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
-from kbmcp.search.scope import Scope, metadata_probes
+from kbmcp.search.resolved import Scope, metadata_probes
 from kbmcp.store.search import ResolvedId, ScopeStatements
 
 if TYPE_CHECKING:  # imported where chunk ids become an array: `kbmcp ls` needs no numpy

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kbmcp.search.floor import SimilarityFloor
+from kbmcp.search.resolved import SimilarityFloor
 from kbmcp.store.sqlite.search.vector.matrix import VectorMatrix, all_similarities, similarities
 
 # numpy and sqlite-vec round float32 dot products differently by a few ulps (~1e-7): a pool that

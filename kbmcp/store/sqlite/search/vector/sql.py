@@ -28,7 +28,7 @@ from typing import Any
 import apsw
 import numpy as np
 
-from kbmcp.search.floor import SimilarityFloor
+from kbmcp.search.resolved import SimilarityFloor
 from kbmcp.store.sqlite.search.ranking import ChannelSource
 
 KNN_MAX_K = 4096  # sqlite-vec's cap on k (the depth is at most 1000)

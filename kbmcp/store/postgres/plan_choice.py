@@ -1,0 +1,78 @@
+"""Which plan a PostgreSQL search's channels take, from the sizes the first statement read.
+
+The keyword channel: every posting of the kept phrases ("postings") or, for a large unscoped
+search, each kept token's best postings as candidates ("postings_bounded"), and how the exact
+plan reads the postings (by token, by scope run, by scope chunk). The vector channel: an exact
+scan ("pg_exact") or the HNSW index ("pg_hnsw"). The thresholds are module attributes, read at
+each call, so that a bench or a test can move them (bench/postgres_search.py, tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kbmcp.store.postgres.scope import ScopeRuns
+
+# Unscoped searches over more indexed chunks than this use the HNSW index and the bounded
+# keyword plan (as plan.py's VECTOR_EXACT_MAX_ROWS moves SQLite from exact SQL to vec0); scoped
+# searches are always exact.
+VECTOR_EXACT_MAX_ROWS = 20_000
+
+# The bounded keyword plan: each kept token's best postings per searched store, and how many
+# candidates (times depth + 1) are scored exactly: recall against cost, bench/search.py. Below
+# BOUNDED_MIN_POSTINGS postings of the kept tokens every posting is read.
+BOUNDED_LIST_SIZE = 1000
+BOUNDED_RESCORED_PER_DEPTH = 4
+BOUNDED_MIN_POSTINGS = 20_000
+# A scope chunk's postings cost about as much to read as this many postings of a token (an
+# index descent and a heap page per chunk, against an index-only range: bench/search.py).
+CHUNK_READ_POSTINGS = 40
+# A range of one token's postings in one run of a scope costs this many postings' reads on top
+# of the postings it holds (an index descent and a step of the LATERAL loop).
+RANGE_READ_POSTINGS = 8
+
+
+def choose_lexical_plan(
+    scoped: bool, searched_rows: int, kept_rows: Sequence[int], depth: int
+) -> str:
+    """ "postings": every posting of the kept phrases in the scope; "bounded": each kept token's
+    best postings as candidates, for a large unscoped search (where the vector channel uses the
+    HNSW index) whose kept tokens have more than BOUNDED_MIN_POSTINGS postings, one of them more
+    than the depth (so the kept terms alone find more rows than the depth: the stop-word
+    pruning never falls back to every term). `kept_rows`: each kept token's rows."""
+    if (
+        not scoped
+        and searched_rows > VECTOR_EXACT_MAX_ROWS
+        and sum(kept_rows) > BOUNDED_MIN_POSTINGS
+        and max(kept_rows, default=0) > depth
+    ):
+        return "bounded"
+    return "postings"
+
+
+def choose_token_reads(
+    scope: ScopeRuns | None, postings: int, tokens: int, indexed_rows: int
+) -> str:
+    """How the exact plan reads the postings of the query's single-token phrases: every posting
+    of each token ("searched", unscoped), or for a scope whichever reads least of each token's
+    postings in each run of the scope ("scope_ranges"), each token's every posting joined to the
+    scope ("scope_tokens") and each scope chunk's ("scope_chunks"). `postings`: the `tokens`
+    kept tokens' rows among `indexed_rows` rows (the readable set's, which hold the scope's);
+    the scope's share of them is estimated from its share of the rows."""
+    if scope is None:
+        return "searched"
+    in_scope = postings * scope.rows / max(indexed_rows, 1)
+    costs = {
+        "scope_ranges": tokens * scope.runs * RANGE_READ_POSTINGS + in_scope,
+        "scope_chunks": scope.rows * CHUNK_READ_POSTINGS,
+        "scope_tokens": postings,
+    }
+    return min(costs, key=lambda reads: costs[reads])
+
+
+def choose_vector_plan(scoped: bool, searched_rows: int, has_hnsw: bool) -> str:
+    """ "exact": every row of the scope by `<=>`; "hnsw": the HNSW index with iterative scans,
+    for an unscoped search over more than VECTOR_EXACT_MAX_ROWS chunks."""
+    if not scoped and has_hnsw and searched_rows > VECTOR_EXACT_MAX_ROWS:
+        return "hnsw"
+    return "exact"
