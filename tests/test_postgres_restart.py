@@ -218,20 +218,24 @@ def test_a_connection_in_use_is_not_closed(workspace: Workspace) -> None:
     """Handed out outside a request (a watch's sync, an ingest embedding for minutes between
     two statements): kept until the next check-in, however long."""
     workspace.close_idle_connections(0.2)
-    held: list[Connection] = []
+    held: list[tuple[Connection, bool]] = []
     done = threading.Event()
 
     def long_user() -> None:
-        held.append(workspace.conn)
+        held.append((workspace.conn, False))
         done.wait(10)
-        held.append(workspace.conn)
+        conn = workspace.conn
+        # Checked by the user itself: once its thread has ended, its connection is idle and
+        # the closer may close it at once (correctly), before the main thread could look.
+        held.append((conn, conn.closed))
 
     thread = threading.Thread(target=long_user)
     thread.start()
     time.sleep(1.0)
     done.set()
     thread.join()
-    assert held[0] is held[1] and not held[0].closed
+    (first, _), (second, closed) = held
+    assert first is second and not closed
 
 
 # --------------------------------------------------------------------------- a real restart
