@@ -400,7 +400,10 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
         raise SystemExit("a PostgreSQL --db needs --file (the SQLite side) or --postgres-only")
     for value, module, name in ((args.ef_search, vector_channel, "HNSW_EF_SEARCH"),
                                 (args.exact_max_rows, plan_choice, "VECTOR_EXACT_MAX_ROWS"),
-                                (args.halves_min_rows, halves, "HALVES_MIN_ROWS")):  # fmt: skip
+                                (args.halves_min_rows, halves, "HALVES_MIN_ROWS"),
+                                (args.bounded_list_size, plan_choice, "BOUNDED_LIST_SIZE"),
+                                (args.bounded_rescored, plan_choice,
+                                 "BOUNDED_RESCORED_PER_DEPTH")):  # fmt: skip
         if value is not None:
             setattr(module, name, value)
     corpus = bench.corpus_of(args)

@@ -750,6 +750,18 @@ def main() -> None:
         "connections, for this run (halves.HALVES_MIN_ROWS).",
     )
     parser.add_argument(
+        "--bounded-list-size",
+        type=int,
+        help="PostgreSQL: the bounded keyword plan's postings per kept token, for this run "
+        "(plan_choice.BOUNDED_LIST_SIZE).",
+    )
+    parser.add_argument(
+        "--bounded-rescored",
+        type=int,
+        help="PostgreSQL: the bounded keyword plan's candidates scored exactly, per result of "
+        "depth, for this run (plan_choice.BOUNDED_RESCORED_PER_DEPTH).",
+    )
+    parser.add_argument(
         "--real-queries",
         action="store_true",
         help="Ask the real questions bench/real_vectors.py embedded (their text and their real "
