@@ -752,8 +752,8 @@ def main() -> None:
     parser.add_argument(
         "--bounded-list-size",
         type=int,
-        help="PostgreSQL: the bounded keyword plan's postings per kept token, for this run "
-        "(plan_choice.BOUNDED_LIST_SIZE).",
+        help="PostgreSQL: the bounded keyword plan's least postings per kept token, for this "
+        "run (plan_choice.BOUNDED_LIST_SIZE; the lists grow with the searched rows from it).",
     )
     parser.add_argument(
         "--bounded-rescored",

@@ -231,7 +231,7 @@ def lexical_sql(
     sql = _PhraseSql(plan.stats, phrases)
     contribution = CONTRIBUTION.replace("%(idf)s", "(%(idf)s::float8[])")
     if plan.bounded:
-        sql.params["list_size"] = plan_choice.BOUNDED_LIST_SIZE
+        sql.params["list_size"] = plan_choice.bounded_list_size(plan.indexed_rows)
         sql.params["rescored"] = plan_choice.BOUNDED_RESCORED_PER_DEPTH * (request.depth + 1)
         ctes = LEXICAL_BOUNDED.format(lists=sql.lists(plan.kept), contribution=contribution)
         ctes += LEXICAL_KEPT.format(kept=sql.rows(plan.kept, "candidates", "kept"),
