@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from kbmcp.store.postgres import citus, halves
+from kbmcp.store.postgres import halves
 from kbmcp.store.postgres.array_literals import bigint_array_literal
 from kbmcp.store.postgres.keyword_channel import LexicalSql
 from kbmcp.store.postgres.rank_request import RankRequest
@@ -94,8 +94,7 @@ def channel_rows(
     """The channels statement's rows (CHANNELS) over `request.searched_stores` and its scope;
     `kept_count`: with the KEPT_COUNT row (a store of a search over several). One statement,
     or for a large scope with both channels its two halves on two connections of one snapshot
-    (halves.py; not on Citus, where the coordinator's exported snapshot does not reach the
-    workers' transactions)."""
+    (halves.py, where the server can share a snapshot)."""
     params: dict[str, Any] = {
         "depth": request.depth,
         "searched_stores": sorted(request.searched_stores),
@@ -111,7 +110,7 @@ def channel_rows(
     )
     scope_rows = None if request.scope is None else request.scope.rows
     both = lexical.strategy is not None and semantic.strategy is not None
-    if citus.is_citus(conn) or not halves.worth_two(conn, scope_rows, both):
+    if not halves.worth_two(conn, scope_rows, both):
         statement = CHANNELS.format(
             scope_ctes=scope_ctes,
             lexical_ctes=lexical.ctes,

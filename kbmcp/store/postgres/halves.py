@@ -13,7 +13,7 @@ scopes of at least HALVES_MIN_ROWS chunks use it, and only when both channels ru
 The helper connection is opened on first use beside the connection it serves and kept with it
 (one per kbmcp connection, closed with it: `close_helper`). On a server in recovery (a hot
 standby) the search stays one statement, as before: snapshot export there (PostgreSQL 10 and
-later) is not tested here.
+later) is not tested here. On a Citus coordinator too (`shares_snapshots`).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
+
+from kbmcp.store.postgres import citus
 
 PgConnection = psycopg.Connection[Any]
 
@@ -58,8 +60,15 @@ def worth_two(conn: PgConnection, scope_rows: int | None, both_channels: bool) -
         return False
     exports = _exports.get(conn)
     if exports is None:
-        exports = _exports[conn] = not conn.execute(IN_RECOVERY).fetchone()[0]
+        exports = _exports[conn] = shares_snapshots(conn)
     return exports
+
+
+def shares_snapshots(conn: PgConnection) -> bool:
+    """Whether a second connection can read this connection's snapshot: not on a server in
+    recovery (untested here), and not on a Citus coordinator, where the exported snapshot is
+    the coordinator's own and does not reach the workers' transactions."""
+    return not conn.execute(IN_RECOVERY).fetchone()[0] and not citus.is_citus(conn)
 
 
 def run_halves(
