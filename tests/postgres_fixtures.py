@@ -242,3 +242,33 @@ def insert_tenant_and_two_stores(conn: Any) -> None:
             " VALUES (%(id)s, %(public)s, 1, %(public)s, 'x', 'x')",
             {"id": store, "public": f"kb_{store}"},
         )
+
+
+def insert_revision(
+    conn: Any, revision_id: int, document_id: int, store: int, *, store_keys: bool = True
+) -> None:
+    """A raw revision row (number 1). `store_keys` False: at a schema before migration 9,
+    where revisions name no store."""
+    named = ", knowledge_base_id" if store_keys else ""
+    value = ", %(store)s" if store_keys else ""
+    conn.execute(
+        "INSERT INTO revision (id, public_id, document_id, number, content, content_hash,"
+        f" char_count, line_count, created_at{named}) VALUES (%(id)s, %(public)s, %(document)s,"
+        f" 1, 'x', 'h', 1, 1, 'x'{value})",
+        {"id": revision_id, "public": f"rev_{revision_id}", "document": document_id,
+         "store": store},
+    )  # fmt: skip
+
+
+def insert_chunk(
+    conn: Any, chunk_id: int, revision_id: int, store: int, *, store_keys: bool = True
+) -> None:
+    """A raw chunk row (text 'x', ordinal = id); `store_keys` as `insert_revision`."""
+    named = ", knowledge_base_id" if store_keys else ""
+    value = ", %(store)s" if store_keys else ""
+    conn.execute(
+        "INSERT INTO chunk (id, public_id, revision_id, ordinal, char_start, char_end,"
+        f" line_start, line_end, text{named})"
+        f" VALUES (%(id)s, %(public)s, %(revision)s, %(id)s, 0, 1, 1, 1, 'x'{value})",
+        {"id": chunk_id, "public": f"chk_{chunk_id}", "revision": revision_id, "store": store},
+    )

@@ -12,7 +12,7 @@ import pytest
 
 from kbmcp.store.postgres import keyword, migrations
 from kbmcp.store.postgres.connection import connect
-from tests.postgres_fixtures import insert_tenant_and_two_stores
+from tests.postgres_fixtures import insert_chunk, insert_revision, insert_tenant_and_two_stores
 
 VOCABULARY = [f"w{n}" for n in range(40)]
 COUNTED = """
@@ -25,7 +25,6 @@ KEPT = "SELECT token, knowledge_base_id, rows FROM keyword_token ORDER BY 1, 2"
 def _catalog(conn: psycopg.Connection[Any], chunks: int, *, store_keys: bool = True) -> None:
     """A tenant, two stores, one document each and `chunks` chunks (odd ids in store 1);
     `store_keys` False: at a schema before migration 9 (revisions and chunks name no store)."""
-    store = ", knowledge_base_id" if store_keys else ""
     insert_tenant_and_two_stores(conn)
     for store_id in (1, 2):
         conn.execute(
@@ -34,19 +33,10 @@ def _catalog(conn: psycopg.Connection[Any], chunks: int, *, store_keys: bool = T
             " '{}', 'x', 'x')",
             {"id": store_id, "public": f"doc_{store_id}"},
         )
-        conn.execute(
-            "INSERT INTO revision (id, public_id, document_id, number, content, content_hash,"
-            f" char_count, line_count, created_at{store}) VALUES (%(id)s, %(public)s, %(id)s, 1,"
-            f" 'x', 'h', 1, 1, 'x'{', %(id)s' if store_keys else ''})",
-            {"id": store_id, "public": f"rev_{store_id}"},
-        )
+        insert_revision(conn, store_id, store_id, store_id, store_keys=store_keys)
     for chunk in range(1, chunks + 1):
-        conn.execute(
-            "INSERT INTO chunk (id, public_id, revision_id, ordinal, char_start, char_end,"
-            f" line_start, line_end, text{store}) VALUES (%(id)s, %(public)s, %(store)s,"
-            f" %(id)s, 0, 1, 1, 1, 'x'{', %(store)s' if store_keys else ''})",
-            {"id": chunk, "public": f"chk_{chunk}", "store": 2 - chunk % 2},
-        )
+        store = 2 - chunk % 2
+        insert_chunk(conn, chunk, store, store, store_keys=store_keys)
 
 
 def _row(rng: random.Random, chunk: int) -> keyword.KeywordRow:

@@ -12,7 +12,7 @@ import psycopg
 from kbmcp.search.resolved import Scope
 from kbmcp.store.postgres import scope
 from kbmcp.store.postgres.connection import connect
-from tests.postgres_fixtures import insert_tenant_and_two_stores
+from tests.postgres_fixtures import insert_chunk, insert_revision, insert_tenant_and_two_stores
 
 
 def _documents(conn: psycopg.Connection[Any], *, store_keys: bool = True) -> None:
@@ -21,8 +21,6 @@ def _documents(conn: psycopg.Connection[Any], *, store_keys: bool = True) -> Non
     26-30), each with one revision. `store_keys` False: at a schema before migration 9
     (revisions and chunks name no store)."""
     insert_tenant_and_two_stores(conn)
-    store_column = ", knowledge_base_id" if store_keys else ""
-    store_value = ", %(store)s" if store_keys else ""
     for document, store in ((1, 1), (2, 1), (3, 2), (4, 2)):
         conn.execute(
             "INSERT INTO document (id, public_id, knowledge_base_id, path, title, kind, metadata,"
@@ -31,21 +29,11 @@ def _documents(conn: psycopg.Connection[Any], *, store_keys: bool = True) -> Non
             {"id": document, "public": f"doc_{document}", "store": store,
              "path": f"d{document}/a.md"},
         )  # fmt: skip
-        conn.execute(
-            "INSERT INTO revision (id, public_id, document_id, number, content, content_hash,"
-            f" char_count, line_count, created_at{store_column}) VALUES (%(id)s, %(public)s,"
-            f" %(id)s, 1, 'x', 'h', 1, 1, 'x'{store_value})",
-            {"id": document, "public": f"rev_{document}", "store": store},
-        )
+        insert_revision(conn, document, document, store, store_keys=store_keys)
     for chunk in range(1, 31):
         revision = (2 - chunk % 2) if chunk <= 20 else (3 if chunk <= 25 else 4)
-        conn.execute(
-            "INSERT INTO chunk (id, public_id, revision_id, ordinal, char_start, char_end,"
-            f" line_start, line_end, text{store_column})"
-            f" VALUES (%(id)s, %(public)s, %(revision)s, %(id)s, 0, 1, 1, 1, 'x'{store_value})",
-            {"id": chunk, "public": f"chk_{chunk}", "revision": revision,
-             "store": 1 if revision <= 2 else 2},
-        )  # fmt: skip
+        store = 1 if revision <= 2 else 2
+        insert_chunk(conn, chunk, revision, store, store_keys=store_keys)
 
 
 def _listed(conn: psycopg.Connection[Any], found: Scope) -> list[int]:
