@@ -29,6 +29,7 @@ import numpy as np
 import psycopg
 from psycopg.types import TypeInfo
 
+from kbmcp.access import Principal
 from kbmcp.clock import now_iso
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
@@ -50,9 +51,12 @@ WHERE kb.name = 'bench' AND kb.kind = 'documents'
 """
 
 
-def run_search(ws: Workspace, request: SearchRequest) -> SearchResponse:
-    """`request` through the service, as the local tenant (the bench's one tenant)."""
-    return search(ws, ws.local_principal(), request)
+def run_search(
+    ws: Workspace, request: SearchRequest, principal: Principal | None = None
+) -> SearchResponse:
+    """`request` through the service, as `principal` (default: the local tenant, the bench's
+    one tenant)."""
+    return search(ws, principal or ws.local_principal(), request)
 
 
 def strategies(response: SearchResponse) -> str:
@@ -519,10 +523,12 @@ def run_cell(
     filters: SearchFilters,
     limit: int,
     exact_sqlite: Callable[[], contextlib.AbstractContextManager[None]],
+    principal: Principal | None = None,
 ) -> Cell:
     """Each query on both backends, in alternating order (load hits both alike); recall@k of
     each against the exact search (SQLite's one-shot brute force when there is a file, else
-    PostgreSQL's exact plan)."""
+    PostgreSQL's exact plan). `principal`: who searches PostgreSQL (default: the local
+    tenant)."""
     cell = Cell([], [], Counter(), [], [])
     for n, query in enumerate(queries):
         request = SearchRequest(query, mode=mode, limit=limit, filters=filters)
@@ -532,7 +538,10 @@ def run_cell(
         got: dict[str, list[SearchResult]] = {}
         for backend in runs:
             started = time.perf_counter()
-            response = run_search(on_postgres if backend == "postgres" else ws, request)
+            if backend == "postgres":
+                response = run_search(on_postgres, request, principal)
+            else:
+                response = run_search(ws, request)
             elapsed = (time.perf_counter() - started) * 1000
             got[backend] = response.results
             if backend == "postgres":
@@ -543,7 +552,7 @@ def run_cell(
                 truth = run_search(reference, request).results
         else:
             with exact_postgres():
-                truth = run_search(on_postgres, request).results
+                truth = run_search(on_postgres, request, principal).results
         want = {r.chunk_id for r in truth}
         if want:
             for backend, results in got.items():

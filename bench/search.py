@@ -640,8 +640,10 @@ def make_cells(filters: str, kinds: dict[str, bool]) -> list[tuple[str, str, Sea
     return cells
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str | None = None) -> argparse.ArgumentParser:
+    """This bench's options (the corpus's among them: bench/citus_search.py rebuilds the same
+    corpus's queries with them)."""
+    parser = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
     parser.add_argument("--chunks", type=int, default=100_000)
     parser.add_argument(
         "--chunks-per-doc",
@@ -786,7 +788,11 @@ def main() -> None:
         help="Queries per scope (other than the measured ones) run first, as a server that has "
         "been answering for a while would have (fills the per-term keyword cache).",
     )
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = arguments().parse_args()
     if args.memories and (args.corpus != "synthetic" or args.vectors != "hashing"):
         raise SystemExit("--memories: with the synthetic corpus and hashing vectors only")
     if args.vectors == "shaped" and not args.shape.exists():

@@ -99,6 +99,9 @@ class CitusCluster:
     coordinator: Node | None = None
     workers: list[Node] = field(default_factory=list)
     system_user: str | None = None
+    # Appended to every node's postgresql.conf after NODE_SETTINGS (the later line wins): a
+    # bench's memory settings, say.
+    extra_settings: str = ""
 
     @property
     def install_dir(self) -> Path:
@@ -176,6 +179,7 @@ class CitusCluster:
         sockets.chmod(0o777)
         with (data / "postgresql.conf").open("a") as conf:
             conf.write(NODE_SETTINGS.format(port=port, socket_dir=sockets))
+            conf.write(self.extra_settings)
         self._own(data)
         return Node(name, data, port)
 
@@ -225,6 +229,28 @@ class CitusCluster:
     def stop(self) -> None:
         for node in [*self.workers, *([self.coordinator] if self.coordinator else [])]:
             self.stop_node(node)
+
+    def reopen(self) -> bool:
+        """Start the nodes a previous `start` left under `root` (their data, ports and cluster
+        membership kept), for a bench corpus that took long to load; False when there is none."""
+        found = [self.root / "coordinator", *sorted(self.root.glob("worker*"))]
+        if not (found[0] / "PG_VERSION").exists():
+            return False
+        if os.geteuid() == 0:
+            self.system_user = "embedded_postgres"
+        nodes = [Node(data.name, data, _port_of(data)) for data in found]
+        for node in nodes:
+            self._run([str(self.bin / "pg_ctl"), "-D", str(node.data), "-w", "-t",
+                       str(START_TIMEOUT_S), "-l", str(node.data / "log"), "start"])  # fmt: skip
+        self.coordinator, self.workers = nodes[0], nodes[1:]
+        return True
+
+    def shut_down(self) -> None:
+        """A clean stop (a checkpoint first), for folders that `reopen` will start again."""
+        for node in [*self.workers, *([self.coordinator] if self.coordinator else [])]:
+            with contextlib.suppress(subprocess.CalledProcessError):
+                self._run([str(self.bin / "pg_ctl"), "-D", str(node.data), "-m", "fast", "-w",
+                           "-t", str(START_TIMEOUT_S), "stop"])  # fmt: skip
 
     def new_database(self, name: str, settings: dict[str, str] | None = None) -> str:
         """Another database with Citus on every node (the coordinator's URL), for one test or
@@ -277,3 +303,13 @@ def remove_stale_clusters(parent: Path, keep: Path) -> None:
             if (data / "postmaster.pid").exists():
                 cluster.stop_node(Node(data.name, data, 0))
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _port_of(data: Path) -> int:
+    """The port a node folder's postgresql.conf sets last (NODE_SETTINGS's)."""
+    ports = [
+        line.split("=", 1)[1].strip()
+        for line in (data / "postgresql.conf").read_text().splitlines()
+        if line.startswith("port =")
+    ]  # fmt: skip
+    return int(ports[-1])

@@ -248,6 +248,31 @@ async def test_every_tool_answers_as_one_server_does(parity: Parity) -> None:
         assert await _calls(parity.sharded, paged) == await _calls(parity.plain, paged)
 
 
+def test_the_bounded_keyword_plan_runs_store_by_store_as_one_server(
+    parity: Parity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bounded plan (a large unscoped search: each kept token's best postings per store)
+    over several stores on the cluster: one statement per store, each a router query. With
+    lists and rescored candidates large enough to hold every posting the plan is exact, so
+    the cluster answers as one server (before, Citus refused the per-store statement: "cannot
+    push down this subquery", a LATERAL with LIMIT over the list of stores)."""
+    monkeypatch.setattr(plan_choice, "VECTOR_EXACT_MAX_ROWS", 0)
+    monkeypatch.setattr(plan_choice, "BOUNDED_MIN_POSTINGS", 0)
+    monkeypatch.setattr(plan_choice, "BOUNDED_LIST_SIZE", 100_000)
+    monkeypatch.setattr(plan_choice, "BOUNDED_RESCORED_PER_DEPTH", 100_000)
+    bounded = 0
+    for tenant in (None, "acme"):
+        for query in ("vector index", "restore the database backup", "database vector"):
+            # Two candidates: the corpus is small, and the plan needs a token with more rows
+            # than the depth.
+            request = SearchRequest(query=query, mode="lexical", limit=2, candidates=2)
+            want = answer(parity.plain, tenant, request)
+            assert want["results"], request
+            assert answer(parity.sharded, tenant, request) == want, request
+            bounded += want["stats"]["lexical_strategy"] == "approximate"  # postings_bounded
+    assert bounded >= 4
+
+
 # ------------------------------------------------------------------ where a search runs
 
 

@@ -144,6 +144,17 @@ TOKEN_LIST = """
         WHERE p.token = %({token})s AND p.knowledge_base_id = store.id
         ORDER BY p.impact DESC
         LIMIT %(list_size)s) AS l"""
+# The same list when one store is searched: that store's postings alone, no LATERAL over the
+# list of stores. Trap (Citus): a search over several stores runs one statement per store
+# (shards.py), and Citus cannot push down a LATERAL subquery with LIMIT that reads a column of
+# a table function ("cannot push down this subquery"), even over a one-element list; filtered
+# on the store by equality, the statement is a router query.
+TOKEN_LIST_ONE_STORE = """
+    (SELECT {number}::integer AS phrase, p.chunk_id, p.knowledge_base_id, p.length, {f} AS f
+     FROM chunk_term AS p
+     WHERE p.token = %({token})s AND p.knowledge_base_id = %(only_store)s
+     ORDER BY p.impact DESC
+     LIMIT %(list_size)s)"""
 
 
 @dataclass(frozen=True)
@@ -233,7 +244,8 @@ def lexical_sql(
     if plan.bounded:
         sql.params["list_size"] = plan_choice.bounded_list_size(plan.indexed_rows)
         sql.params["rescored"] = plan_choice.BOUNDED_RESCORED_PER_DEPTH * (request.depth + 1)
-        ctes = LEXICAL_BOUNDED.format(lists=sql.lists(plan.kept), contribution=contribution)
+        lists = sql.lists(plan.kept, request.searched_stores)
+        ctes = LEXICAL_BOUNDED.format(lists=lists, contribution=contribution)
         ctes += LEXICAL_KEPT.format(kept=sql.rows(plan.kept, "candidates", "kept"),
                                     contribution=contribution)  # fmt: skip
         return LexicalSql(plan.strategy, ctes, LEXICAL_BODY, sql.params, plan.ceiling)
@@ -293,14 +305,18 @@ class _PhraseSql:
                 self.params.update(token_params)
         return "\n    UNION ALL".join(parts)
 
-    def lists(self, selected: Sequence[Phrase]) -> str:
-        """The bounded plan's candidates: each single token's best postings per searched store,
-        and every row of each multi-token phrase."""
+    def lists(self, selected: Sequence[Phrase], stores: Sequence[int]) -> str:
+        """The bounded plan's candidates: each single token's best postings per searched store
+        (`stores`), and every row of each multi-token phrase."""
         parts = []
+        one_store = len(set(stores)) == 1
+        if one_store:
+            self.params["only_store"] = stores[0]
         for term, tokens in selected:
             if len(tokens) == 1:
                 name = f"l{self.number[term]}"
-                parts.append(TOKEN_LIST.format(number=self.number[term], token=name, f=POSTING_F))
+                listed = TOKEN_LIST_ONE_STORE if one_store else TOKEN_LIST
+                parts.append(listed.format(number=self.number[term], token=name, f=POSTING_F))
                 self.params[name] = tokens[0]
             else:
                 sql, token_params = keyword.phrase_rows_sql(
