@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from kbmcp.access import Principal, readable_ids
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.lexical import channel
@@ -151,26 +152,37 @@ def test_the_bounded_lists_grow_with_the_searched_rows() -> None:
     assert grown == sorted(grown)
 
 
-def test_a_bounded_search_reads_lists_of_its_size(
+def test_a_bounded_search_reads_lists_of_each_stores_size(
     stores: tuple, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The statement is given the list size of the search's rows, not the floor."""
+    """Each searched store's lists are sized by that store's own rows, not the floor and not
+    the searched total (eight stores of 125,000 would each read a million's lists)."""
     pg, _ = stores
     monkeypatch.setattr(plan_choice, "VECTOR_EXACT_MAX_ROWS", 0)
     monkeypatch.setattr(plan_choice, "BOUNDED_MIN_POSTINGS", 0)
     monkeypatch.setattr(plan_choice, "BOUNDED_ROWS_PER_LISTED", 1)  # a list per row
     monkeypatch.setattr(plan_choice, "BOUNDED_LIST_SIZE", 1)
-    seen: list[int] = []
+    sized_by: list[int] = []
     real = plan_choice.bounded_list_size
     monkeypatch.setattr(
-        plan_choice, "bounded_list_size", lambda rows: seen.append(real(rows)) or real(rows)
+        plan_choice, "bounded_list_size", lambda rows: sized_by.append(rows) or real(rows)
     )
     principal = principal_of(pg, None)
     request = SearchRequest(query="page", mode="lexical", limit=20, candidates=2)
     assert pg_response(pg, principal, request).stats.lexical_strategy == "postings_bounded"
-    indexed = pg.conn.execute("SELECT count(*) FROM indexed_chunk").fetchone()[0]
-    # one list per searched (readable) row: more than the floor of 1, at most every row
-    assert seen and all(1 < size <= indexed for size in seen)
+    store_rows = dict(pg.conn.execute("SELECT knowledge_base_id, rows FROM keyword_total"))
+    searched = sum(store_rows[store] for store in _searched_stores(pg, principal))
+    assert len(sized_by) > 1  # several stores searched, a list size each
+    assert sorted(sized_by) == sorted(store_rows[s] for s in _searched_stores(pg, principal))
+    assert searched not in sized_by
+
+
+def _searched_stores(pg: Workspace, principal: Principal) -> list[int]:
+    """The stores an unscoped search of `principal` reads that hold indexed rows (its readable
+    knowledge bases and memory stores)."""
+    readable = readable_ids(pg.store, pg.conn, principal)
+    held = {row[0] for row in pg.conn.execute("SELECT knowledge_base_id FROM keyword_total")}
+    return sorted(readable & held)
 
 
 def test_the_bounded_plan_takes_the_best_postings_first(

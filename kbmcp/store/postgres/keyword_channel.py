@@ -137,13 +137,13 @@ lexical_candidate(chunk_id, store) AS MATERIALIZED (
 """
 TOKEN_LIST = """
     SELECT {number}::integer AS phrase, l.chunk_id, store.id, l.length, l.f
-    FROM unnest(%(searched_stores)s::bigint[]) AS store(id)
+    FROM unnest(%(searched_stores)s::bigint[], %(list_sizes)s::integer[]) AS store(id, listed)
     CROSS JOIN LATERAL (
         SELECT p.chunk_id, p.length, {f} AS f
         FROM chunk_term AS p
         WHERE p.token = %({token})s AND p.knowledge_base_id = store.id
         ORDER BY p.impact DESC
-        LIMIT %(list_size)s) AS l"""
+        LIMIT store.listed) AS l"""
 # The same list when one store is searched: that store's postings alone, no LATERAL over the
 # list of stores. Trap (Citus): a search over several stores runs one statement per store
 # (shards.py), and Citus cannot push down a LATERAL subquery with LIMIT that reads a column of
@@ -193,6 +193,9 @@ class LexicalPlan:
     bounded: bool = False
     kept_rows: tuple[int, ...] = ()
     indexed_rows: int = 0
+    # Each searched store's indexed chunks (store, rows), sorted: the bounded plan's lists are
+    # sized by the store they are read from.
+    store_rows: tuple[tuple[int, int], ...] = ()
 
 
 def lexical_plan(
@@ -224,6 +227,7 @@ def lexical_plan(
     return LexicalPlan(
         "postings_bounded" if bounded else "postings", ceiling, stats, tuple(kept),
         tuple(dropped), bounded, tuple(kept_rows), stats.rows if scoped else searched_rows,
+        tuple(sorted(first.store_rows.items())),
     )  # fmt: skip
 
 
@@ -242,7 +246,14 @@ def lexical_sql(
     sql = _PhraseSql(plan.stats, phrases)
     contribution = CONTRIBUTION.replace("%(idf)s", "(%(idf)s::float8[])")
     if plan.bounded:
-        sql.params["list_size"] = plan_choice.bounded_list_size(plan.indexed_rows)
+        # Each store's lists grow with its own rows (one store of a million: 8,000 postings
+        # a token); sized by the rows of every searched store, eight stores of 125,000 would
+        # each read 8,000, eight times the candidates one store of a million gives.
+        rows_of = dict(plan.store_rows)
+        sizes = [plan_choice.bounded_list_size(rows_of.get(store, 0))
+                 for store in sorted(request.searched_stores)]  # fmt: skip
+        sql.params["list_sizes"] = sizes
+        sql.params["list_size"] = sizes[0] if len(sizes) == 1 else None
         sql.params["rescored"] = plan_choice.BOUNDED_RESCORED_PER_DEPTH * (request.depth + 1)
         lists = sql.lists(plan.kept, request.searched_stores)
         ctes = LEXICAL_BOUNDED.format(lists=lists, contribution=contribution)

@@ -24,11 +24,13 @@ VECTOR_EXACT_MAX_ROWS = 20_000
 BOUNDED_LIST_SIZE = 1000
 BOUNDED_RESCORED_PER_DEPTH = 4
 BOUNDED_MIN_POSTINGS = 20_000
-# The lists grow with the searched rows, from BOUNDED_LIST_SIZE (the floor) by one posting per
-# this many rows: a fixed list is a smaller share of a larger index. Measured on the 1M bench
-# with real-shaped vectors (docs/scale-out.md): lists of 1,000 gave unscoped hybrid recall@10
-# 0.892, lists of 8,000 (this rule at 1M) 0.950 at 94 ms p50; at 100k the floor holds (lists of
-# 8,000 cost 1.5x there, for lexical recall 0.980 -> 0.998).
+# The lists grow with the rows of the store they are read from, from BOUNDED_LIST_SIZE (the
+# floor) by one posting per this many rows: a fixed list is a smaller share of a larger index.
+# Measured on the 1M bench with real-shaped vectors (docs/scale-out.md): lists of 1,000 gave
+# unscoped hybrid recall@10 0.892, lists of 8,000 (this rule at 1M) 0.950 at 94 ms p50; at 100k
+# the floor holds (lists of 8,000 cost 1.5x there, for lexical recall 0.980 -> 0.998). By each
+# store's own rows, not the searched total: eight stores of 125,000 read 1,000 a token each,
+# as many candidates as one store of a million gives.
 BOUNDED_ROWS_PER_LISTED = 125
 # A scope chunk's postings cost about as much to read as this many postings of a token (an
 # index descent and a heap page per chunk, against an index-only range: bench/search.py).
@@ -56,10 +58,10 @@ def choose_lexical_plan(
     return "postings"
 
 
-def bounded_list_size(searched_rows: int) -> int:
-    """How many of each kept token's best postings (per searched store) the bounded plan
-    reads as candidates, for a search over `searched_rows` indexed chunks."""
-    return max(BOUNDED_LIST_SIZE, searched_rows // BOUNDED_ROWS_PER_LISTED)
+def bounded_list_size(store_rows: int) -> int:
+    """How many of each kept token's best postings the bounded plan reads as candidates from
+    a searched store of `store_rows` indexed chunks (each store's lists by its own rows)."""
+    return max(BOUNDED_LIST_SIZE, store_rows // BOUNDED_ROWS_PER_LISTED)
 
 
 def choose_token_reads(
