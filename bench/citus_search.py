@@ -42,7 +42,6 @@ import search as bench  # noqa: E402
 from kbmcp.config import Settings  # noqa: E402
 from kbmcp.embed.hashing import HashingEmbedder  # noqa: E402
 from kbmcp.search.models import SearchFilters, SearchRequest  # noqa: E402
-from kbmcp.store.postgres import halves, plan_choice, vector_channel  # noqa: E402
 from kbmcp.store.postgres.connection import connect  # noqa: E402
 from kbmcp.store.postgres.id_key import id_key_of  # noqa: E402
 from kbmcp.store.postgres.vectors import build_index, has_index, record_model  # noqa: E402
@@ -135,14 +134,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.citus is None or not Path(args.citus).is_file():
         raise SystemExit(f"a Citus build is needed: --citus PATH or {TARBALL_ENV}")
-    for value, module, name in ((args.ef_search, vector_channel, "HNSW_EF_SEARCH"),
-                                (args.exact_max_rows, plan_choice, "VECTOR_EXACT_MAX_ROWS"),
-                                (args.halves_min_rows, halves, "HALVES_MIN_ROWS"),
-                                (args.bounded_list_size, plan_choice, "BOUNDED_LIST_SIZE"),
-                                (args.bounded_rescored, plan_choice,
-                                 "BOUNDED_RESCORED_PER_DEPTH")):  # fmt: skip
-        if value is not None:
-            setattr(module, name, value)
+    postgres_search.apply_plan_settings(args)
     cluster = CitusCluster(args.root, extra_settings=BENCH_SETTINGS)
     cluster.install(args.citus)
     if not cluster.reopen():

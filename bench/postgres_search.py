@@ -394,14 +394,8 @@ def _write_batch(
 # ------------------------------------------------------------------ the run
 
 
-def main(args: argparse.Namespace, bench: ModuleType) -> None:
-    """bench/search.py with a PostgreSQL --db (`bench`: that module, for its corpus and cells)."""
-    if args.memories or args.documents_only:
-        raise SystemExit("--memories and --documents-only: SQLite only for now")
-    if args.clock != "wall":
-        raise SystemExit("--clock cpu: the database's work is in another process; use wall")
-    if not args.postgres_only and args.file is None:
-        raise SystemExit("a PostgreSQL --db needs --file (the SQLite side) or --postgres-only")
+def apply_plan_settings(args: argparse.Namespace) -> None:
+    """The plan settings bench/search.py's options move for one run (module attributes)."""
     for value, module, name in ((args.ef_search, vector_channel, "HNSW_EF_SEARCH"),
                                 (args.exact_max_rows, plan_choice, "VECTOR_EXACT_MAX_ROWS"),
                                 (args.halves_min_rows, halves, "HALVES_MIN_ROWS"),
@@ -410,6 +404,17 @@ def main(args: argparse.Namespace, bench: ModuleType) -> None:
                                  "BOUNDED_RESCORED_PER_DEPTH")):  # fmt: skip
         if value is not None:
             setattr(module, name, value)
+
+
+def main(args: argparse.Namespace, bench: ModuleType) -> None:
+    """bench/search.py with a PostgreSQL --db (`bench`: that module, for its corpus and cells)."""
+    if args.memories or args.documents_only:
+        raise SystemExit("--memories and --documents-only: SQLite only for now")
+    if args.clock != "wall":
+        raise SystemExit("--clock cpu: the database's work is in another process; use wall")
+    if not args.postgres_only and args.file is None:
+        raise SystemExit("a PostgreSQL --db needs --file (the SQLite side) or --postgres-only")
+    apply_plan_settings(args)
     corpus = bench.corpus_of(args)
     pg = connect(args.db)
     held = bench_documents(pg)
