@@ -39,7 +39,7 @@ from kbmcp.service.ingest_batch import sha256
 from kbmcp.service.search import search
 from kbmcp.store.catalog import dump_json
 from kbmcp.store.copy import copy_store
-from kbmcp.store.postgres import halves, keyword, plan_choice, vector_channel
+from kbmcp.store.postgres import halves, keyword, plan_choice, shards, vector_channel
 from kbmcp.store.postgres.connection import configure, connect
 from kbmcp.store.postgres.id_key import id_key_of
 from kbmcp.store.postgres.vectors import DROP_HNSW, Float32Vector, build_index, record_model
@@ -399,6 +399,7 @@ def apply_plan_settings(args: argparse.Namespace) -> None:
     for value, module, name in ((args.ef_search, vector_channel, "HNSW_EF_SEARCH"),
                                 (args.exact_max_rows, plan_choice, "VECTOR_EXACT_MAX_ROWS"),
                                 (args.halves_min_rows, halves, "HALVES_MIN_ROWS"),
+                                (args.store_lanes, shards, "STORE_LANES"),
                                 (args.bounded_list_size, plan_choice, "BOUNDED_LIST_SIZE"),
                                 (args.bounded_rescored, plan_choice,
                                  "BOUNDED_RESCORED_PER_DEPTH")):  # fmt: skip

@@ -752,6 +752,13 @@ def arguments(description: str | None = None) -> argparse.ArgumentParser:
         "connections, for this run (halves.HALVES_MIN_ROWS).",
     )
     parser.add_argument(
+        "--store-lanes",
+        type=int,
+        help="PostgreSQL on Citus: a search over several stores runs its per-store statements "
+        "on this many connections at once, for this run (shards.STORE_LANES; 1: one after "
+        "another).",
+    )
+    parser.add_argument(
         "--bounded-list-size",
         type=int,
         help="PostgreSQL: the bounded keyword plan's least postings per kept token, for this "

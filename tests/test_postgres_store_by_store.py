@@ -17,7 +17,7 @@ from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.lexical import channel
 from kbmcp.search.models import SearchRequest
 from kbmcp.store.copy import copy_store
-from kbmcp.store.postgres import shards
+from kbmcp.store.postgres import halves, shards
 from kbmcp.workspace import Workspace
 from tests.postgres_search import QUERIES, answer, build_rich_corpus, parity_requests
 
@@ -42,10 +42,15 @@ def _pruning_on_small_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(channel, "STOPWORD_MIN_ROWS", 5)
 
 
+@pytest.mark.parametrize("lanes", [1, 3], ids=("one-connection", "three-connections"))
 @pytest.mark.parametrize("tenant", [None, "acme"])
 def test_store_by_store_answers_as_one_statement_does(
-    pg: Workspace, tenant: str | None, monkeypatch: pytest.MonkeyPatch
+    pg: Workspace, tenant: str | None, lanes: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The stores' statements one after another on the search's connection, or at once on
+    it and helpers beside it (shards.STORE_LANES): the same answers."""
+    monkeypatch.setattr(shards, "STORE_LANES", lanes)
+    halves.close_helper(pg.conn)
     requests = list(parity_requests(pg, tenant, QUERIES[::2]))  # the tier on Citus: every one
     whole = [answer(pg, tenant, request) for request in requests]
     calls: list[SearchRequest] = []
@@ -62,3 +67,4 @@ def test_store_by_store_answers_as_one_statement_does(
     assert len(calls) >= len(requests) // 2  # the searches that reached the ranking
     assert any(len(set(call.searched_stores)) > 1 for call in calls)  # type: ignore[attr-defined]
     assert any(isinstance(w, dict) and w["results"] for w in whole)
+    assert len(halves.helpers_of([pg.conn])) == lanes - 1  # the other lanes' connections

@@ -40,10 +40,11 @@ IN_RECOVERY = "SELECT pg_is_in_recovery()"
 BEGIN_SHARED = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 ADOPT_SNAPSHOT = "SET TRANSACTION SNAPSHOT {}"
 
-# The URL each kbmcp connection was opened with (connection.connect records it), the helper
-# opened beside it, and whether its server can export snapshots.
+# The URL each kbmcp connection was opened with (connection.connect records it), the helpers
+# opened beside it (the first serves the vector half; a search over several stores on Citus
+# uses more: shards.py), and whether its server can export snapshots.
 _urls: weakref.WeakKeyDictionary[PgConnection, str] = weakref.WeakKeyDictionary()
-_helpers: weakref.WeakKeyDictionary[PgConnection, PgConnection] = weakref.WeakKeyDictionary()
+_helpers: weakref.WeakKeyDictionary[PgConnection, list[PgConnection]] = weakref.WeakKeyDictionary()
 _exports: weakref.WeakKeyDictionary[PgConnection, bool] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
@@ -56,7 +57,7 @@ def worth_two(conn: PgConnection, scope_rows: int | None, both_channels: bool) -
     """Run this search's channels on two connections (see the module docstring)."""
     if scope_rows is None or scope_rows < HALVES_MIN_ROWS or not both_channels:
         return False
-    if conn not in _urls:  # not opened by connection.connect (no URL to open a helper with)
+    if not can_open_helpers(conn):  # not opened by connection.connect (no URL to open one)
         return False
     exports = _exports.get(conn)
     if exports is None:
@@ -116,29 +117,48 @@ def _in_snapshot(
 
 
 def _helper(conn: PgConnection) -> PgConnection:
-    with _lock:
-        helper = _helpers.get(conn)
-        if (
-            helper is not None
-            and not helper.closed
-            and not helper.broken
-            and (helper.info.transaction_status == TransactionStatus.IDLE)
-        ):
-            return helper
-        from kbmcp.store.postgres.connection import connect
+    return helpers(conn, 1)[0]
 
-        helper = _helpers[conn] = connect(_urls[conn], migrate=False)
-        return helper
+
+def can_open_helpers(conn: PgConnection) -> bool:
+    """Whether `conn` was opened by connection.connect (its URL opens helpers)."""
+    return conn in _urls
+
+
+def helpers(conn: PgConnection, count: int) -> list[PgConnection]:
+    """`count` idle helper connections beside `conn`, opened as needed (a helper left unusable
+    or inside a transaction is replaced)."""
+    from kbmcp.store.postgres.connection import connect
+
+    with _lock:
+        kept = _helpers.setdefault(conn, [])
+        for slot in range(count):
+            if slot < len(kept) and _idle(kept[slot]):
+                continue
+            if slot < len(kept):
+                kept[slot].close()
+                kept[slot] = connect(_urls[conn], migrate=False)
+            else:
+                kept.append(connect(_urls[conn], migrate=False))
+        return kept[:count]
+
+
+def _idle(helper: PgConnection) -> bool:
+    return (
+        not helper.closed
+        and not helper.broken
+        and helper.info.transaction_status == TransactionStatus.IDLE
+    )
 
 
 def close_helper(conn: PgConnection) -> None:
-    """Close the helper connection opened beside `conn`, if any."""
+    """Close the helper connections opened beside `conn`, if any."""
     with _lock:
-        helper = _helpers.pop(conn, None)
-    if helper is not None:
+        kept = _helpers.pop(conn, [])
+    for helper in kept:
         helper.close()
 
 
 def helpers_of(conns: Sequence[PgConnection]) -> list[PgConnection]:
     """The open helper connections of these connections (for tests)."""
-    return [h for c in conns if (h := _helpers.get(c)) is not None and not h.closed]
+    return [h for c in conns for h in _helpers.get(c, []) if not h.closed]

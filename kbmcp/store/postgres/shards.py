@@ -13,7 +13,8 @@ what can be would send every posting of the query's tokens to the coordinator. S
 2. a filtered scope's runs, store by store (each a router query);
 3. the keyword and vector decisions (pruning, plans) once, over every searched store, from the
    statistics and the scope's size, exactly as one server makes them;
-4. the channels statement once per searched store (a router query each), each returning the
+4. the channels statement once per searched store (a router query each; up to STORE_LANES
+   stores at once, on helper connections beside the search's), each returning the
    store's best depth + 1 keyword rows, the kept terms' and every term's when terms were pruned
    (with the kept terms' count: the fallback to every term is decided over every store), and
    its best pool rows with pgvector's similarity;
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +45,7 @@ from kbmcp.store.postgres import (
     channels,
     citus,
     connection,
+    halves,
     keyword_channel,
     prelude,
     ranking_statement,
@@ -66,8 +69,9 @@ def rank(conn: PgConnection, request: RankRequest, scope: Scope | None) -> PgRan
     search's filtered scope, None when it is every indexed chunk of the searched stores."""
     phrases = keyword_channel.phrases_of(request)
     stores = sorted(set(request.searched_stores))
+    ef_search = vector_channel.hnsw_ef_search(request.depth)
     with connection.read_snapshot(conn):
-        citus.set_search_settings(conn, vector_channel.hnsw_ef_search(request.depth))
+        citus.set_search_settings(conn, ef_search)
         first = prelude.prelude(conn, request, phrases, None)
         if scope is not None:
             request = dataclasses.replace(request, scope=_runs(conn, scope, stores))
@@ -76,14 +80,15 @@ def rank(conn: PgConnection, request: RankRequest, scope: Scope | None) -> PgRan
         if request.lexical:
             plan = keyword_channel.lexical_plan(conn, request, phrases, first, searched_rows)
         semantic = vector_channel.semantic_sql(request, searched_rows, has_hnsw)
-        found: list[tuple[Any, ...]] = []
+        jobs: list[StoreJob] = []
         for store in stores:
             runs = None if request.scope is None else request.scope.of_store(store)
             if runs is not None and not runs.runs:
                 continue  # nothing of the scope in this store
             one = dataclasses.replace(request, searched_stores=[store], scope=runs)
             lexical = keyword_channel.lexical_sql(plan, one, phrases, every_list=True)
-            found += channels.channel_rows(conn, one, lexical, semantic, kept_count=True)
+            jobs.append((one, lexical, semantic))
+        found = _channel_rows_of_stores(conn, jobs, ef_search)
         lexical_ids, lexical_scores = _best_keyword_rows(found, plan, request.depth)
         pool_size = int((semantic.params or {}).get("pool_size", 0))
         pool = _best_pool_rows(found, pool_size, exact=semantic.strategy != "pg_hnsw")
@@ -94,6 +99,64 @@ def rank(conn: PgConnection, request: RankRequest, scope: Scope | None) -> PgRan
         )  # fmt: skip
     scope_rows = None if request.scope is None else request.scope.rows
     return PgRanking(ranked, plan.strategy, semantic.strategy, plan.ceiling, scope_rows)
+
+
+StoreJob = tuple[RankRequest, keyword_channel.LexicalSql, vector_channel.SemanticSql]
+# The per-store channels statements run on this many connections at once: the search's own and
+# helpers beside it (halves.helpers), each taking every STORE_LANES-th store. Each statement is
+# a router query to its store's worker, so the lanes' statements run on different nodes at
+# once; one after another, a search over many stores took the sum of their times (the 1M table
+# on the cluster, docs/scale-out.md). A helper's statements run in a read-only transaction of
+# its own with the search's settings: on Citus every worker reads its own snapshot anyway (a
+# coordinator's transaction is not one snapshot across nodes).
+STORE_LANES = 4
+BEGIN_LANE = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+
+def _channel_rows_of_stores(
+    conn: PgConnection, jobs: Sequence[StoreJob], ef_search: int
+) -> list[tuple[Any, ...]]:
+    """The channels statement's rows of every job (a store each), on up to STORE_LANES
+    connections at once, in the jobs' order."""
+    lanes = min(STORE_LANES, len(jobs)) if halves.can_open_helpers(conn) else 1
+    if lanes <= 1:
+        return [row for job in jobs for row in _channel_rows(conn, job)]
+    others = halves.helpers(conn, lanes - 1)
+    results: list[list[tuple[Any, ...]] | None] = [None] * len(jobs)
+    errors: list[BaseException] = []
+
+    def lane(helper: PgConnection, first: int) -> None:
+        try:
+            helper.execute(BEGIN_LANE)
+            citus.set_search_settings(helper, ef_search)
+            for n in range(first, len(jobs), lanes):
+                results[n] = _channel_rows(helper, jobs[n])
+            helper.execute("COMMIT")
+        except BaseException as exc:  # handed to the search's thread
+            errors.append(exc)
+
+    threads = [
+        threading.Thread(target=lane, args=(helper, slot + 1), name="kbmcp-search-store",
+                         daemon=True)
+        for slot, helper in enumerate(others)
+    ]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    try:
+        for n in range(0, len(jobs), lanes):
+            results[n] = _channel_rows(conn, jobs[n])
+    finally:
+        for thread in threads:
+            thread.join()
+    if errors:
+        halves.close_helper(conn)  # a helper's transaction may be left open: never reuse it
+        raise errors[0]
+    return [row for rows in results if rows is not None for row in rows]
+
+
+def _channel_rows(conn: PgConnection, job: StoreJob) -> list[tuple[Any, ...]]:
+    one, lexical, semantic = job
+    return channels.channel_rows(conn, one, lexical, semantic, kept_count=True)
 
 
 def _runs(conn: PgConnection, scope: Scope, stores: Sequence[int]) -> ScopeRuns:
