@@ -167,3 +167,65 @@ def test_shaped_vectors_and_real_text_search_exactly(
     real = ["--corpus", "scifact", "--dataset", str(_scifact_folder(tmp_path)), *shaped]
     rows = cells(run_bench("--db", str(tmp_path / "real.db"), *real))
     assert len(rows) == 10 and all(recall == pytest.approx(1.0) for _, recall in rows), rows
+
+
+def _clustered_rows(tangents: list[float], members: int, seed: int = 6) -> np.ndarray:
+    """`members` rows around each of len(tangents) random centres (dimension 64), each at
+    about its cluster's tangent from the centre."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((len(tangents), 64))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    offsets = rng.standard_normal((len(tangents) * members, 64)) / np.sqrt(64)
+    scale = np.repeat(np.asarray(tangents), members)[:, None]
+    return np.repeat(centres, members, axis=0) + scale * offsets
+
+
+def test_tangent_slope_measures_what_a_new_document_finds() -> None:
+    """A cluster that is tight because its rows are one document's chunks is not tight for a
+    new document: its rows' other-document neighbours do not follow its tangent (slope ~0),
+    while rows of distinct documents do (slope ~1); the tangents are shrunk by that slope."""
+    shape = load_bench_module("vector_shape")
+    tangents = [0.3, 1.0] * 8
+    rows = shape.normalise(_clustered_rows(tangents, 30))
+    cluster_tangents = np.repeat(np.asarray(tangents), 30)
+    own_documents = np.arange(len(rows))
+    one_document_a_cluster = np.repeat(np.arange(len(tangents)), 30)
+    assert shape.tangent_slope(rows, own_documents, cluster_tangents) > 0.7
+    assert shape.tangent_slope(rows, one_document_a_cluster, cluster_tangents) < 0.2
+    shrunk = shape.shrunk_tangents(np.array([0.25, 1.0, 4.0]), 0.5)
+    assert shrunk == pytest.approx([0.5, 1.0, 2.0])
+
+
+def test_strands_bring_the_nearest_row_closer_and_old_files_draw_as_before(
+    tmp_path: Path,
+) -> None:
+    """With strands (rows sharing part of their offset), a query's nearest row is closer than
+    without them at the same spread, and a row's `near` query is closer to it; the model keeps
+    its strand fields through save/load, and a file without them draws exactly as before."""
+    shape = load_bench_module("vector_shape")
+    rows = shape.normalise(_clustered_rows([0.8] * 16, 25))
+    model = shape.fit_shape(rows, documents=np.arange(len(rows)) // 4)
+    assert model.strand_rows == pytest.approx(4.0)
+    firsts, nears = [], []
+    for share in (0.0, 0.5):
+        generator = shape.ShapeGenerator(model.with_spread(1.0, share), len(rows))
+        corpus = generator.corpus()
+        _, cosines = shape.exact_top(corpus, generator.queries(200))
+        firsts.append(cosines[:, 0].mean())
+        asked = generator.near(range(50))
+        nears.append(np.einsum("ij,ij->i", asked, corpus[:50]).mean())
+    assert firsts[1] > firsts[0] + 0.02 and nears[1] > nears[0] + 0.05, (firsts, nears)
+    stranded = model.with_spread(0.9, 0.3)
+    stranded.save(tmp_path / "new.npz")
+    loaded = shape.ShapeModel.load(tmp_path / "new.npz")
+    assert (loaded.spread, loaded.strand_share, loaded.strand_rows) == (0.9, 0.3, 4.0)
+    assert loaded.tangent_slope == pytest.approx(model.tangent_slope)
+    old = shape.fit_shape(rows)  # no documents: no strands, tangents as measured
+    assert (old.strand_rows, old.strand_share, old.tangent_slope) == (0.0, 0.0, 1.0)
+    np.savez(tmp_path / "old.npz", centres=old.centres, sizes=old.sizes, tangents=old.tangents,
+             noise=old.noise, fitted_rows=old.fitted_rows, spread=1.0,
+             row_factors=old.row_factors)  # fmt: skip
+    legacy = shape.ShapeModel.load(tmp_path / "old.npz")
+    assert legacy.strand_share == 0.0 and legacy.tangent_slope == 1.0
+    drawn = shape.ShapeGenerator(legacy, 300).row_range(0, 300)[0]
+    assert np.array_equal(drawn, shape.ShapeGenerator(old, 300).row_range(0, 300)[0])
