@@ -165,10 +165,13 @@ def test_ids_resolve_alike(both: tuple) -> None:
     kbs = [row[0] for row in sqlite.conn.execute("SELECT public_id FROM knowledge_base")]
     docs = [row[0] for row in sqlite.conn.execute("SELECT public_id FROM document")]
     readable = _stores(sqlite, "documents")[:1]
-    wanted = ([*kbs, "kb_unknown"], [*docs, "doc_unknown", docs[0]], readable)
-    assert pg.store.search.resolve_ids(pg.conn, *wanted) == sqlite.store.search.resolve_ids(
-        sqlite.conn, *wanted
-    )
+    every = ([*kbs, "kb_unknown", kbs[0]], [*docs, "doc_unknown", docs[0]])
+    # both kinds, each kind alone (PostgreSQL then asks for that kind only), and neither
+    for kb_ids, doc_ids in (every, (every[0], []), ([], every[1]), ([], [])):
+        wanted = (kb_ids, doc_ids, readable)
+        got = pg.store.search.resolve_ids(pg.conn, *wanted)
+        assert got == sqlite.store.search.resolve_ids(sqlite.conn, *wanted)
+        assert len(got) == len(kb_ids) + len(doc_ids)
     stores = _stores(sqlite, "memories")
     assert pg.store.search.resolve_memory_store_ids(
         pg.conn, [*kbs, "mst_unknown"], stores
