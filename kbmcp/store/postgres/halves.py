@@ -11,7 +11,9 @@ commits. The extra round trips (the export, the helper's) and the thread cost ~0
 scopes of at least HALVES_MIN_ROWS chunks use it, and only when both channels run.
 
 The helper connection is opened on first use beside the connection it serves and kept with it
-(one per kbmcp connection, closed with it: `close_helper`). On a server in recovery (a hot
+(one per kbmcp connection for the vector half, closed with it: `close_helper`; a search over
+several stores on Citus asks for up to three, `helpers`, for its per-store statements:
+shards.py). On a server in recovery (a hot
 standby) the search stays one statement, as before: snapshot export there (PostgreSQL 10 and
 later) is not tested here. On a Citus coordinator too (`shares_snapshots`).
 """
