@@ -394,6 +394,45 @@ def test_a_search_over_several_stores_reads_only_their_shards(
         assert shards <= allowed, sql
 
 
+def test_a_search_of_one_named_knowledge_base_reads_only_its_shard(
+    parity: Parity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """acme reads four stores; a knowledge_base_ids filter naming one of them searches that
+    store alone: one channels statement, one task on that store's shard (before, one per
+    readable store, its scope read over every one of them and its ids resolved by pulling
+    the readable stores' documents to the coordinator); the answers are one server's."""
+    url = str(parity.sharded.settings.db)
+    # acme's knowledge base with the most documents (one server's copy: the same ids)
+    chosen_id, chosen = parity.plain.conn.execute(
+        "SELECT kb.id, kb.public_id FROM knowledge_base AS kb JOIN tenant AS t"
+        " ON t.id = kb.tenant_id WHERE t.name = 'acme' AND kb.kind = 'documents'"
+        " ORDER BY (SELECT count(*) FROM document AS d WHERE d.knowledge_base_id = kb.id) DESC,"
+        " kb.id LIMIT 1"
+    ).fetchone()
+    allowed = _shards_of(url, [chosen_id])
+    requests = [
+        SearchRequest(query=query, mode=mode, filters=SearchFilters(knowledge_base_ids=[chosen]))
+        for mode in MODES
+        for query in ("error budget zanzibar", "the of and a")  # the second: pruned terms
+    ]
+    wanted = [answer(parity.plain, "acme", request) for request in requests]
+    recorder = _Statements(monkeypatch)  # the cluster's statements only
+    compared = 0
+    for request, want in zip(requests, wanted, strict=True):
+        got = answer(parity.sharded, "acme", request)
+        assert got == want, request
+        assert got["stats"]["scope_chunks"], request  # a scope with rows
+        compared += 1
+    monkeypatch.undo()
+    assert compared == 2 * len(MODES)
+    channels = [(sql, params) for sql, params in recorder.seen if "semantic_pool" in sql]
+    assert len(channels) == compared  # one channels statement a search: the named store's
+    scope_reads = [sql for sql, _ in recorder.seen if "scope_document" in sql]
+    assert len(scope_reads) == compared  # its scope read in that store only
+    for counts, shards, sql in _tasks(url, channels):
+        assert counts == [1] and shards <= allowed, sql
+
+
 # ------------------------------------------------------------------ a filtered HNSW search
 
 

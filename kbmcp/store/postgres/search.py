@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 
 from kbmcp.search.query_vector import unit
+from kbmcp.search.resolved import Scope
 from kbmcp.store.postgres import keyword, ranking, shards
 from kbmcp.store.postgres.rank_request import RankRequest
 from kbmcp.store.postgres.scope import (
@@ -73,7 +74,7 @@ def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranke
         query_vector=vector,
         lexical=args.uses_lexical,
         readable_stores=query.readable.store_ids,
-        searched_stores=[*(scope.readable_kb_ids or ()), *(scope.memory_store_ids or ())],
+        searched_stores=[*_searched_knowledge_bases(scope), *(scope.memory_store_ids or ())],
         scope=None,
         every_store=scope.everything,
         mode=args.mode,
@@ -94,6 +95,19 @@ def rank(conn: PgConnection, query: RankQuery, accelerator: Any | None) -> Ranke
     if query.query_vector is not None and vector is None:
         vector_strategy = NO_DIRECTION
     return Ranked(ranked.ranking, ranked.lexical_strategy, vector_strategy, ranked.scope_rows)
+
+
+def _searched_knowledge_bases(scope: Scope) -> list[int]:
+    """The knowledge bases a search reads: the readable ones, or with a knowledge_base_ids
+    filter only those it names (no other can hold a chunk of the scope). The statements then
+    name fewer stores: on Citus a search of one named knowledge base is a router query on its
+    shard instead of a scope read store by store over every readable one."""
+    readable = list(scope.readable_kb_ids or ())
+    named = scope.filters.get("knowledge_base_ids")
+    if named is None:
+        return readable
+    chosen = set(named)
+    return [kb for kb in readable if kb in chosen]
 
 
 def term_tokens(conn: PgConnection, term: str) -> list[str]:
