@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -32,6 +32,8 @@ from psycopg.pq import TransactionStatus
 from kbmcp.store.postgres import citus
 
 PgConnection = psycopg.Connection[Any]
+Mine = TypeVar("Mine")
+Theirs = TypeVar("Theirs")
 
 # Scopes from this many chunks run their channels on two connections (below, the extra round
 # trips cost more than the overlap saves: bench/search.py, docs/scale-out.md).
@@ -83,25 +85,44 @@ def run_halves(
     """(rows of `own()` on `conn`, rows of `other_sql` on the helper connection), run at the
     same time in `conn`'s open transaction's snapshot."""
     snapshot = conn.execute(EXPORT_SNAPSHOT).fetchone()[0]
-    helper = _helper(conn)
-    result: dict[str, Any] = {}
+    mine, (other,) = run_beside(
+        conn, own, [lambda helper: _in_snapshot(helper, snapshot, other_sql, params)]
+    )
+    return mine, other
 
-    def other() -> None:
+
+def run_beside(
+    conn: PgConnection,
+    own: Callable[[], Mine],
+    tasks: Sequence[Callable[[PgConnection], Theirs]],
+) -> tuple[Mine, list[Theirs]]:
+    """`own()` on the calling thread while each task runs on a helper connection of its own
+    beside `conn` (`helpers`), in a thread: (own's result, the tasks' results in order). A
+    task's failure closes the helpers (a transaction may be left open on one: never reuse it)
+    and is raised once every task has ended."""
+    beside = helpers(conn, len(tasks))
+    results: list[Any] = [None] * len(tasks)
+    errors: list[BaseException] = []
+
+    def run(slot: int) -> None:
         try:
-            result["rows"] = _in_snapshot(helper, snapshot, other_sql, params)
+            results[slot] = tasks[slot](beside[slot])
         except BaseException as exc:  # handed to the caller's thread
-            result["error"] = exc
+            errors.append(exc)
 
-    thread = threading.Thread(target=other, name="kbmcp-search-half", daemon=True)
-    thread.start()
+    threads = [threading.Thread(target=run, args=(slot,), name="kbmcp-search-helper",
+                                daemon=True) for slot in range(len(tasks))]  # fmt: skip
+    for thread in threads:
+        thread.start()
     try:
         mine = own()
     finally:
-        thread.join()
-    if "error" in result:
-        close_helper(conn)  # its transaction may be left open: never reuse it
-        raise result["error"]
-    return mine, result["rows"]
+        for thread in threads:
+            thread.join()
+    if errors:
+        close_helper(conn)
+        raise errors[0]
+    return mine, results
 
 
 def _in_snapshot(
@@ -116,10 +137,6 @@ def _in_snapshot(
         rows = cursor.fetchall()
         helper.execute("COMMIT")
     return rows
-
-
-def _helper(conn: PgConnection) -> PgConnection:
-    return helpers(conn, 1)[0]
 
 
 def can_open_helpers(conn: PgConnection) -> bool:

@@ -250,12 +250,10 @@ def lexical_sql(
         # a token); sized by the rows of every searched store, eight stores of 125,000 would
         # each read 8,000, eight times the candidates one store of a million gives.
         rows_of = dict(plan.store_rows)
-        sizes = [plan_choice.bounded_list_size(rows_of.get(store, 0))
-                 for store in sorted(request.searched_stores)]  # fmt: skip
-        sql.params["list_sizes"] = sizes
-        sql.params["list_size"] = sizes[0] if len(sizes) == 1 else None
+        stores = sorted(request.searched_stores)  # the channels statement's searched_stores
+        sizes = [plan_choice.bounded_list_size(rows_of.get(store, 0)) for store in stores]
         sql.params["rescored"] = plan_choice.BOUNDED_RESCORED_PER_DEPTH * (request.depth + 1)
-        lists = sql.lists(plan.kept, request.searched_stores)
+        lists = sql.lists(plan.kept, stores, sizes)
         ctes = LEXICAL_BOUNDED.format(lists=lists, contribution=contribution)
         ctes += LEXICAL_KEPT.format(kept=sql.rows(plan.kept, "candidates", "kept"),
                                     contribution=contribution)  # fmt: skip
@@ -316,13 +314,17 @@ class _PhraseSql:
                 self.params.update(token_params)
         return "\n    UNION ALL".join(parts)
 
-    def lists(self, selected: Sequence[Phrase], stores: Sequence[int]) -> str:
+    def lists(self, selected: Sequence[Phrase], stores: Sequence[int], sizes: Sequence[int]
+              ) -> str:  # fmt: skip
         """The bounded plan's candidates: each single token's best postings per searched store
-        (`stores`), and every row of each multi-token phrase."""
+        (`stores`, sorted, each list as long as its entry of `sizes`), and every row of each
+        multi-token phrase."""
         parts = []
         one_store = len(set(stores)) == 1
         if one_store:
-            self.params["only_store"] = stores[0]
+            self.params["only_store"], self.params["list_size"] = stores[0], sizes[0]
+        else:
+            self.params["list_sizes"] = list(sizes)
         for term, tokens in selected:
             if len(tokens) == 1:
                 name = f"l{self.number[term]}"

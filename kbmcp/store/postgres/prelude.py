@@ -27,14 +27,12 @@ SEARCH_SETTINGS = """set_config('enable_mergejoin', 'off', true),
        set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', %(ef_search)s::text, true)"""
 # The search's first statement, one round trip for what the channels statement is written from:
-# the settings; the searched stores' indexed chunks (their keyword totals, summed and store by
-# store: the bounded keyword lists are sized by each store's own) and whether the HNSW
+# the settings; the searched stores' indexed chunks (their keyword totals, store by store: the
+# bounded keyword lists are sized by each store's own) and whether the HNSW
 # index exists; the keyword statistics of the readable stores (keyword.py's STORE_TOTALS and
 # TOKEN_ROWS); a filtered scope's runs (scope.py's SCOPE_RUN_CTES and SCOPE_RUN_COLUMNS).
 PRELUDE = """{ctes}
 SELECT {settings},
-       (SELECT coalesce(sum(rows), 0)::bigint FROM keyword_total
-        WHERE knowledge_base_id = ANY(%(searched_stores)s::bigint[])),
        (SELECT array_agg(ARRAY[knowledge_base_id, rows] ORDER BY knowledge_base_id)
         FROM keyword_total
         WHERE knowledge_base_id = ANY(%(searched_stores)s::bigint[])),
@@ -57,12 +55,16 @@ NO_SCOPE_COLUMNS = "NULL::bigint[], NULL::bigint[]"
 class Prelude:
     """What the first statement read (PRELUDE)."""
 
-    searched_rows: int
     store_rows: dict[int, int]  # each searched store's indexed chunks (a store without: none)
     has_hnsw: bool
     totals: tuple[int, int]  # the readable stores' indexed rows and tokens
     token_rows: dict[str, int]  # single tokens' rows in the readable stores
     scope: ScopeRuns | None
+
+    @property
+    def searched_rows(self) -> int:
+        """The searched stores' indexed chunks."""
+        return sum(self.store_rows.values())
 
 
 def prelude(
@@ -87,12 +89,11 @@ def prelude(
     # Prepared as psycopg does (the scope statement always was): a scope's plan is index
     # ranges and lookups whatever its values, and its planning was half its time at 0.1%.
     row = conn.execute(sql, params).fetchone()
-    searched_rows, store_rows, has_hnsw, totals, tokens, token_rows, *runs = row[3:]
+    store_rows, has_hnsw, totals, tokens, token_rows, *runs = row[3:]
     token_counts: dict[str, int] = {}
     for token, rows in zip(tokens or [], token_rows or [], strict=True):
         token_counts[token] = token_counts.get(token, 0) + int(rows)  # a row per store
     return Prelude(
-        int(searched_rows),
         {int(store): int(rows) for store, rows in store_rows or []},
         bool(has_hnsw),
         (int(totals[0]), int(totals[1])),

@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -117,14 +116,13 @@ def rank(conn: PgConnection, request: RankRequest, scope: Scope | None) -> PgRan
 
 StoreJob = tuple[RankRequest, keyword_channel.LexicalSql, vector_channel.SemanticSql]
 # The per-store channels statements run on this many connections at once: the search's own and
-# helpers beside it (halves.helpers), each taking every STORE_LANES-th store. Each statement is
+# helpers beside it (halves.run_beside), each taking every STORE_LANES-th store. Each statement is
 # a router query to its store's worker, so the lanes' statements run on different nodes at
 # once; one after another, a search over many stores took the sum of their times (the 1M table
 # on the cluster, docs/scale-out.md). A helper's statements run in a read-only transaction of
 # its own with the search's settings: on Citus every worker reads its own snapshot anyway (a
 # coordinator's transaction is not one snapshot across nodes).
 STORE_LANES = 4
-BEGIN_LANE = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 
 def _channel_rows_of_stores(
@@ -133,40 +131,27 @@ def _channel_rows_of_stores(
     """The channels statement's rows of every job (a store each), on up to STORE_LANES
     connections at once, in the jobs' order (`kept_count`: with each store's KEPT_COUNT
     row)."""
-    lanes = min(STORE_LANES, len(jobs)) if halves.can_open_helpers(conn) else 1
-    if lanes <= 1:
-        return [row for job in jobs for row in _channel_rows(conn, job, kept_count)]
-    others = halves.helpers(conn, lanes - 1)
-    results: list[list[tuple[Any, ...]] | None] = [None] * len(jobs)
-    errors: list[BaseException] = []
+    lanes = max(1, min(STORE_LANES, len(jobs))) if halves.can_open_helpers(conn) else 1
 
-    def lane(helper: PgConnection, first: int) -> None:
-        try:
-            helper.execute(BEGIN_LANE)
+    def lane(lane_conn: PgConnection, first: int) -> list[tuple[int, list[tuple[Any, ...]]]]:
+        return [(n, _channel_rows(lane_conn, jobs[n], kept_count))
+                for n in range(first, len(jobs), lanes)]  # fmt: skip
+
+    def helper_lane(first: int) -> Callable[[PgConnection], list[tuple[int, Any]]]:
+        def run(helper: PgConnection) -> list[tuple[int, Any]]:
+            helper.execute(halves.BEGIN_SHARED)
             citus.set_search_settings(helper, ef_search)
-            for n in range(first, len(jobs), lanes):
-                results[n] = _channel_rows(helper, jobs[n], kept_count)
+            done = lane(helper, first)
             helper.execute("COMMIT")
-        except BaseException as exc:  # handed to the search's thread
-            errors.append(exc)
+            return done
 
-    threads = [
-        threading.Thread(target=lane, args=(helper, slot + 1), name="kbmcp-search-store",
-                         daemon=True)
-        for slot, helper in enumerate(others)
-    ]  # fmt: skip
-    for thread in threads:
-        thread.start()
-    try:
-        for n in range(0, len(jobs), lanes):
-            results[n] = _channel_rows(conn, jobs[n], kept_count)
-    finally:
-        for thread in threads:
-            thread.join()
-    if errors:
-        halves.close_helper(conn)  # a helper's transaction may be left open: never reuse it
-        raise errors[0]
-    return [row for rows in results if rows is not None for row in rows]
+        return run
+
+    mine, theirs = halves.run_beside(
+        conn, lambda: lane(conn, 0), [helper_lane(first) for first in range(1, lanes)]
+    )
+    by_job = dict(mine + [done for rows in theirs for done in rows])
+    return [row for n in range(len(jobs)) for row in by_job[n]]
 
 
 def _channel_rows(conn: PgConnection, job: StoreJob, kept_count: bool) -> list[tuple[Any, ...]]:
