@@ -184,8 +184,7 @@ class CitusCluster:
         return Node(name, data, port)
 
     def start_node(self, node: Node) -> None:
-        self._run([str(self.bin / "pg_ctl"), "-D", str(node.data), "-w", "-t",
-                   str(START_TIMEOUT_S), "-l", str(node.data / "log"), "start"])  # fmt: skip
+        self._start_server(node)
         import psycopg
 
         with psycopg.connect(node.admin_url(), autocommit=True) as conn:
@@ -194,10 +193,15 @@ class CitusCluster:
             conn.execute("CREATE EXTENSION citus")
             conn.execute("CREATE EXTENSION vector")
 
-    def stop_node(self, node: Node) -> None:
+    def _start_server(self, node: Node) -> None:
+        self._run([str(self.bin / "pg_ctl"), "-D", str(node.data), "-w", "-t",
+                   str(START_TIMEOUT_S), "-l", str(node.data / "log"), "start"])  # fmt: skip
+
+    def stop_node(self, node: Node, mode: str = "immediate") -> None:
+        """Stop a node's server (`mode`: pg_ctl's; "fast" checkpoints first)."""
         with contextlib.suppress(subprocess.CalledProcessError):
-            self._run([str(self.bin / "pg_ctl"), "-D", str(node.data), "-m", "immediate",
-                       "-w", "stop"])  # fmt: skip
+            self._run([str(self.bin / "pg_ctl"), "-D", str(node.data), "-m", mode, "-w", "-t",
+                       str(START_TIMEOUT_S), "stop"])  # fmt: skip
 
     def start(self, workers: int = 2) -> None:
         """Start the coordinator and `workers` workers, and join them into one cluster."""
@@ -227,8 +231,12 @@ class CitusCluster:
         return node
 
     def stop(self) -> None:
-        for node in [*self.workers, *([self.coordinator] if self.coordinator else [])]:
+        for node in self._nodes():
             self.stop_node(node)
+
+    def _nodes(self) -> list[Node]:
+        """The workers, then the coordinator (stopped in that order)."""
+        return [*self.workers, *([self.coordinator] if self.coordinator else [])]
 
     def reopen(self) -> bool:
         """Start the nodes a previous `start` left under `root` (their data, ports and cluster
@@ -240,17 +248,14 @@ class CitusCluster:
             self.system_user = "embedded_postgres"
         nodes = [Node(data.name, data, _port_of(data)) for data in found]
         for node in nodes:
-            self._run([str(self.bin / "pg_ctl"), "-D", str(node.data), "-w", "-t",
-                       str(START_TIMEOUT_S), "-l", str(node.data / "log"), "start"])  # fmt: skip
+            self._start_server(node)
         self.coordinator, self.workers = nodes[0], nodes[1:]
         return True
 
     def shut_down(self) -> None:
         """A clean stop (a checkpoint first), for folders that `reopen` will start again."""
-        for node in [*self.workers, *([self.coordinator] if self.coordinator else [])]:
-            with contextlib.suppress(subprocess.CalledProcessError):
-                self._run([str(self.bin / "pg_ctl"), "-D", str(node.data), "-m", "fast", "-w",
-                           "-t", str(START_TIMEOUT_S), "stop"])  # fmt: skip
+        for node in self._nodes():
+            self.stop_node(node, mode="fast")
 
     def new_database(self, name: str, settings: dict[str, str] | None = None) -> str:
         """Another database with Citus on every node (the coordinator's URL), for one test or

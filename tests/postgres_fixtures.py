@@ -249,8 +249,7 @@ def insert_revision(
 ) -> None:
     """A raw revision row (number 1). `store_keys` False: at a schema before migration 9,
     where revisions name no store."""
-    named = ", knowledge_base_id" if store_keys else ""
-    value = ", %(store)s" if store_keys else ""
+    named, value = _store_column(store_keys)
     conn.execute(
         "INSERT INTO revision (id, public_id, document_id, number, content, content_hash,"
         f" char_count, line_count, created_at{named}) VALUES (%(id)s, %(public)s, %(document)s,"
@@ -264,11 +263,15 @@ def insert_chunk(
     conn: Any, chunk_id: int, revision_id: int, store: int, *, store_keys: bool = True
 ) -> None:
     """A raw chunk row (text 'x', ordinal = id); `store_keys` as `insert_revision`."""
-    named = ", knowledge_base_id" if store_keys else ""
-    value = ", %(store)s" if store_keys else ""
+    named, value = _store_column(store_keys)
     conn.execute(
         "INSERT INTO chunk (id, public_id, revision_id, ordinal, char_start, char_end,"
         f" line_start, line_end, text{named})"
         f" VALUES (%(id)s, %(public)s, %(revision)s, %(id)s, 0, 1, 1, 1, 'x'{value})",
         {"id": chunk_id, "public": f"chk_{chunk_id}", "revision": revision_id, "store": store},
     )
+
+
+def _store_column(store_keys: bool) -> tuple[str, str]:
+    """The store column of a raw row's INSERT, and its value (none before migration 9)."""
+    return (", knowledge_base_id", ", %(store)s") if store_keys else ("", "")
