@@ -42,7 +42,9 @@ real model is a day of CPU here. So the benches draw vectors from a model of rea
   and 100 (pgvector's defaults, m 16 and ef_construction 64; the median of `--builds` builds,
   as one build's recall at ef 10 moves by a few hundredths), each within `TOLERANCE`. The real
   queries (SciFact claims and the docs questions) are searched in the real set too: their curve
-  is the lower bound a user's questions give. `spread` and `strand_share` are the two free
+  is the lower bound a user's questions give. Each query set's mean cosine to its nearest,
+  second and fifth fitted centre says whether its rows sit beside one centre or between
+  several; `--crossed` adds each side's queries searched in the other side's set. `spread` and `strand_share` are the two free
   numbers, chosen together on a grid by the first and tenth nearest neighbours' mean cosines
   alone (two numbers for two figures: those two means are fitted, not checked); the slope and
   the strands' size are measured; every other figure is a check.
@@ -387,6 +389,14 @@ class Neighbourhood:
         }
 
 
+def nearest_centres(queries: np.ndarray, centres: np.ndarray) -> dict[str, float]:
+    """Where queries sit among the fitted centres: the mean cosine to their nearest, second
+    and fifth nearest centre (a row beside one centre, or between several)."""
+    ranked = -np.sort(-(queries @ centres.T), axis=1)
+    return {f"{name} centre": float(ranked[:, rank].mean())
+            for name, rank in (("nearest", 0), ("2nd", 1), ("5th", 4))}  # fmt: skip
+
+
 def neighbourhood(corpus: np.ndarray, queries: np.ndarray, cosines: np.ndarray) -> Neighbourhood:
     rng = np.random.default_rng(9)
     a, b = rng.integers(len(corpus), size=(2, 200_000))
@@ -547,6 +557,12 @@ def main() -> None:
         help="Instead of the check: HNSW recall and time over ROWS rows drawn from the fitted "
         "model (--model), for each m/ef_construction of --grid.",
     )
+    parser.add_argument(
+        "--crossed",
+        action="store_true",
+        help="Also the crossed curves: drawn queries in the real set, the real held-out "
+        "chunks in the drawn set (which side of the model the index's difficulty is in).",
+    )
     parser.add_argument("--model", type=Path, help="With --tune: the model file.")
     parser.add_argument("--grid", default="16/64,16/128,24/128", help="With --tune.")
     args = parser.parse_args()
@@ -587,6 +603,15 @@ def main() -> None:
         "drawn": median_recall(args, "shape_drawn", drawn, drawn_queries, drawn_ids),
         "real questions": median_recall(args, "shape_real", corpus, real_queries, asked_ids),
     }
+    if args.crossed:
+        crossed_ids, _ = exact_top(corpus, drawn_queries)
+        curves["real set, drawn queries"] = median_recall(
+            args, "shape_real", corpus, drawn_queries, crossed_ids
+        )
+        crossed_ids, _ = exact_top(drawn, queries)
+        curves["drawn set, real chunks"] = median_recall(
+            args, "shape_drawn", drawn, queries, crossed_ids
+        )
     report = {
         "rows": len(corpus), "clusters": len(model.centres), "spread": model.spread,
         "strand share": model.strand_share, "strand rows": model.strand_rows,
@@ -598,6 +623,10 @@ def main() -> None:
                                         "drawn": drawn_shape.tenth_above_background,
                                         "real questions": asked_shape.tenth_above_background},
         "hnsw recall@10": {name: {str(k): v for k, v in c.items()} for name, c in curves.items()},
+        "queries among the centres": {
+            "real chunks": nearest_centres(queries, model.centres),
+            "drawn": nearest_centres(drawn_queries, model.centres),
+            "real questions": nearest_centres(real_queries, model.centres)},
     }  # fmt: skip
     print_report(report)
     if args.json:
@@ -629,9 +658,16 @@ def print_report(report: dict[str, Any]) -> None:
         print(f"{figure:<22}" + "".join(f"{report['shape'][n][figure]:>16.3f}" for n in names))
     above = report["tenth above background (sd)"]
     print(f"{'10th above pairs (sd)':<22}" + "".join(f"{above[n]:>16.2f}" for n in names))
+    for figure in report["queries among the centres"]["real chunks"]:
+        print(f"{figure:<22}" + "".join(
+            f"{report['queries among the centres'][n][figure]:>16.3f}" for n in names))  # fmt: skip
     for ef in report["hnsw recall@10"]["real chunks"]:
         print(f"{'recall@10, ef ' + ef:<22}"
               + "".join(f"{report['hnsw recall@10'][n][ef]:>16.3f}" for n in names))  # fmt: skip
+    crossed = [n for n in report["hnsw recall@10"] if n not in names]
+    for name in crossed:  # --crossed: one line each
+        curve = report["hnsw recall@10"][name]
+        print(f"recall@10, {name}: " + ", ".join(f"ef {ef} {v:.3f}" for ef, v in curve.items()))
 
 
 if __name__ == "__main__":

@@ -229,3 +229,20 @@ def test_strands_bring_the_nearest_row_closer_and_old_files_draw_as_before(
     assert legacy.strand_share == 0.0 and legacy.tangent_slope == 1.0
     drawn = shape.ShapeGenerator(legacy, 300).row_range(0, 300)[0]
     assert np.array_equal(drawn, shape.ShapeGenerator(old, 300).row_range(0, 300)[0])
+
+
+def test_nearest_centres_tells_a_row_beside_one_centre_from_one_between_two() -> None:
+    """The check's centre figures: a row at a centre has cosine 1 to its nearest centre, a row
+    halfway between two orthogonal centres has the same cosine to both (0.707)."""
+    shape = load_bench_module("vector_shape")
+    centres = np.eye(6, dtype=np.float32)
+    beside = centres[:1]
+    between = shape.normalise(centres[:1] + centres[1:2])
+    at_centre = shape.nearest_centres(beside, centres)
+    assert at_centre == pytest.approx({"nearest centre": 1.0, "2nd centre": 0.0, "5th centre": 0.0})
+    halfway = shape.nearest_centres(between, centres)
+    assert (
+        halfway["nearest centre"]
+        == pytest.approx(halfway["2nd centre"])
+        == pytest.approx(0.7071, abs=1e-4)
+    )
