@@ -33,23 +33,34 @@ real model is a day of CPU here. So the benches draw vectors from a model of rea
   files are: the cluster's centre). Up to the fitted set's size the rows are drawn around the
   fitted centres; a larger corpus keeps ~25 rows a centre by drawing its centres themselves as
   rows of the fitted clusters (40 centres where the real set had one at 1M rows), so every
-  neighbourhood is shaped like a real one and there are more of them. Queries are further rows
-  of the same strands (the corpus never holds them); `near` a row is a new row of its strand.
+  neighbourhood is shaped like a real one and there are more of them. `near` a row is a new row
+  of its strand (the benches' question about a given chunk).
+- **held-out queries** (`queries`, the check's drawn queries): a real chunk the fit never saw
+  sits between the fitted centres (mean cosine 0.635 to its nearest and 0.577 to its second,
+  where the fitted rows sit at 0.744 and 0.617), which is what makes a graph index miss its
+  neighbours; a row drawn around a centre sits by it. So the fit also keeps a second tiling of
+  the same rows (k-means from another start: `other_centres`, with their sizes and shrunk
+  tangents), and a held-out query is a row drawn around one of its centres: between the
+  first tiling's centres, as an unseen chunk is. `relative_share` of them also carry the whole
+  offset of a corpus row of the cluster they fall in (a relative: the same passage in another
+  document), which puts their nearest row as close as a real chunk's.
 - **check** (this script): hold out `--holdout` real chunks of whole documents as queries (a
   chunk's siblings would be its nearest rows, as a question's text is not), fit the rest, draw a
-  set of the same size and as many queries, and compare: random pairs' cosines, each query's
-  exact nearest and tenth-nearest neighbour, and pgvector's HNSW recall@10 at `ef_search` 10,
-  20, 40 and 100 (pgvector's defaults, m 16 and ef_construction 64; the median of `--builds`
-  builds, 7 by default: one build's recall at ef 10 moves by a few hundredths, seven builds of
-  the real set gave 0.860-0.922, and medians of three moved by 0.03 between runs), each within
-  `TOLERANCE`. The real queries (SciFact claims and the docs questions) are searched in the real
-  set too: their curve is the lower bound a user's questions give. Each query set's mean cosine
-  to its nearest, second and fifth fitted centre says whether its rows sit beside one centre or
-  between several; `--crossed` adds each side's queries searched in the other side's set.
-  `spread` and `strand_share` are the two free numbers, chosen together on a grid by the first
-  and tenth nearest neighbours' mean cosines alone (two numbers for two figures: those two means
-  are fitted, not checked); the slope and the strands' size are measured; every other figure is
-  a check.
+  set of the same size and as many held-out queries, and compare: random pairs' cosines, each
+  query's exact nearest and tenth-nearest neighbour, and pgvector's HNSW recall@10 at
+  `ef_search` 10, 20, 40 and 100 (pgvector's defaults, m 16 and ef_construction 64; the median
+  of `--builds` builds, 7 by default: one build's recall at ef 10 moves by a few hundredths,
+  seven builds of the real set gave 0.860-0.922, and medians of three moved by 0.03 between
+  runs), each within `TOLERANCE`. The real queries (SciFact claims and the docs questions) are
+  searched in the real set too: their curve is the lower bound a user's questions give. Each
+  query set's mean cosine to its nearest, second and fifth fitted centre says whether its rows
+  sit beside one centre or between several; `--crossed` adds each side's queries searched in the
+  other side's set. Three numbers are free, each chosen on a grid by the figure it moves most
+  (`choose_shape`): the strands' share and `spread` together by the set's own tightness (a row's
+  nearest other row: real sets are tight with sibling chunks, and a graph index is built over
+  them) and the queries' tenth neighbour, then `relative_share` by the queries' first neighbour.
+  Those three means are fitted, not checked; the slope and the strands' size are measured; every
+  other figure is a check.
 
 The real vectors come from bench/real_vectors.py's cache (`--cache`).
 """
@@ -75,9 +86,14 @@ EF_SEARCHES = (10, 20, 40, 100)
 TUNE_EF_SEARCHES = (20, 40, 80, 160, 320)
 TOLERANCE = 0.02
 BLOCK = 8_192  # rows drawn at a time, each block from its own seeded generator
-SPREADS = (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2, 1.25)  # what the fit tries
-STRAND_SHARES = (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)  # tried with each spread
-STRAND_FIELDS = ("tangent_slope", "strand_rows", "strand_share")  # absent from older files
+SPREADS = (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2)  # what the fit tries
+STRAND_SHARES = (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8)  # tried with each spread
+RELATIVE_SHARES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)  # tried with the chosen pair
+FIRST_RELATIVE_SHARE = 0.3  # the queries' relative share while spread and strands are chosen
+OTHER_TILING_SEED = 6  # the second k-means' start (spherical_kmeans' own default is 5)
+SET_SAMPLE = 2_000  # rows whose nearest other row is measured (the set's own tightness)
+STRAND_FIELDS = ("tangent_slope", "strand_rows", "strand_share", "relative_share")  # optional
+OTHER_TILING_FIELDS = ("other_centres", "other_sizes", "other_tangents")  # absent from older
 
 
 def normalise(rows: np.ndarray) -> np.ndarray:
@@ -127,24 +143,43 @@ class ShapeModel:
     # share of a row's offset variance its strand's rows have in common (chosen with `spread`).
     strand_rows: float = 0.0
     strand_share: float = 0.0
+    # A second tiling of the same rows (k-means from another start): where held-out queries
+    # are drawn around (`ShapeGenerator.queries`); None in older files (queries as before).
+    other_centres: np.ndarray | None = None
+    other_sizes: np.ndarray | None = None
+    other_tangents: np.ndarray | None = None
+    # The share of held-out queries that carry a relative's offset (chosen by the fit).
+    relative_share: float = 0.0
 
-    def with_spread(self, spread: float, strand_share: float | None = None) -> ShapeModel:
+    def with_spread(
+        self,
+        spread: float,
+        strand_share: float | None = None,
+        relative_share: float | None = None,
+    ) -> ShapeModel:
         share = self.strand_share if strand_share is None else strand_share
-        return dataclasses.replace(self, spread=spread, strand_share=share)
+        related = self.relative_share if relative_share is None else relative_share
+        return dataclasses.replace(self, spread=spread, strand_share=share, relative_share=related)
 
     def save(self, path: Path) -> None:
-        factors = {} if self.row_factors is None else {"row_factors": self.row_factors}
+        optional = {name: getattr(self, name) for name in ("row_factors", *OTHER_TILING_FIELDS)
+                    if getattr(self, name) is not None}  # fmt: skip
         np.savez(path, centres=self.centres, sizes=self.sizes, tangents=self.tangents,
                  noise=self.noise, fitted_rows=self.fitted_rows, spread=self.spread,
                  tangent_slope=self.tangent_slope, strand_rows=self.strand_rows,
-                 strand_share=self.strand_share, **factors)  # fmt: skip
+                 strand_share=self.strand_share, relative_share=self.relative_share,
+                 **optional)  # fmt: skip
 
     @classmethod
     def load(cls, path: Path) -> ShapeModel:
-        """A saved model; a file from before strands and shrunk tangents draws as it did."""
+        """A saved model; a file from before strands, shrunk tangents or the second tiling
+        draws as it did."""
         with np.load(path) as data:
             factors = data.get("row_factors", None)
-            extra = {name: float(data[name]) for name in STRAND_FIELDS if name in data}
+            extra: dict[str, Any] = {
+                name: float(data[name]) for name in STRAND_FIELDS if name in data
+            }
+            extra.update({name: data[name] for name in OTHER_TILING_FIELDS if name in data})
             return cls(data["centres"], data["sizes"], data["tangents"], data["noise"],
                        int(data["fitted_rows"]), float(data["spread"]), factors,
                        **extra)  # fmt: skip
@@ -159,10 +194,41 @@ def fit_shape(
     tangents are shrunk towards their median by `tangent_slope` (see the module docstring)."""
     k = max(1, len(rows) // rows_per_cluster)
     centres, labels = spherical_kmeans(rows, k)
+    sizes, tangents, factors, offsets = cluster_spreads(rows, centres, labels)
+    other_centres, other_labels = spherical_kmeans(rows, k, seed=OTHER_TILING_SEED)
+    other_sizes, other_tangents, _, _ = cluster_spreads(rows, other_centres, other_labels)
+    slope, strand_rows = 1.0, 0.0
+    if documents is not None:
+        slope = tangent_slope(rows, documents, tangents[labels])
+        tangents = shrunk_tangents(tangents, slope)
+        other_tangents = shrunk_tangents(other_tangents, slope)
+        strand_rows = len(rows) / len(np.unique(documents))
+    row_factors = np.quantile(np.concatenate(factors), np.linspace(0, 1, QUANTILES + 1))
+    offset_norms = np.linalg.norm(offsets, axis=1)
+    # The noise's covariance: every member's offset scaled to unit length (the tangent carries
+    # the size), so large clusters do not set the shape alone.
+    unit_offsets = offsets / np.maximum(offset_norms, 1e-12)[:, None]
+    covariance = unit_offsets.T @ unit_offsets / len(rows)
+    values, vectors = np.linalg.eigh(covariance)
+    values = np.clip(values, 0, None)
+    noise = (vectors * np.sqrt(values / values.sum())).astype(np.float32)
+    return ShapeModel(centres, sizes, tangents.astype(np.float32), noise, len(rows),
+                      row_factors=row_factors.astype(np.float32), tangent_slope=slope,
+                      strand_rows=strand_rows, other_centres=other_centres,
+                      other_sizes=other_sizes,
+                      other_tangents=other_tangents.astype(np.float32))  # fmt: skip
+
+
+def cluster_spreads(
+    rows: np.ndarray, centres: np.ndarray, labels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray], np.ndarray]:
+    """(each cluster's size, its median tangent (the median of every cluster's for one of one
+    or two rows), each measured cluster's members' tangents over its median, every row's
+    offset perpendicular to its centre)."""
+    k = len(centres)
     along = np.einsum("ij,ij->i", rows, centres[labels])
     offsets = rows - along[:, None] * centres[labels]  # perpendicular to the member's centre
-    offset_norms = np.linalg.norm(offsets, axis=1)
-    ratio = offset_norms / np.maximum(along, 1e-6)
+    ratio = np.linalg.norm(offsets, axis=1) / np.maximum(along, 1e-6)
     sizes = np.bincount(labels, minlength=k)
     tangents = np.full(k, np.nan)
     order = np.argsort(labels, kind="stable")
@@ -174,22 +240,7 @@ def fit_shape(
             tangents[c] = np.median(members)
             factors.append(members / max(tangents[c], 1e-6))
     tangents[np.isnan(tangents)] = np.nanmedian(tangents)
-    slope, strand_rows = 1.0, 0.0
-    if documents is not None:
-        slope = tangent_slope(rows, documents, tangents[labels])
-        tangents = shrunk_tangents(tangents, slope)
-        strand_rows = len(rows) / len(np.unique(documents))
-    row_factors = np.quantile(np.concatenate(factors), np.linspace(0, 1, QUANTILES + 1))
-    # The noise's covariance: every member's offset scaled to unit length (the tangent carries
-    # the size), so large clusters do not set the shape alone.
-    unit_offsets = offsets / np.maximum(offset_norms, 1e-12)[:, None]
-    covariance = unit_offsets.T @ unit_offsets / len(rows)
-    values, vectors = np.linalg.eigh(covariance)
-    values = np.clip(values, 0, None)
-    noise = (vectors * np.sqrt(values / values.sum())).astype(np.float32)
-    return ShapeModel(centres, sizes, tangents.astype(np.float32), noise, len(rows),
-                      row_factors=row_factors.astype(np.float32), tangent_slope=slope,
-                      strand_rows=strand_rows)  # fmt: skip
+    return sizes, tangents, factors, offsets
 
 
 def other_document_cosine(rows: np.ndarray, documents: np.ndarray, nth: int = 10) -> np.ndarray:
@@ -251,6 +302,7 @@ class ShapeGenerator:
             expected = weights * rows / model.strand_rows
             self.strands = np.maximum(1, np.round(expected)).astype(np.int64)
         self._blocks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._cluster_rows: dict[int, np.ndarray] | None = None
 
     def _around(self, rng: np.random.Generator, centres: np.ndarray, tangents: np.ndarray
                 ) -> np.ndarray:  # fmt: skip
@@ -328,8 +380,52 @@ class ShapeGenerator:
         return self.row_range(0, self.rows)[0]
 
     def queries(self, count: int, seed: int = 3) -> np.ndarray:
-        """Rows of random clusters (weighted as the corpus's), not in the corpus."""
-        return self._draw(np.random.default_rng([self.seed, 2, seed]), count)[0]
+        """Queries not in the corpus, drawn as held-out chunks are: around the centres of the
+        model's second tiling (so they fall between the corpus's centres, as a chunk the fit
+        never saw does), `relative_share` of them carrying a corpus row's offset from its
+        centre (a relative: the same passage elsewhere). A model without a second tiling
+        (older files): rows of random strands, as before."""
+        model = self.model
+        centres, sizes, tangents = model.other_centres, model.other_sizes, model.other_tangents
+        if centres is None or sizes is None or tangents is None:
+            return self._draw(np.random.default_rng([self.seed, 2, seed]), count)[0]
+        rng = np.random.default_rng([self.seed, 5, seed])
+        tiles = rng.choice(len(sizes), count, p=sizes / sizes.sum())
+        points = self._around(rng, centres[tiles], tangents[tiles])
+        clusters = (points @ self.centres.T).argmax(axis=1)  # the corpus's cluster of each
+        related = rng.random(count) < model.relative_share
+        chosen = rng.random(count)  # which member of its cluster a relative is
+        members = self._members()
+        relatives = np.full(count, -1, dtype=np.int64)
+        for i in np.flatnonzero(related):
+            rows = members.get(int(clusters[i]))
+            if rows is not None:  # (a cluster may have drawn no corpus row)
+                relatives[i] = rows[int(chosen[i] * len(rows))]
+        return normalise(points + self._offsets(relatives))
+
+    def _members(self) -> dict[int, np.ndarray]:
+        """Each cluster's corpus rows (every block drawn once, then kept)."""
+        if self._cluster_rows is None:
+            clusters = np.concatenate([self._block(index)[1]
+                                       for index in range(-(-self.rows // BLOCK))])  # fmt: skip
+            order = np.argsort(clusters, kind="stable")
+            found, starts = np.unique(clusters[order], return_index=True)
+            self._cluster_rows = dict(zip(found.tolist(), np.split(order, starts[1:]),
+                                          strict=True))  # fmt: skip
+        return self._cluster_rows
+
+    def _offsets(self, rows: np.ndarray) -> np.ndarray:
+        """Each corpus row's offset from its cluster's centre, perpendicular to it (zeros
+        where `rows` is -1), read block by block."""
+        offsets = np.zeros((len(rows), self.centres.shape[1]), dtype=np.float32)
+        for index in np.unique(rows[rows >= 0] // BLOCK):
+            vectors, clusters, _ = self._block(int(index))
+            here = np.flatnonzero((rows >= 0) & (rows // BLOCK == index))
+            at = rows[here] - index * BLOCK
+            centres = self.centres[clusters[at]]
+            along = np.einsum("ij,ij->i", vectors[at], centres)
+            offsets[here] = vectors[at] - along[:, None] * centres
+        return offsets
 
     def near(self, rows: Sequence[int], seed: int = 4) -> np.ndarray:
         """A new row of the strand of each of these corpus rows (a query about that chunk)."""
@@ -474,28 +570,59 @@ def hnsw_recall(
 # ------------------------------------------------------------------ the check
 
 
-def choose_spread(
-    model: ShapeModel, rows: int, holdout: int, target: Neighbourhood
-) -> tuple[ShapeModel, dict[tuple[float, float], Neighbourhood]]:
-    """The spread (and, for a model with strands, the strands' share) whose drawn set's first
-    and tenth nearest neighbours' mean cosines are nearest the real ones (the sum of both
-    differences; on a tie the smaller share)."""
-    shares = STRAND_SHARES if model.strand_rows > 0 else (model.strand_share,)
-    tried = {}
-    for share in shares:
+def set_tightness(rows: np.ndarray) -> float:
+    """The mean cosine of a row to its nearest other row of the set (SET_SAMPLE rows, a fixed
+    sample): how tight the set's own strands and documents are."""
+    sample = np.random.default_rng(11).choice(len(rows), min(SET_SAMPLE, len(rows)), replace=False)
+    _, cosines = exact_top(rows, rows[sample], k=2)
+    return float(cosines[:, 1].mean())
+
+
+@dataclass(frozen=True)
+class Tried:
+    """One drawn set of the fit's grid: its queries' neighbourhood and its own tightness."""
+
+    shape: Neighbourhood
+    tightness: float
+
+
+def draw_and_measure(model: ShapeModel, rows: int, queries: int) -> Tried:
+    generator = ShapeGenerator(model, rows)
+    corpus, asked = generator.corpus(), generator.queries(queries)
+    _, cosines = exact_top(corpus, asked)
+    return Tried(neighbourhood(corpus, asked, cosines), set_tightness(corpus))
+
+
+def choose_shape(
+    model: ShapeModel, rows: int, holdout: int, target: Neighbourhood, tightness: float
+) -> tuple[ShapeModel, dict[tuple[float, float, float], Tried]]:
+    """The three free numbers, each chosen by the figure it moves most (on a tie the smaller
+    share): the strands' share and the spread together by the set's own tightness and the
+    queries' tenth neighbour (with FIRST_RELATIVE_SHARE of the queries related), then the
+    queries' relative share by their first neighbour. Those three means are fitted, not
+    checked."""
+    tried: dict[tuple[float, float, float], Tried] = {}
+    for share in STRAND_SHARES:
         for spread in SPREADS:
-            generator = ShapeGenerator(model.with_spread(spread, share), rows)
-            corpus, queries = generator.corpus(), generator.queries(holdout)
-            _, cosines = exact_top(corpus, queries)
-            tried[share, spread] = neighbourhood(corpus, queries, cosines)
+            chosen = model.with_spread(spread, share, FIRST_RELATIVE_SHARE)
+            tried[share, spread, FIRST_RELATIVE_SHARE] = draw_and_measure(chosen, rows, holdout)
 
-    def miss(tried_pair: tuple[float, float]) -> tuple[float, tuple[float, float]]:
-        shape = tried[tried_pair]
-        return (abs(shape.first_mean - target.first_mean)
-                + abs(shape.tenth_mean - target.tenth_mean), tried_pair)  # fmt: skip
+    def first_miss(key: tuple[float, float, float]) -> tuple[float, tuple[float, float, float]]:
+        found = tried[key]
+        return (abs(found.tightness - tightness)
+                + abs(found.shape.tenth_mean - target.tenth_mean), key)  # fmt: skip
 
-    best = min(tried, key=miss)
-    return model.with_spread(best[1], best[0]), tried
+    share, spread, _ = min(tried, key=first_miss)
+    for related in RELATIVE_SHARES:
+        if (share, spread, related) not in tried:
+            chosen = model.with_spread(spread, share, related)
+            tried[share, spread, related] = draw_and_measure(chosen, rows, holdout)
+
+    def second_miss(related: float) -> tuple[float, float]:
+        return abs(tried[share, spread, related].shape.first_mean - target.first_mean), related
+
+    related = min(RELATIVE_SHARES, key=second_miss)
+    return model.with_spread(spread, share, related), tried
 
 
 def median_recall(
@@ -585,12 +712,16 @@ def main() -> None:
     model.save(args.out or args.cache / "shape-model.npz")
     real_ids, real_cosines = exact_top(corpus, queries)
     real_shape = neighbourhood(corpus, queries, real_cosines)
-    model, tried = choose_spread(model, len(corpus), args.holdout, real_shape)
+    real_tightness = set_tightness(corpus)
+    model, tried = choose_shape(model, len(corpus), args.holdout, real_shape, real_tightness)
     print(f"tangents shrunk by slope {model.tangent_slope:.3f}; strands of "
-          f"{model.strand_rows:.2f} rows")  # fmt: skip
-    for (share, spread), shape in tried.items():
-        print(f"  strand share {share:.2f}, spread {spread:.2f}: 1st neighbour "
-              f"{shape.first_mean:.3f}, 10th {shape.tenth_mean:.3f}")  # fmt: skip
+          f"{model.strand_rows:.2f} rows; the real set's nearest other row "
+          f"{real_tightness:.3f}")  # fmt: skip
+    for (share, spread, related), found in tried.items():
+        first, tenth = found.shape.first_mean, found.shape.tenth_mean
+        print(f"  strand share {share:.2f}, spread {spread:.2f}, related queries "
+              f"{related:.1f}: set's nearest row {found.tightness:.3f}, queries' 1st "
+              f"neighbour {first:.3f}, 10th {tenth:.3f}")  # fmt: skip
     model.save(args.out or args.cache / "shape-model.npz")
     generator = ShapeGenerator(model, len(corpus))
     drawn, drawn_queries = generator.corpus(), generator.queries(args.holdout)
@@ -598,8 +729,8 @@ def main() -> None:
     drawn_shape = neighbourhood(drawn, drawn_queries, drawn_cosines)
     asked_ids, asked_cosines = exact_top(corpus, real_queries)
     asked_shape = neighbourhood(corpus, real_queries, asked_cosines)
-    print(f"spread {model.spread}, strand share {model.strand_share}; HNSW recall on pgvector ...",
-          flush=True)  # fmt: skip
+    print(f"spread {model.spread}, strand share {model.strand_share}, related queries "
+          f"{model.relative_share}; HNSW recall on pgvector ...", flush=True)  # fmt: skip
     curves = {
         "real chunks": median_recall(args, "shape_real", corpus, queries, real_ids),
         "drawn": median_recall(args, "shape_drawn", drawn, drawn_queries, drawn_ids),
@@ -617,6 +748,9 @@ def main() -> None:
     report = {
         "rows": len(corpus), "clusters": len(model.centres), "spread": model.spread,
         "strand share": model.strand_share, "strand rows": model.strand_rows,
+        "related queries": model.relative_share,
+        "set's nearest other row (fitted)": {"real chunks": real_tightness,
+                                             "drawn": set_tightness(drawn)},
         "tangent slope": model.tangent_slope,
         "queries": args.holdout, "real questions": len(real_queries),
         "shape": {"real chunks": real_shape.figures(), "drawn": drawn_shape.figures(),
@@ -658,6 +792,8 @@ def print_report(report: dict[str, Any]) -> None:
     print(f"{'':<22}" + "".join(f"{n:>16}" for n in names))
     for figure in report["shape"]["real chunks"]:
         print(f"{figure:<22}" + "".join(f"{report['shape'][n][figure]:>16.3f}" for n in names))
+    tight = report["set's nearest other row (fitted)"]
+    print(f"{'set nearest row':<22}{tight['real chunks']:>16.3f}{tight['drawn']:>16.3f}")
     above = report["tenth above background (sd)"]
     print(f"{'10th above pairs (sd)':<22}" + "".join(f"{above[n]:>16.2f}" for n in names))
     for figure in report["queries among the centres"]["real chunks"]:

@@ -199,27 +199,33 @@ def test_tangent_slope_measures_what_a_new_document_finds() -> None:
 def test_strands_bring_the_nearest_row_closer_and_old_files_draw_as_before(
     tmp_path: Path,
 ) -> None:
-    """With strands (rows sharing part of their offset), a query's nearest row is closer than
-    without them at the same spread, and a row's `near` query is closer to it; the model keeps
-    its strand fields through save/load, and a file without them draws exactly as before."""
+    """With strands (rows sharing part of their offset), a row's nearest other row in the set
+    is closer than without them at the same spread, and a row's `near` query is closer to it;
+    the model keeps its strand fields and second tiling through save/load, and a file without
+    them draws exactly as before."""
     shape = load_bench_module("vector_shape")
     rows = shape.normalise(_clustered_rows([0.8] * 16, 25))
     model = shape.fit_shape(rows, documents=np.arange(len(rows)) // 4)
     assert model.strand_rows == pytest.approx(4.0)
-    firsts, nears = [], []
+    tightness, nears = [], []
     for share in (0.0, 0.5):
         generator = shape.ShapeGenerator(model.with_spread(1.0, share), len(rows))
         corpus = generator.corpus()
-        _, cosines = shape.exact_top(corpus, generator.queries(200))
-        firsts.append(cosines[:, 0].mean())
+        tightness.append(shape.set_tightness(corpus))
         asked = generator.near(range(50))
         nears.append(np.einsum("ij,ij->i", asked, corpus[:50]).mean())
-    assert firsts[1] > firsts[0] + 0.02 and nears[1] > nears[0] + 0.05, (firsts, nears)
-    stranded = model.with_spread(0.9, 0.3)
+    assert tightness[1] > tightness[0] + 0.02 and nears[1] > nears[0] + 0.05, (tightness, nears)
+    stranded = model.with_spread(0.9, 0.3, 0.4)
     stranded.save(tmp_path / "new.npz")
     loaded = shape.ShapeModel.load(tmp_path / "new.npz")
     assert (loaded.spread, loaded.strand_share, loaded.strand_rows) == (0.9, 0.3, 4.0)
-    assert loaded.tangent_slope == pytest.approx(model.tangent_slope)
+    assert loaded.relative_share == 0.4 and loaded.tangent_slope == pytest.approx(
+        model.tangent_slope
+    )
+    assert np.array_equal(loaded.other_centres, model.other_centres)
+    assert np.array_equal(loaded.other_tangents, model.other_tangents)
+    again = shape.ShapeGenerator(loaded, 300)
+    assert np.array_equal(again.queries(20), shape.ShapeGenerator(stranded, 300).queries(20))
     old = shape.fit_shape(rows)  # no documents: no strands, tangents as measured
     assert (old.strand_rows, old.strand_share, old.tangent_slope) == (0.0, 0.0, 1.0)
     np.savez(tmp_path / "old.npz", centres=old.centres, sizes=old.sizes, tangents=old.tangents,
@@ -246,3 +252,24 @@ def test_nearest_centres_tells_a_row_beside_one_centre_from_one_between_two() ->
         == pytest.approx(halfway["2nd centre"])
         == pytest.approx(0.7071, abs=1e-4)
     )
+
+
+def test_held_out_queries_fall_between_centres_and_relatives_bring_a_row_close() -> None:
+    """Queries drawn around the second tiling's centres sit further from the corpus's centres
+    than its own rows do (as real held-out chunks sit between the fitted centres), and with
+    relatives (a corpus row's offset carried) each query's nearest row is closer than without."""
+    shape = load_bench_module("vector_shape")
+    rows = shape.normalise(_clustered_rows([0.8] * 16, 25))
+    model = shape.fit_shape(rows, documents=np.arange(len(rows)) // 4)
+    assert model.other_centres is not None and len(model.other_centres) == len(model.centres)
+    generator = shape.ShapeGenerator(model.with_spread(1.0, 0.2, 0.0), len(rows))
+    corpus = generator.corpus()
+    plain = generator.queries(200)
+    rows_at = shape.nearest_centres(corpus, generator.centres)["nearest centre"]
+    queries_at = shape.nearest_centres(plain, generator.centres)["nearest centre"]
+    assert queries_at < rows_at - 0.01, (queries_at, rows_at)
+    related = shape.ShapeGenerator(model.with_spread(1.0, 0.2, 1.0), len(rows))
+    assert np.array_equal(related.corpus(), corpus)  # the queries' share leaves the set alone
+    _, alone = shape.exact_top(corpus, plain)
+    _, with_relatives = shape.exact_top(corpus, related.queries(200))
+    assert with_relatives[:, 0].mean() > alone[:, 0].mean() + 0.05
