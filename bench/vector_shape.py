@@ -30,11 +30,14 @@ real model is a day of CPU here. So the benches draw vectors from a model of rea
   rows around the point with the rest of the variance, so a row's offset has the same size.
 - **draw** (`ShapeGenerator`): a row is its strand's point plus `spread` x its cluster's tangent
   x its factor x noise of that covariance, L2-normalised (a model without strands, as older
-  files are: the cluster's centre). Up to the fitted set's size the rows are drawn around the
-  fitted centres; a larger corpus keeps ~25 rows a centre by drawing its centres themselves as
-  rows of the fitted clusters (40 centres where the real set had one at 1M rows), so every
-  neighbourhood is shaped like a real one and there are more of them. `near` a row is a new row
-  of its strand (the benches' question about a given chunk).
+  files are: the cluster's centre). A corpus of any size is drawn around the fitted centres: a
+  larger one is a larger sample of the same clusters, with more strands to each, its rows spread
+  around their centres as the checked set's are (`child_centres` False). Files from before the
+  second tiling drew a corpus over 1.5x the fitted size around new centres, themselves drawn as
+  rows of the fitted clusters (~25 rows a centre); that doubled each row's offset variance from
+  its fitted centre (random pairs at 0.035 at 1M rows against 0.065 at the fitted size, real
+  0.068), and they still draw so, for the tables built from them. `near` a row is a new row of
+  its strand (the benches' question about a given chunk).
 - **held-out queries** (`queries`, the check's drawn queries): a real chunk the fit never saw
   sits between the fitted centres (mean cosine 0.635 to its nearest and 0.577 to its second,
   where the fitted rows sit at 0.744 and 0.617), which is what makes a graph index miss its
@@ -150,6 +153,12 @@ class ShapeModel:
     other_tangents: np.ndarray | None = None
     # The share of held-out queries that carry a relative's offset (chosen by the fit).
     relative_share: float = 0.0
+    # How a corpus larger than the fitted set is drawn: False, more rows of the fitted
+    # clusters (a larger sample of the same topics: a random sample of it of the fitted size is
+    # drawn as the checked set is); True (files from before the second tiling), new centres
+    # drawn as rows of the fitted clusters, which doubled each row's offset variance: random
+    # pairs at 0.035 at 1M rows against 0.065 at the fitted size (real: 0.068).
+    child_centres: bool = True
 
     def with_spread(
         self,
@@ -168,7 +177,7 @@ class ShapeModel:
                  noise=self.noise, fitted_rows=self.fitted_rows, spread=self.spread,
                  tangent_slope=self.tangent_slope, strand_rows=self.strand_rows,
                  strand_share=self.strand_share, relative_share=self.relative_share,
-                 **optional)  # fmt: skip
+                 child_centres=self.child_centres, **optional)  # fmt: skip
 
     @classmethod
     def load(cls, path: Path) -> ShapeModel:
@@ -180,6 +189,8 @@ class ShapeModel:
                 name: float(data[name]) for name in STRAND_FIELDS if name in data
             }
             extra.update({name: data[name] for name in OTHER_TILING_FIELDS if name in data})
+            if "child_centres" in data:
+                extra["child_centres"] = bool(data["child_centres"])
             return cls(data["centres"], data["sizes"], data["tangents"], data["noise"],
                        int(data["fitted_rows"]), float(data["spread"]), factors,
                        **extra)  # fmt: skip
@@ -214,7 +225,7 @@ def fit_shape(
     noise = (vectors * np.sqrt(values / values.sum())).astype(np.float32)
     return ShapeModel(centres, sizes, tangents.astype(np.float32), noise, len(rows),
                       row_factors=row_factors.astype(np.float32), tangent_slope=slope,
-                      strand_rows=strand_rows, other_centres=other_centres,
+                      strand_rows=strand_rows, child_centres=False, other_centres=other_centres,
                       other_sizes=other_sizes,
                       other_tangents=other_tangents.astype(np.float32))  # fmt: skip
 
@@ -285,10 +296,10 @@ class ShapeGenerator:
         self.model, self.rows, self.seed = model, rows, seed
         rng = np.random.default_rng([seed, 0])
         weights = model.sizes / model.sizes.sum()
-        if rows <= model.fitted_rows * 3 // 2:
+        if rows <= model.fitted_rows * 3 // 2 or not model.child_centres:
             self.centres = model.centres
             self.tangents = model.tangents
-        else:  # more neighbourhoods, each shaped like a fitted one: centres drawn as rows
+        else:  # (older files) more neighbourhoods: centres drawn as rows of the fitted ones
             count = rows // ROWS_PER_CLUSTER
             parents = rng.choice(len(weights), count, p=weights)
             self.tangents = model.tangents[parents]

@@ -10,6 +10,7 @@ brute force.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import re
@@ -273,3 +274,31 @@ def test_held_out_queries_fall_between_centres_and_relatives_bring_a_row_close()
     _, alone = shape.exact_top(corpus, plain)
     _, with_relatives = shape.exact_top(corpus, related.queries(200))
     assert with_relatives[:, 0].mean() > alone[:, 0].mean() + 0.05
+
+
+def test_a_larger_corpus_keeps_the_fitted_spread_and_older_files_keep_theirs(
+    tmp_path: Path,
+) -> None:
+    """A model fitted now draws a corpus three times its fitted size around the fitted centres,
+    its rows as close to them as at the fitted size; a file from before the second tiling still
+    draws new centres as rows of the fitted clusters, which puts its rows further out."""
+    shape = load_bench_module("vector_shape")
+    rows = shape.normalise(_clustered_rows([0.8] * 16, 25))
+    model = shape.fit_shape(rows, documents=np.arange(len(rows)) // 4)
+    assert model.child_centres is False
+
+    def closeness(chosen: object, count: int) -> float:
+        drawn = shape.ShapeGenerator(chosen, count).corpus()
+        return shape.nearest_centres(drawn, model.centres)["nearest centre"]
+
+    fitted = closeness(model, len(rows))
+    assert shape.ShapeGenerator(model, 3 * len(rows)).centres is model.centres
+    assert closeness(model, 3 * len(rows)) == pytest.approx(fitted, abs=0.01)
+    older = dataclasses.replace(model, child_centres=True)
+    assert closeness(older, 3 * len(rows)) < fitted - 0.05
+    model.save(tmp_path / "now.npz")
+    assert shape.ShapeModel.load(tmp_path / "now.npz").child_centres is False
+    np.savez(tmp_path / "before.npz", centres=model.centres, sizes=model.sizes,
+             tangents=model.tangents, noise=model.noise, fitted_rows=model.fitted_rows,
+             spread=1.0)  # fmt: skip
+    assert shape.ShapeModel.load(tmp_path / "before.npz").child_centres is True
