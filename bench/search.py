@@ -767,8 +767,9 @@ def arguments(description: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--bounded-rescored",
         type=int,
-        help="PostgreSQL: the bounded keyword plan's candidates scored exactly, per result of "
-        "depth, for this run (plan_choice.BOUNDED_RESCORED_PER_DEPTH).",
+        help="PostgreSQL: the bounded keyword plan's least candidates scored exactly, per "
+        "result of depth, for this run (plan_choice.BOUNDED_RESCORED_PER_DEPTH; they grow "
+        "with the searched rows from it).",
     )
     parser.add_argument(
         "--real-queries",

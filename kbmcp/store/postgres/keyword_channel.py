@@ -252,7 +252,9 @@ def lexical_sql(
         rows_of = dict(plan.store_rows)
         stores = sorted(request.searched_stores)  # the channels statement's searched_stores
         sizes = [plan_choice.bounded_list_size(rows_of.get(store, 0)) for store in stores]
-        sql.params["rescored"] = plan_choice.BOUNDED_RESCORED_PER_DEPTH * (request.depth + 1)
+        searched = sum(rows_of.get(store, 0) for store in stores)
+        per_depth = plan_choice.bounded_rescored_per_depth(searched)
+        sql.params["rescored"] = per_depth * (request.depth + 1)
         lists = sql.lists(plan.kept, stores, sizes)
         ctes = LEXICAL_BOUNDED.format(lists=lists, contribution=contribution)
         ctes += LEXICAL_KEPT.format(kept=sql.rows(plan.kept, "candidates", "kept"),
