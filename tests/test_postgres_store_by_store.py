@@ -15,7 +15,7 @@ import pytest
 from kbmcp.config import Settings
 from kbmcp.embed.hashing import HashingEmbedder
 from kbmcp.search.lexical import channel
-from kbmcp.search.models import SearchRequest
+from kbmcp.search.models import SearchFilters, SearchRequest
 from kbmcp.store.copy import copy_store
 from kbmcp.store.postgres import halves, shards
 from kbmcp.workspace import Workspace
@@ -68,3 +68,30 @@ def test_store_by_store_answers_as_one_statement_does(
     assert any(len(set(call.searched_stores)) > 1 for call in calls)  # type: ignore[attr-defined]
     assert any(isinstance(w, dict) and w["results"] for w in whole)
     assert len(halves.helpers_of([pg.conn])) == lanes - 1  # the other lanes' connections
+
+
+@pytest.mark.parametrize("lanes", [1, 3], ids=("one-connection", "three-connections"))
+def test_a_scope_in_no_store_answers_as_one_statement_does(
+    pg: Workspace, lanes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filtered scope that no store holds a chunk of reaches the store-by-store ranking with
+    no store to ask (the scope is read inside it): it answers as the one statement does, with
+    no results, on one connection or with helpers (a refactor once left it no lane)."""
+    monkeypatch.setattr(shards, "STORE_LANES", lanes)
+    halves.close_helper(pg.conn)
+    request = SearchRequest(
+        query=QUERIES[0], mode="hybrid", filters=SearchFilters(tags={"nowhere": "at all"})
+    )
+    whole = answer(pg, None, request)
+    jobs_seen: list[int] = []
+    channel_rows = shards._channel_rows_of_stores
+
+    def counted(conn: object, jobs: list, *args: object, **kwargs: object) -> object:
+        jobs_seen.append(len(jobs))
+        return channel_rows(conn, jobs, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(shards, "store_by_store", lambda conn, request: True)
+    monkeypatch.setattr(shards, "_channel_rows_of_stores", counted)
+    assert answer(pg, None, request) == whole
+    assert jobs_seen == [0]  # it reached the store-by-store ranking with no store to ask
+    assert isinstance(whole, dict) and whole["results"] == []
