@@ -104,6 +104,12 @@ def normalise(rows: np.ndarray) -> np.ndarray:
     return (rows / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
+def perpendicular(rows: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """Each row's offset from its centre (row i's is `centres[i]`), perpendicular to it."""
+    along = np.einsum("ij,ij->i", rows, centres)
+    return rows - along[:, None] * centres
+
+
 def spherical_kmeans(
     rows: np.ndarray, k: int, rounds: int = KMEANS_ROUNDS, seed: int = 5
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -154,10 +160,11 @@ class ShapeModel:
     # The share of held-out queries that carry a relative's offset (chosen by the fit).
     relative_share: float = 0.0
     # How a corpus larger than the fitted set is drawn: False, more rows of the fitted
-    # clusters (a larger sample of the same topics: a random sample of it of the fitted size is
-    # drawn as the checked set is); True (files from before the second tiling), new centres
-    # drawn as rows of the fitted clusters, which doubled each row's offset variance: random
-    # pairs at 0.035 at 1M rows against 0.065 at the fitted size (real: 0.068).
+    # clusters (a larger sample of the same topics, more strands to each, its rows spread
+    # around the fitted centres as the checked set's are); True (files from before the second
+    # tiling), new centres drawn as rows of the fitted clusters, which doubled each row's
+    # offset variance: random pairs at 0.035 at 1M rows against 0.065 at the fitted size
+    # (real: 0.068).
     child_centres: bool = True
 
     def with_spread(
@@ -238,7 +245,7 @@ def cluster_spreads(
     offset perpendicular to its centre)."""
     k = len(centres)
     along = np.einsum("ij,ij->i", rows, centres[labels])
-    offsets = rows - along[:, None] * centres[labels]  # perpendicular to the member's centre
+    offsets = perpendicular(rows, centres[labels])
     ratio = np.linalg.norm(offsets, axis=1) / np.maximum(along, 1e-6)
     sizes = np.bincount(labels, minlength=k)
     tangents = np.full(k, np.nan)
@@ -406,10 +413,9 @@ class ShapeGenerator:
         clusters = (points @ self.centres.T).argmax(axis=1)  # the corpus's cluster of each
         related = rng.random(count) < model.relative_share
         chosen = rng.random(count)  # which member of its cluster a relative is
-        members = self._members()
         relatives = np.full(count, -1, dtype=np.int64)
-        for i in np.flatnonzero(related):
-            rows = members.get(int(clusters[i]))
+        for i in np.flatnonzero(related):  # (the members are drawn only when one is needed)
+            rows = self._members().get(int(clusters[i]))
             if rows is not None:  # (a cluster may have drawn no corpus row)
                 relatives[i] = rows[int(chosen[i] * len(rows))]
         return normalise(points + self._offsets(relatives))
@@ -433,9 +439,7 @@ class ShapeGenerator:
             vectors, clusters, _ = self._block(int(index))
             here = np.flatnonzero((rows >= 0) & (rows // BLOCK == index))
             at = rows[here] - index * BLOCK
-            centres = self.centres[clusters[at]]
-            along = np.einsum("ij,ij->i", vectors[at], centres)
-            offsets[here] = vectors[at] - along[:, None] * centres
+            offsets[here] = perpendicular(vectors[at], self.centres[clusters[at]])
         return offsets
 
     def near(self, rows: Sequence[int], seed: int = 4) -> np.ndarray:

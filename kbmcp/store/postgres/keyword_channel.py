@@ -251,9 +251,9 @@ def lexical_sql(
         # each read 8,000, eight times the candidates one store of a million gives.
         rows_of = dict(plan.store_rows)
         stores = sorted(request.searched_stores)  # the channels statement's searched_stores
-        sizes = [plan_choice.bounded_list_size(rows_of.get(store, 0)) for store in stores]
-        searched = sum(rows_of.get(store, 0) for store in stores)
-        per_depth = plan_choice.bounded_rescored_per_depth(searched)
+        store_rows = [rows_of.get(store, 0) for store in stores]
+        sizes = [plan_choice.bounded_list_size(rows) for rows in store_rows]
+        per_depth = plan_choice.bounded_rescored_per_depth(sum(store_rows))
         sql.params["rescored"] = per_depth * (request.depth + 1)
         lists = sql.lists(plan.kept, stores, sizes)
         ctes = LEXICAL_BOUNDED.format(lists=lists, contribution=contribution)
