@@ -28,6 +28,13 @@ real model is a day of CPU here. So the benches draw vectors from a model of rea
   come in strands of `strand_rows` rows (the fitted set's rows per document, 3.6) that share
   `strand_share` of their offset's variance: a strand's point is drawn around the centre, its
   rows around the point with the rest of the variance, so a row's offset has the same size.
+- **bridges** (`bridge_reach`): k-means cuts a continuum of topics into clusters, so a real
+  row's ten nearest rows lie in 4.4 clusters on average and only 45% of them in its own; drawn
+  around the centres alone, 1.8 clusters and 81%: each cluster a clump a graph index finds its
+  way through. So each strand's point lies on the way from its cluster's centre towards one of
+  its BRIDGE_NEIGHBOURS nearest other centres, a uniform fraction of up to BRIDGE_REACH of the
+  way, the step taken across the set's mean direction (the neighbourhoods then reach across
+  clusters: 2.8 clusters, 59%).
 - **draw** (`ShapeGenerator`): a row is its strand's point plus `spread` x its cluster's tangent
   x its factor x noise of that covariance, L2-normalised (a model without strands, as older
   files are: the cluster's centre). A corpus of any size is drawn around the fitted centres: a
@@ -43,10 +50,12 @@ real model is a day of CPU here. So the benches draw vectors from a model of rea
   where the fitted rows sit at 0.744 and 0.617), which is what makes a graph index miss its
   neighbours; a row drawn around a centre sits by it. So the fit also keeps a second tiling of
   the same rows (k-means from another start: `other_centres`, with their sizes and shrunk
-  tangents), and a held-out query is a row drawn around one of its centres: between the
-  first tiling's centres, as an unseen chunk is. `relative_share` of them also carry the whole
-  offset of a corpus row of the cluster they fall in (a relative: the same passage in another
-  document), which puts their nearest row as close as a real chunk's.
+  tangents), and a held-out query is a row drawn around one of its centres (bridged as the
+  strands are), `query_spread` times as far out as a row: between the first tiling's centres,
+  and further from the nearest one than a fitted row, as an unseen chunk is. `relative_share`
+  of them also carry the whole offset of a corpus row of the cluster they fall in (a relative:
+  the same passage in another document), which puts their nearest row as close as a real
+  chunk's.
 - **check** (this script): hold out `--holdout` real chunks of whole documents as queries (a
   chunk's siblings would be its nearest rows, as a question's text is not), fit the rest, draw a
   set of the same size and as many held-out queries, and compare: random pairs' cosines, each
@@ -58,12 +67,13 @@ real model is a day of CPU here. So the benches draw vectors from a model of rea
   searched in the real set too: their curve is the lower bound a user's questions give. Each
   query set's mean cosine to its nearest, second and fifth fitted centre says whether its rows
   sit beside one centre or between several; `--crossed` adds each side's queries searched in the
-  other side's set. Three numbers are free, each chosen on a grid by the figure it moves most
+  other side's set. Four numbers are free, each chosen on a grid by the figure it moves most
   (`choose_shape`): the strands' share and `spread` together by the set's own tightness (a row's
   nearest other row: real sets are tight with sibling chunks, and a graph index is built over
-  them) and the queries' tenth neighbour, then `relative_share` by the queries' first neighbour.
-  Those three means are fitted, not checked; the slope and the strands' size are measured; every
-  other figure is a check.
+  them) and the queries' tenth neighbour, then `relative_share` by the queries' first neighbour
+  and `query_spread` by their nearest centre. Those four means are fitted, not checked; the
+  slope and the strands' size are measured, the bridges' reach a constant; every other figure
+  is a check, the queries' second and fifth centre among them.
 
 The real vectors come from bench/real_vectors.py's cache (`--cache`).
 """
@@ -93,9 +103,17 @@ SPREADS = (0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.15, 1.2)  # what the fit trie
 STRAND_SHARES = (0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8)  # tried with each spread
 RELATIVE_SHARES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)  # tried with the chosen pair
 FIRST_RELATIVE_SHARE = 0.3  # the queries' relative share while spread and strands are chosen
+QUERY_SPREADS = (1.0, 1.1, 1.2, 1.3, 1.4)  # the held-out queries' own scale, tried last
+FIRST_QUERY_SPREAD = 1.2  # the queries' scale while the other numbers are chosen
+# Bridges: each strand's point lies on the way from its cluster's centre towards one of the
+# BRIDGE_NEIGHBOURS nearest other centres, a uniform fraction of up to BRIDGE_REACH of the way.
+BRIDGE_NEIGHBOURS = 5
+BRIDGE_REACH = 0.8
 OTHER_TILING_SEED = 6  # the second k-means' start (spherical_kmeans' own default is 5)
 SET_SAMPLE = 2_000  # rows whose nearest other row is measured (the set's own tightness)
-STRAND_FIELDS = ("tangent_slope", "strand_rows", "strand_share", "relative_share")  # optional
+# Optional numbers (absent from older files, which draw as before without them).
+NUMBER_FIELDS = ("tangent_slope", "strand_rows", "strand_share", "relative_share", "bridge_reach",
+                 "query_spread")  # fmt: skip
 OTHER_TILING_FIELDS = ("other_centres", "other_sizes", "other_tangents")  # absent from older
 
 
@@ -159,6 +177,11 @@ class ShapeModel:
     other_tangents: np.ndarray | None = None
     # The share of held-out queries that carry a relative's offset (chosen by the fit).
     relative_share: float = 0.0
+    # How far towards a neighbouring centre a strand's point (and a held-out query's centre)
+    # may lie (`bridged`; 0: at its own centre, as in older files).
+    bridge_reach: float = 0.0
+    # The held-out queries' offsets over the rows' (chosen by the fit; 1 in older files).
+    query_spread: float = 1.0
     # How a corpus larger than the fitted set is drawn: False, more rows of the fitted
     # clusters (a larger sample of the same topics, more strands to each, its rows spread
     # around the fitted centres as the checked set's are); True (files from before the second
@@ -172,10 +195,13 @@ class ShapeModel:
         spread: float,
         strand_share: float | None = None,
         relative_share: float | None = None,
+        query_spread: float | None = None,
     ) -> ShapeModel:
         share = self.strand_share if strand_share is None else strand_share
         related = self.relative_share if relative_share is None else relative_share
-        return dataclasses.replace(self, spread=spread, strand_share=share, relative_share=related)
+        queries = self.query_spread if query_spread is None else query_spread
+        return dataclasses.replace(self, spread=spread, strand_share=share, relative_share=related,
+                                   query_spread=queries)  # fmt: skip
 
     def save(self, path: Path) -> None:
         optional = {name: getattr(self, name) for name in ("row_factors", *OTHER_TILING_FIELDS)
@@ -184,6 +210,7 @@ class ShapeModel:
                  noise=self.noise, fitted_rows=self.fitted_rows, spread=self.spread,
                  tangent_slope=self.tangent_slope, strand_rows=self.strand_rows,
                  strand_share=self.strand_share, relative_share=self.relative_share,
+                 bridge_reach=self.bridge_reach, query_spread=self.query_spread,
                  child_centres=self.child_centres, **optional)  # fmt: skip
 
     @classmethod
@@ -193,7 +220,7 @@ class ShapeModel:
         with np.load(path) as data:
             factors = data.get("row_factors", None)
             extra: dict[str, Any] = {
-                name: float(data[name]) for name in STRAND_FIELDS if name in data
+                name: float(data[name]) for name in NUMBER_FIELDS if name in data
             }
             extra.update({name: data[name] for name in OTHER_TILING_FIELDS if name in data})
             if "child_centres" in data:
@@ -232,7 +259,8 @@ def fit_shape(
     noise = (vectors * np.sqrt(values / values.sum())).astype(np.float32)
     return ShapeModel(centres, sizes, tangents.astype(np.float32), noise, len(rows),
                       row_factors=row_factors.astype(np.float32), tangent_slope=slope,
-                      strand_rows=strand_rows, child_centres=False, other_centres=other_centres,
+                      strand_rows=strand_rows, child_centres=False, bridge_reach=BRIDGE_REACH,
+                      other_centres=other_centres,
                       other_sizes=other_sizes,
                       other_tangents=other_tangents.astype(np.float32))  # fmt: skip
 
@@ -294,6 +322,13 @@ def shrunk_tangents(tangents: np.ndarray, slope: float) -> np.ndarray:
     return median * (np.maximum(tangents, 1e-6) / median) ** slope
 
 
+def nearest_others(centres: np.ndarray) -> np.ndarray:
+    """Each centre's BRIDGE_NEIGHBOURS nearest other centres (indices), nearest first."""
+    closeness = centres @ centres.T
+    np.fill_diagonal(closeness, -np.inf)
+    return np.argsort(-closeness, axis=1, kind="stable")[:, :BRIDGE_NEIGHBOURS]
+
+
 class ShapeGenerator:
     """`rows` rows drawn from `model`, reproducibly from `seed` (block by block: any row range
     can be drawn alone, as the bench's writing processes do), and further rows of the clusters
@@ -345,11 +380,30 @@ class ShapeGenerator:
         if share <= 0:
             return points
         pairs, where = np.unique(np.stack([clusters, strands], axis=1), axis=0, return_inverse=True)
-        z = np.stack([np.random.default_rng([self.seed, 4, int(c), int(j)]).standard_normal(
-            self.model.noise.shape[0], dtype=np.float32) for c, j in pairs])  # fmt: skip
+        draws = [np.random.default_rng([self.seed, 4, int(c), int(j)]) for c, j in pairs]
+        dimension = self.model.noise.shape[0]
+        z = np.stack([rng.standard_normal(dimension, dtype=np.float32) for rng in draws])
         scale = self.model.spread * np.sqrt(share) * self.tangents[pairs[:, 0]]
         shared = scale[:, None] * (z @ self.model.noise.T)
+        if self.model.bridge_reach > 0:  # drawn after z: a model without bridges draws as before
+            picks = np.array([(rng.integers(BRIDGE_NEIGHBOURS), rng.random()) for rng in draws])
+            bridges = self._bridged(self.centres, pairs[:, 0], picks)
+            shared += bridges - self.centres[pairs[:, 0]]
         return points + shared[where.ravel()]
+
+    def _bridged(self, centres: np.ndarray, clusters: np.ndarray, picks: np.ndarray
+                 ) -> np.ndarray:  # fmt: skip
+        """Points on the way from each cluster's centre towards one of its BRIDGE_NEIGHBOURS
+        nearest other centres of `centres` (picks: [which neighbour, fraction of the reach]),
+        the step taken across the set's mean direction only: the centres most often another's
+        neighbour lie towards the whole set's middle, and with the whole step random pairs
+        drew closer (0.088 against the real 0.068; across it, 0.077)."""
+        towards = nearest_others(centres)[clusters, picks[:, 0].astype(np.int64)]
+        way = (picks[:, 1] * self.model.bridge_reach)[:, None].astype(np.float32)
+        step = normalise((1 - way) * centres[clusters] + way * centres[towards]) - centres[clusters]
+        middle = normalise((self.model.sizes[:, None] * self.model.centres).sum(axis=0)[None])[0]
+        step -= (step @ middle)[:, None] * middle[None, :]
+        return normalise(centres[clusters] + step)
 
     def _rows_of(self, rng: np.random.Generator, clusters: np.ndarray, strands: np.ndarray
                  ) -> np.ndarray:  # fmt: skip
@@ -409,7 +463,11 @@ class ShapeGenerator:
             return self._draw(np.random.default_rng([self.seed, 2, seed]), count)[0]
         rng = np.random.default_rng([self.seed, 5, seed])
         tiles = rng.choice(len(sizes), count, p=sizes / sizes.sum())
-        points = self._around(rng, centres[tiles], tangents[tiles])
+        bases = centres[tiles]
+        if model.bridge_reach > 0:  # (drawn only then: models without bridges draw as before)
+            picks = np.stack([rng.integers(BRIDGE_NEIGHBOURS, size=count), rng.random(count)], 1)
+            bases = self._bridged(centres, tiles, picks)
+        points = self._around(rng, bases, tangents[tiles] * np.float32(model.query_spread))
         clusters = (points @ self.centres.T).argmax(axis=1)  # the corpus's cluster of each
         related = rng.random(count) < model.relative_share
         chosen = rng.random(count)  # which member of its cluster a relative is
@@ -595,49 +653,68 @@ def set_tightness(rows: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Tried:
-    """One drawn set of the fit's grid: its queries' neighbourhood and its own tightness."""
+    """One drawn set of the fit's grid: its queries' neighbourhood, its own tightness and its
+    queries' mean cosine to their nearest fitted centre."""
 
     shape: Neighbourhood
     tightness: float
+    nearest_centre: float
 
 
 def draw_and_measure(model: ShapeModel, rows: int, queries: int) -> Tried:
     generator = ShapeGenerator(model, rows)
     corpus, asked = generator.corpus(), generator.queries(queries)
     _, cosines = exact_top(corpus, asked)
-    return Tried(neighbourhood(corpus, asked, cosines), set_tightness(corpus))
+    centre = nearest_centres(asked, model.centres)["nearest centre"]
+    return Tried(neighbourhood(corpus, asked, cosines), set_tightness(corpus), centre)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The real figures the fit chooses its numbers by."""
+
+    shape: Neighbourhood  # the held-out chunks' neighbourhood in the real set
+    tightness: float  # the real set's own (`set_tightness`)
+    nearest_centre: float  # the held-out chunks' mean cosine to their nearest fitted centre
+
+
+Choice = tuple[float, float, float, float]  # strand share, spread, relative share, query spread
 
 
 def choose_shape(
-    model: ShapeModel, rows: int, holdout: int, target: Neighbourhood, tightness: float
-) -> tuple[ShapeModel, dict[tuple[float, float, float], Tried]]:
-    """The three free numbers, each chosen by the figure it moves most (on a tie the smaller
-    share): the strands' share and the spread together by the set's own tightness and the
-    queries' tenth neighbour (with FIRST_RELATIVE_SHARE of the queries related), then the
-    queries' relative share by their first neighbour. Those three means are fitted, not
-    checked."""
-    tried: dict[tuple[float, float, float], Tried] = {}
-    for share in STRAND_SHARES:
-        for spread in SPREADS:
-            chosen = model.with_spread(spread, share, FIRST_RELATIVE_SHARE)
-            tried[share, spread, FIRST_RELATIVE_SHARE] = draw_and_measure(chosen, rows, holdout)
+    model: ShapeModel, rows: int, holdout: int, target: Target
+) -> tuple[ShapeModel, dict[Choice, Tried]]:
+    """The four free numbers, each chosen by the figure it moves most (on a tie the smaller):
+    the strands' share and the spread together by the set's own tightness and the queries'
+    tenth neighbour (with FIRST_RELATIVE_SHARE of the queries related, at FIRST_QUERY_SPREAD),
+    then the queries' relative share by their first neighbour and their own spread by their
+    nearest centre, twice (each moves the other's figure a little). Those four means are
+    fitted, not checked."""
+    tried: dict[Choice, Tried] = {}
 
-    def first_miss(key: tuple[float, float, float]) -> tuple[float, tuple[float, float, float]]:
-        found = tried[key]
-        return (abs(found.tightness - tightness)
-                + abs(found.shape.tenth_mean - target.tenth_mean), key)  # fmt: skip
+    def measured(choice: Choice) -> Tried:
+        if choice not in tried:
+            share, spread, related, query_spread = choice
+            chosen = model.with_spread(spread, share, related, query_spread)
+            tried[choice] = draw_and_measure(chosen, rows, holdout)
+        return tried[choice]
 
-    share, spread, _ = min(tried, key=first_miss)
-    for related in RELATIVE_SHARES:
-        if (share, spread, related) not in tried:
-            chosen = model.with_spread(spread, share, related)
-            tried[share, spread, related] = draw_and_measure(chosen, rows, holdout)
+    def first_miss(choice: Choice) -> tuple[float, Choice]:
+        found = measured(choice)
+        return (abs(found.tightness - target.tightness)
+                + abs(found.shape.tenth_mean - target.shape.tenth_mean), choice)  # fmt: skip
 
-    def second_miss(related: float) -> tuple[float, float]:
-        return abs(tried[share, spread, related].shape.first_mean - target.first_mean), related
-
-    related = min(RELATIVE_SHARES, key=second_miss)
-    return model.with_spread(spread, share, related), tried
+    grid = [(share, spread, FIRST_RELATIVE_SHARE, FIRST_QUERY_SPREAD)
+            for share in STRAND_SHARES for spread in SPREADS]  # fmt: skip
+    share, spread, related, query_spread = min(grid, key=first_miss)
+    for _ in range(2):
+        related = min(RELATIVE_SHARES, key=lambda value: (abs(
+            measured((share, spread, value, query_spread)).shape.first_mean
+            - target.shape.first_mean), value))  # fmt: skip
+        query_spread = min(QUERY_SPREADS, key=lambda value: (abs(
+            measured((share, spread, related, value)).nearest_centre
+            - target.nearest_centre), value))  # fmt: skip
+    return model.with_spread(spread, share, related, query_spread), tried
 
 
 def median_recall(
@@ -728,15 +805,18 @@ def main() -> None:
     real_ids, real_cosines = exact_top(corpus, queries)
     real_shape = neighbourhood(corpus, queries, real_cosines)
     real_tightness = set_tightness(corpus)
-    model, tried = choose_shape(model, len(corpus), args.holdout, real_shape, real_tightness)
+    real_centre = nearest_centres(queries, model.centres)["nearest centre"]
+    target = Target(real_shape, real_tightness, real_centre)
+    model, tried = choose_shape(model, len(corpus), args.holdout, target)
     print(f"tangents shrunk by slope {model.tangent_slope:.3f}; strands of "
           f"{model.strand_rows:.2f} rows; the real set's nearest other row "
           f"{real_tightness:.3f}")  # fmt: skip
-    for (share, spread, related), found in tried.items():
+    for (share, spread, related, query_spread), found in tried.items():
         first, tenth = found.shape.first_mean, found.shape.tenth_mean
         print(f"  strand share {share:.2f}, spread {spread:.2f}, related queries "
-              f"{related:.1f}: set's nearest row {found.tightness:.3f}, queries' 1st "
-              f"neighbour {first:.3f}, 10th {tenth:.3f}")  # fmt: skip
+              f"{related:.1f}, query spread {query_spread:.1f}: set's nearest row "
+              f"{found.tightness:.3f}, queries' 1st neighbour {first:.3f}, 10th {tenth:.3f}, "
+              f"nearest centre {found.nearest_centre:.3f}")  # fmt: skip
     model.save(args.out or args.cache / "shape-model.npz")
     generator = ShapeGenerator(model, len(corpus))
     drawn, drawn_queries = generator.corpus(), generator.queries(args.holdout)
@@ -745,7 +825,8 @@ def main() -> None:
     asked_ids, asked_cosines = exact_top(corpus, real_queries)
     asked_shape = neighbourhood(corpus, real_queries, asked_cosines)
     print(f"spread {model.spread}, strand share {model.strand_share}, related queries "
-          f"{model.relative_share}; HNSW recall on pgvector ...", flush=True)  # fmt: skip
+          f"{model.relative_share}, query spread {model.query_spread}; HNSW recall on "
+          f"pgvector ...", flush=True)  # fmt: skip
     curves = {
         "real chunks": median_recall(args, "shape_real", corpus, queries, real_ids),
         "drawn": median_recall(args, "shape_drawn", drawn, drawn_queries, drawn_ids),
@@ -763,7 +844,8 @@ def main() -> None:
     report = {
         "rows": len(corpus), "clusters": len(model.centres), "spread": model.spread,
         "strand share": model.strand_share, "strand rows": model.strand_rows,
-        "related queries": model.relative_share,
+        "related queries": model.relative_share, "query spread": model.query_spread,
+        "bridge reach": model.bridge_reach,
         "set's nearest other row (fitted)": {"real chunks": real_tightness,
                                              "drawn": set_tightness(drawn)},
         "tangent slope": model.tangent_slope,
@@ -795,6 +877,11 @@ def check_failures(report: dict[str, Any]) -> list[str]:
     for name in real:
         if abs(real[name] - drawn[name]) > TOLERANCE:
             failed.append(f"{name} {drawn[name]:.3f} against {real[name]:.3f}")
+    among = report["queries among the centres"]
+    for name in ("2nd centre", "5th centre"):  # (the nearest is fitted)
+        real_value, drawn_value = among["real chunks"][name], among["drawn"][name]
+        if abs(real_value - drawn_value) > TOLERANCE:
+            failed.append(f"{name} {drawn_value:.3f} against {real_value:.3f}")
     curves = report["hnsw recall@10"]
     for ef, value in curves["real chunks"].items():
         if abs(value - curves["drawn"][ef]) > TOLERANCE:

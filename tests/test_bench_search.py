@@ -302,3 +302,59 @@ def test_a_larger_corpus_keeps_the_fitted_spread_and_older_files_keep_theirs(
              tangents=model.tangents, noise=model.noise, fitted_rows=model.fitted_rows,
              spread=1.0)  # fmt: skip
     assert shape.ShapeModel.load(tmp_path / "before.npz").child_centres is True
+
+
+def test_bridges_put_strands_between_centres_and_the_query_spread_moves_queries_out(
+    tmp_path: Path,
+) -> None:
+    """With bridges a strand's rows lie on the way to a neighbouring centre: further from their
+    own centre and closer to their second than without; a larger query spread puts held-out
+    queries further from their nearest centre; both numbers survive save/load, and a file
+    without them loads as a model without bridges (0) at the rows' own spread (1)."""
+    shape = load_bench_module("vector_shape")
+    rows = shape.normalise(_clustered_rows([0.8] * 16, 25))
+    model = shape.fit_shape(rows, documents=np.arange(len(rows)) // 4)
+    assert model.bridge_reach == shape.BRIDGE_REACH > 0
+    bridged = model.with_spread(1.0, 0.5, 0.0, 1.0)
+    plain = dataclasses.replace(bridged, bridge_reach=0.0)
+    at = {}
+    for name, chosen in (("plain", plain), ("bridged", bridged)):
+        at[name] = shape.nearest_centres(shape.ShapeGenerator(chosen, len(rows)).corpus(),
+                                         model.centres)  # fmt: skip
+    assert at["bridged"]["nearest centre"] < at["plain"]["nearest centre"] - 0.02, at
+    assert at["bridged"]["2nd centre"] > at["plain"]["2nd centre"] + 0.02, at
+    nearest = [shape.nearest_centres(shape.ShapeGenerator(
+        bridged.with_spread(1.0, 0.5, 0.0, query_spread), len(rows)).queries(200),
+        model.centres)["nearest centre"] for query_spread in (1.0, 1.4)]  # fmt: skip
+    assert nearest[1] < nearest[0] - 0.02, nearest
+    wider = bridged.with_spread(1.0, 0.5, 0.0, 1.3)
+    wider.save(tmp_path / "bridged.npz")
+    loaded = shape.ShapeModel.load(tmp_path / "bridged.npz")
+    assert (loaded.bridge_reach, loaded.query_spread) == (shape.BRIDGE_REACH, 1.3)
+    assert np.array_equal(shape.ShapeGenerator(loaded, 300).corpus(),
+                          shape.ShapeGenerator(wider, 300).corpus())  # fmt: skip
+    np.savez(tmp_path / "before.npz", centres=model.centres, sizes=model.sizes,
+             tangents=model.tangents, noise=model.noise, fitted_rows=model.fitted_rows,
+             spread=1.0)  # fmt: skip
+    before = shape.ShapeModel.load(tmp_path / "before.npz")
+    assert (before.bridge_reach, before.query_spread) == (0.0, 1.0)
+
+
+def test_the_fit_chooses_the_query_spread_by_the_nearest_centre() -> None:
+    """The fit's last number follows its figure: a target whose held-out chunks sit far from
+    the fitted centres gets the widest query spread tried, one that sits by them the
+    narrowest."""
+    shape = load_bench_module("vector_shape")
+    rows = shape.normalise(_clustered_rows([0.8] * 16, 25))
+    model = shape.fit_shape(rows, documents=np.arange(len(rows)) // 4)
+    generator = shape.ShapeGenerator(model, len(rows))
+    corpus, asked = generator.corpus(), generator.queries(100)
+    _, cosines = shape.exact_top(corpus, asked)
+    real_shape = shape.neighbourhood(corpus, asked, cosines)
+    chosen = {}
+    for centre in (0.0, 1.0):
+        target = shape.Target(real_shape, shape.set_tightness(corpus), centre)
+        fitted, tried = shape.choose_shape(model, len(rows), 100, target)
+        chosen[centre] = fitted.query_spread
+        assert all(len(choice) == 4 for choice in tried)
+    assert chosen == {0.0: max(shape.QUERY_SPREADS), 1.0: min(shape.QUERY_SPREADS)}
