@@ -34,7 +34,7 @@ real model is a day of CPU here. So the benches draw vectors from a model of rea
   way through. So each strand's point lies on the way from its cluster's centre towards one of
   its BRIDGE_NEIGHBOURS nearest other centres, a uniform fraction of up to BRIDGE_REACH of the
   way, the step taken across the set's mean direction (the neighbourhoods then reach across
-  clusters: 2.8 clusters, 59%).
+  clusters: 2.7 clusters, 62%).
 - **draw** (`ShapeGenerator`): a row is its strand's point plus `spread` x its cluster's tangent
   x its factor x noise of that covariance, L2-normalised (a model without strands, as older
   files are: the cluster's centre). A corpus of any size is drawn around the fitted centres: a
@@ -61,10 +61,11 @@ real model is a day of CPU here. So the benches draw vectors from a model of rea
   set of the same size and as many held-out queries, and compare: random pairs' cosines, each
   query's exact nearest and tenth-nearest neighbour, and pgvector's HNSW recall@10 at
   `ef_search` 10, 20, 40 and 100 (pgvector's defaults, m 16 and ef_construction 64; the median
-  of `--builds` builds, 7 by default: one build's recall at ef 10 moves by a few hundredths,
-  seven builds of the real set gave 0.860-0.922, and medians of three moved by 0.03 between
-  runs), each within `TOLERANCE`. The real queries (SciFact claims and the docs questions) are
-  searched in the real set too: their curve is the lower bound a user's questions give. Each
+  of `--builds` builds, 15 by default: one build's recall at ef 10 moves by a few hundredths,
+  seven builds of the real set gave 0.860-0.922, medians of three moved by 0.03 between runs
+  and medians of seven by 0.01, a half of the tolerance), each within `TOLERANCE`. The real
+  queries (SciFact claims and the docs questions) are searched in the real set too: their
+  curve is the lower bound a user's questions give. Each
   query set's mean cosine to its nearest, second and fifth fitted centre says whether its rows
   sit beside one centre or between several; `--crossed` adds each side's queries searched in the
   other side's set. Four numbers are free, each chosen on a grid by the figure it moves most
@@ -766,7 +767,7 @@ def main() -> None:
     parser.add_argument("--holdout", type=int, default=500, help="Real chunks kept as queries.")
     parser.add_argument("--json", type=Path, help="Also write the figures here.")
     parser.add_argument(
-        "--builds", type=int, default=7, help="HNSW builds a curve (its median is compared)."
+        "--builds", type=int, default=15, help="HNSW builds a curve (its median is compared)."
     )
     parser.add_argument(
         "--out", type=Path, help="Write the fitted model here (default: CACHE/shape-model.npz)."
