@@ -569,6 +569,20 @@ def nearest_centres(queries: np.ndarray, centres: np.ndarray) -> dict[str, float
             for name, rank in (("nearest", 0), ("2nd", 1), ("5th", 4))}  # fmt: skip
 
 
+def clusters_of_ten(
+    corpus: np.ndarray, queries: np.ndarray, truth: np.ndarray, centres: np.ndarray
+) -> dict[str, float]:
+    """Where a query's exact ten (`truth`) lie among the fitted clusters (each row's cluster
+    its nearest centre): how many clusters they fall in, and the share in the query's own. A
+    real held-out chunk's ten reach across several clusters; ten in one clump are easy for a
+    graph index to find."""
+    row_cluster = (corpus @ centres.T).argmax(axis=1)
+    query_cluster = (queries @ centres.T).argmax(axis=1)
+    of_ten = row_cluster[truth]
+    return {"clusters of the ten": float(np.mean([len(set(row)) for row in of_ten.tolist()])),
+            "ten in own cluster": float((of_ten == query_cluster[:, None]).mean())}  # fmt: skip
+
+
 def neighbourhood(corpus: np.ndarray, queries: np.ndarray, cosines: np.ndarray) -> Neighbourhood:
     rng = np.random.default_rng(9)
     a, b = rng.integers(len(corpus), size=(2, 200_000))
@@ -858,9 +872,12 @@ def main() -> None:
                                         "real questions": asked_shape.tenth_above_background},
         "hnsw recall@10": {name: {str(k): v for k, v in c.items()} for name, c in curves.items()},
         "queries among the centres": {
-            "real chunks": nearest_centres(queries, model.centres),
-            "drawn": nearest_centres(drawn_queries, model.centres),
-            "real questions": nearest_centres(real_queries, model.centres)},
+            "real chunks": nearest_centres(queries, model.centres)
+            | clusters_of_ten(corpus, queries, real_ids, model.centres),
+            "drawn": nearest_centres(drawn_queries, model.centres)
+            | clusters_of_ten(drawn, drawn_queries, drawn_ids, model.centres),
+            "real questions": nearest_centres(real_queries, model.centres)
+            | clusters_of_ten(corpus, real_queries, asked_ids, model.centres)},
     }  # fmt: skip
     print_report(report)
     if args.json:
@@ -879,7 +896,9 @@ def check_failures(report: dict[str, Any]) -> list[str]:
         if abs(real[name] - drawn[name]) > TOLERANCE:
             failed.append(f"{name} {drawn[name]:.3f} against {real[name]:.3f}")
     among = report["queries among the centres"]
-    for name in ("2nd centre", "5th centre"):  # (the nearest is fitted)
+    # (the nearest centre is fitted; where the ten lie is reported: the model is known to miss
+    # it, 2.7 clusters against 4.4, docs/scale-out.md)
+    for name in ("2nd centre", "5th centre"):
         real_value, drawn_value = among["real chunks"][name], among["drawn"][name]
         if abs(real_value - drawn_value) > TOLERANCE:
             failed.append(f"{name} {drawn_value:.3f} against {real_value:.3f}")

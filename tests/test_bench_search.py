@@ -358,3 +358,16 @@ def test_the_fit_chooses_the_query_spread_by_the_nearest_centre() -> None:
         chosen[centre] = fitted.query_spread
         assert all(len(choice) == 4 for choice in tried)
     assert chosen == {0.0: max(shape.QUERY_SPREADS), 1.0: min(shape.QUERY_SPREADS)}
+
+
+def test_clusters_of_ten_counts_the_clusters_a_querys_neighbours_fall_in() -> None:
+    """Ten rows of the query's own cluster: one cluster, all its own; ten rows over five
+    clusters, two of them the query's: five clusters, a fifth its own."""
+    shape = load_bench_module("vector_shape")
+    centres = np.eye(8, dtype=np.float32)
+    corpus = np.repeat(centres[:5], 2, axis=0)  # rows 0-1 by centre 0, 2-3 by centre 1, ...
+    query = centres[:1]
+    assert shape.clusters_of_ten(corpus, query, np.array([[0] * 10]), centres) == {
+        "clusters of the ten": 1.0, "ten in own cluster": 1.0}  # fmt: skip
+    spread = shape.clusters_of_ten(corpus, query, np.arange(10)[None], centres)
+    assert spread == {"clusters of the ten": 5.0, "ten in own cluster": pytest.approx(0.2)}
