@@ -1,7 +1,9 @@
 """Each revision's first and last chunk id and chunk count on PostgreSQL
-(sql/008_revision_chunk_range.sql): what a scope reads instead of aggregating each document's
-chunks. They must always equal the chunks' own: filled by the migration for existing rows, kept
-by triggers through every write (ingest, re-ingest, chunks deleted, a revision deleted)."""
+(sql/008_revision_chunk_range.sql), and each document's copy of its current revision's
+(sql/010_document_chunk_range.sql): what a scope reads instead of aggregating each document's
+chunks. They must always equal the chunks' own: filled by the migrations for existing rows,
+kept by triggers through every write (ingest, re-ingest, chunks deleted, a revision deleted, a
+document pointed at another revision)."""
 
 from __future__ import annotations
 
@@ -28,13 +30,26 @@ FROM revision AS r
 LEFT JOIN chunk AS c ON c.knowledge_base_id = r.knowledge_base_id AND c.revision_id = r.id
 GROUP BY r.id, r.knowledge_base_id ORDER BY r.id
 """
+# Each document's recorded range beside its current revision's chunks' own.
+DOCUMENT_RANGES = """
+SELECT d.id, d.current_first_chunk_id, d.current_last_chunk_id, d.current_chunk_count,
+       min(c.id), max(c.id), count(c.id)
+FROM document AS d
+LEFT JOIN chunk AS c
+       ON c.knowledge_base_id = d.knowledge_base_id AND c.revision_id = d.current_revision_id
+GROUP BY d.id, d.knowledge_base_id ORDER BY d.id
+"""
 RANGE_MIGRATION = 8
 
 
 def _mismatches(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-    rows = conn.execute(RANGES).fetchall()
-    assert rows
-    return [row for row in rows if (row[1], row[2], row[3]) != (row[4], row[5], row[6])]
+    """Revisions and documents whose recorded range is not their chunks' own."""
+    found = []
+    for statement in (RANGES, DOCUMENT_RANGES):
+        rows = conn.execute(statement).fetchall()
+        assert rows
+        found += [row for row in rows if (row[1], row[2], row[3]) != (row[4], row[5], row[6])]
+    return found
 
 
 def test_the_migration_fills_existing_revisions(fresh_postgres_url: str) -> None:
@@ -65,6 +80,16 @@ def test_triggers_follow_inserts_and_deletes(fresh_postgres_url: str) -> None:
                             "WHERE id = 4").fetchone()  # fmt: skip
         assert four == (None, None, 0)
         conn.execute("DELETE FROM document WHERE id = 2")  # its revision and chunks by cascade
+        assert _mismatches(conn) == []
+        # a document pointed at another revision (of its store) takes that one's range, and at
+        # none, no range
+        conn.execute("UPDATE document SET current_revision_id = 3 WHERE id = 4")
+        assert conn.execute("SELECT current_first_chunk_id, current_last_chunk_id, "
+                            "current_chunk_count FROM document WHERE id = 4").fetchone() == (
+            21, 25, 4)  # fmt: skip (chunk 22 deleted above)
+        conn.execute("UPDATE document SET current_revision_id = NULL WHERE id = 1")
+        assert conn.execute("SELECT current_first_chunk_id, current_chunk_count FROM document "
+                            "WHERE id = 1").fetchone() == (None, 0)  # fmt: skip
         assert _mismatches(conn) == []
     finally:
         conn.close()

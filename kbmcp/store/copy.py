@@ -93,8 +93,12 @@ STORE_COLUMN = "knowledge_base_id"
 # Rows a destination derives from the copied ones (not copied; counted after the copy).
 DERIVED = ("document_metadata",)
 # Columns only PostgreSQL has, kept by its triggers from the copied rows (not copied):
-# each revision's chunk range (sql/008_revision_chunk_range.sql), set as its chunks go in.
-POSTGRES_DERIVED_COLUMNS = {"revision": ("first_chunk_id", "last_chunk_id", "chunk_count")}
+# each revision's chunk range (sql/008_revision_chunk_range.sql), set as its chunks go in,
+# and its document's copy of its current revision's (sql/010_document_chunk_range.sql).
+POSTGRES_DERIVED_COLUMNS = {
+    "revision": ("first_chunk_id", "last_chunk_id", "chunk_count"),
+    "document": ("current_first_chunk_id", "current_last_chunk_id", "current_chunk_count"),
+}
 # Tables whose rows make a destination "not empty" (a fresh one holds an id key only).
 DATA_TABLES = ("tenant", "knowledge_base", "document", "token")
 BATCH = 1000

@@ -62,19 +62,24 @@ COUNT_KNOWLEDGE_BASES = "SELECT count(*) FROM knowledge_base"
 
 # A scope's documents: (id, current_revision_id, knowledge_base_id); the statements that read
 # them join their rows by the store too (migration 9).
+# With each document's current revision's chunk range (migration 10: what the runs are read
+# from).
 BASE_DOCUMENTS = """
-SELECT d.id, d.current_revision_id, d.knowledge_base_id
+SELECT d.id, d.current_revision_id, d.knowledge_base_id, d.current_first_chunk_id,
+       d.current_last_chunk_id, d.current_chunk_count
 FROM document AS d
 WHERE d.knowledge_base_id = ANY(%(readable_kb_ids)s::bigint[]){published}
 """
 BASE_MEMORIES = """
-SELECT d.id, d.current_revision_id, d.knowledge_base_id
+SELECT d.id, d.current_revision_id, d.knowledge_base_id, d.current_first_chunk_id,
+       d.current_last_chunk_id, d.current_chunk_count
 FROM document AS d
 WHERE d.knowledge_base_id = ANY(%(readable_store_ids)s::bigint[]){published}
 """
 PUBLISHED = "\n  AND d.status = 'published'"
 NOTHING = """SELECT NULL::bigint AS id, NULL::bigint AS current_revision_id,
-       NULL::bigint AS knowledge_base_id WHERE false"""
+       NULL::bigint AS knowledge_base_id, NULL::bigint AS current_first_chunk_id,
+       NULL::bigint AS current_last_chunk_id, 0::integer AS current_chunk_count WHERE false"""
 
 # As SQLite's, every filter searches an index that leads with the store, within the readable
 # stores only (migration 5): its work follows the caller's own data, not other tenants'. Each
@@ -168,20 +173,20 @@ JOIN chunk AS c
 """
 # A scope's chunks as runs of consecutive ids in one store (`ScopeRuns`): per document, its
 # current revision's smallest and largest chunk id and how many chunks it has (kept on the
-# revision: sql/008_revision_chunk_range.sql, one index-only read of revision_chunk_range per
-# document; it was an aggregate over each document's chunks), and the ids of the revisions whose
-# chunks are not consecutive (a revision's chunks are written together, so they nearly always
-# are). A scope of 1,000 documents is then 1,000 pairs, merged into runs in Python, instead of
-# 10,000 ids sorted, sent back and forth and estimated by the planner (the channels read the runs
-# as index ranges of their store: keyword_channel.py, vector_channel.py).
+# document row by triggers: sql/010_document_chunk_range.sql; before, one read of the
+# revision's range per document, and before that an aggregate over its chunks), and the ids of
+# the revisions whose chunks are not consecutive (a revision's chunks are written together, so
+# they nearly always are). A scope of 1,000 documents is then 1,000 pairs, merged into runs in
+# Python, instead of 10,000 ids sorted, sent back and forth and estimated by the planner (the
+# channels read the runs as index ranges of their store: keyword_channel.py,
+# vector_channel.py).
 SCOPE_RUN_CTES = """scope_document AS MATERIALIZED ({documents}),
 revision_chunk AS MATERIALIZED (
-    SELECT r.id AS revision_id, r.knowledge_base_id AS store, r.first_chunk_id AS lo,
-           r.last_chunk_id AS hi, r.chunk_count AS n
+    SELECT s.current_revision_id AS revision_id, s.knowledge_base_id AS store,
+           s.current_first_chunk_id AS lo, s.current_last_chunk_id AS hi,
+           s.current_chunk_count AS n
     FROM scope_document AS s
-    JOIN revision AS r
-      ON r.knowledge_base_id = s.knowledge_base_id AND r.id = s.current_revision_id
-    WHERE r.chunk_count > 0 AND r.knowledge_base_id = ANY(%(scope_stores)s::bigint[])
+    WHERE s.current_chunk_count > 0 AND s.knowledge_base_id = ANY(%(scope_stores)s::bigint[])
 )"""
 # The runs' columns (`runs_of_rows`'s arguments): each run as [first id, last id, store], in
 # one sorted pass, and the single ids of revisions whose chunks are not consecutive as [id,
