@@ -41,7 +41,7 @@ from kbmcp.server.app import build_server
 from kbmcp.service.search import search
 from kbmcp.service.tenants import share_knowledge_base, unshare_knowledge_base
 from kbmcp.store.copy import copy_store
-from kbmcp.store.postgres import citus, keyword_channel, plan_choice, prelude
+from kbmcp.store.postgres import citus, keyword_channel, migrations, plan_choice, prelude
 from kbmcp.store.postgres.connection import connect
 from kbmcp.workspace import Workspace
 from tests.access_support import build_two_tenants
@@ -128,6 +128,36 @@ def test_the_migration_makes_reference_tables_and_distributes_the_rest_by_store(
     assert set(columns.values()) == {"knowledge_base_id"}
     assert len(groups) == 1  # all co-located
     assert "audit_event" not in kinds  # the coordinator's own table (citus.py says why)
+
+
+def test_a_distributed_database_takes_the_document_chunk_ranges_on_upgrade(
+    cluster: CitusCluster,
+) -> None:
+    """A cluster distributed at schema 9 upgraded to migration 10 (columns, an index and row
+    triggers added to distributed tables): existing documents get their ranges, and the
+    triggers keep them on the shards as chunks go out and documents change revision."""
+    from kbmcp.store.postgres.id_key import ensure_id_key
+    from tests.test_postgres_revision_ranges import _mismatches
+    from tests.test_postgres_scope_runs import _documents
+
+    url = cluster.new_database("kbmcp_upgrade")
+    with psycopg.connect(url, autocommit=True) as conn:
+        migrations.migrate(conn, target=9)
+        with conn.transaction():
+            ensure_id_key(conn)  # as a database made at schema 9 has it
+            citus.distribute(conn)
+        with conn.transaction():
+            _documents(conn)
+        assert migrations.migrate(conn) == [10]
+        assert _mismatches(conn) == []
+        conn.execute("DELETE FROM chunk WHERE knowledge_base_id = 2 AND id IN (21, 30)")
+        conn.execute("UPDATE document SET current_revision_id = 3 "
+                     "WHERE knowledge_base_id = 2 AND id = 4")  # fmt: skip
+        assert _mismatches(conn) == []
+        four = conn.execute("SELECT current_first_chunk_id, current_last_chunk_id, "
+                            "current_chunk_count FROM document WHERE knowledge_base_id = 2 "
+                            "AND id = 4").fetchone()  # fmt: skip
+        assert four == (22, 25, 4)
 
 
 # ------------------------------------------------------------------ search parity

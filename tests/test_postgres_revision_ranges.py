@@ -84,9 +84,10 @@ def test_triggers_follow_inserts_and_deletes(fresh_postgres_url: str) -> None:
         # a document pointed at another revision (of its store) takes that one's range, and at
         # none, no range
         conn.execute("UPDATE document SET current_revision_id = 3 WHERE id = 4")
-        assert conn.execute("SELECT current_first_chunk_id, current_last_chunk_id, "
-                            "current_chunk_count FROM document WHERE id = 4").fetchone() == (
-            21, 25, 4)  # fmt: skip (chunk 22 deleted above)
+        assert conn.execute(
+            "SELECT current_first_chunk_id, current_last_chunk_id, "
+            "current_chunk_count FROM document WHERE id = 4"
+        ).fetchone() == (21, 25, 4)  # fmt: skip (chunk 22 deleted above)
         conn.execute("UPDATE document SET current_revision_id = NULL WHERE id = 1")
         assert conn.execute("SELECT current_first_chunk_id, current_chunk_count FROM document "
                             "WHERE id = 1").fetchone() == (None, 0)  # fmt: skip

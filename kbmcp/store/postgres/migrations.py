@@ -16,6 +16,7 @@ and one whose extension was created after kbmcp made its tables.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import psycopg
@@ -42,6 +43,28 @@ SET_VERSION = """
 INSERT INTO kbmcp_schema (id, version) VALUES (1, %(version)s)
 ON CONFLICT (id) DO UPDATE SET version = excluded.version
 """
+
+
+# What ends a command in a migration file: a semicolon outside quotes, dollar quotes
+# (function bodies) and comments.
+_TOKEN = re.compile(r"--[^\n]*|'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|(\$\w*\$).*?\1|;", re.DOTALL)
+
+
+def statements(sql: str) -> list[str]:
+    """The commands of a migration file, in order (each without its semicolon; empty ones and
+    comment-only ones dropped)."""
+    commands, start = [], 0
+    for match in _TOKEN.finditer(sql):
+        if match.group(0) == ";":
+            commands.append(sql[start : match.start()])
+            start = match.end()
+    commands.append(sql[start:])
+    kept = []
+    for command in commands:
+        code = _TOKEN.sub(lambda m: "" if m.group(0).startswith("--") else m.group(0), command)
+        if code.strip():
+            kept.append(command.strip())
+    return kept
 
 
 def all_migrations() -> list[Migration]:
@@ -82,8 +105,18 @@ def migrate(conn: psycopg.Connection[Any], *, target: int | None = None) -> list
             if pending:
                 conn.execute(CREATE_VECTOR_EXTENSION)
                 conn.execute(CREATE_VERSION_TABLE)
+            one_by_one = citus.citus_version(conn) is not None
+            if one_by_one and pending:
+                # (Citus: DDL on distributed tables and functions in one transaction over one
+                # connection per node, as distributing them is: citus.py)
+                conn.execute(citus.SEQUENTIAL)
             for migration in pending:
-                conn.execute(migration.sql)
+                # Trap (Citus): a DDL command on a distributed table is sent on to the workers
+                # with the query string it came in, and a string of several commands fails
+                # there ("cannot insert multiple commands into a prepared statement"): on a
+                # coordinator each command of the file goes alone.
+                for command in statements(migration.sql) if one_by_one else [migration.sql]:
+                    conn.execute(command)
                 conn.execute(SET_VERSION, {"version": migration.version})
             if pending and goal == len(migrations):
                 ensure_id_key(conn)
