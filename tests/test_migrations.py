@@ -299,3 +299,27 @@ def test_recording_another_model_recreates_the_vector_index(tmp_path: Path) -> N
     assert "float[8]" in sql
     assert conn.execute("SELECT name, dimension FROM embedding_model").fetchall() == [("other", 8)]
     conn.close()
+
+
+def test_a_postgres_migration_splits_into_its_commands_as_a_coordinator_runs_them() -> None:
+    """On a Citus coordinator each command of a migration file runs alone: a semicolon ends a
+    command only outside quotes, dollar-quoted bodies and comments; comment-only tails are
+    dropped; every real file splits into pieces of its own text, in order."""
+    from kbmcp.store.postgres.migrations import all_migrations, statements
+
+    sql = (
+        "-- a comment; not an end\nCREATE TABLE t (a text DEFAULT 'x;y');\n"
+        "CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  RETURN NULL;\n"
+        "END $$;\nCOMMENT ON TABLE t IS $c$ one; two $c$;\n-- the end\n"
+    )
+    assert statements(sql) == [
+        "-- a comment; not an end\nCREATE TABLE t (a text DEFAULT 'x;y')",
+        "CREATE FUNCTION f() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n  RETURN NULL;\nEND $$",
+        "COMMENT ON TABLE t IS $c$ one; two $c$",
+    ]
+    for migration in all_migrations():  # each command a piece of the file, in its order
+        at = 0
+        for command in statements(migration.sql):
+            found = migration.sql.find(command, at)
+            assert found >= at, (migration.name, command[:80])
+            at = found + len(command)
