@@ -81,13 +81,13 @@ def test_triggers_follow_inserts_and_deletes(fresh_postgres_url: str) -> None:
         assert four == (None, None, 0)
         conn.execute("DELETE FROM document WHERE id = 2")  # its revision and chunks by cascade
         assert _mismatches(conn) == []
-        # a document pointed at another revision (of its store) takes that one's range, and at
-        # none, no range
+        # a document pointed at another revision (of its store) takes that one's range (chunk
+        # 22 of revision 3 was deleted above), and at none, no range
         conn.execute("UPDATE document SET current_revision_id = 3 WHERE id = 4")
         assert conn.execute(
             "SELECT current_first_chunk_id, current_last_chunk_id, "
             "current_chunk_count FROM document WHERE id = 4"
-        ).fetchone() == (21, 25, 4)  # fmt: skip (chunk 22 deleted above)
+        ).fetchone() == (21, 25, 4)
         conn.execute("UPDATE document SET current_revision_id = NULL WHERE id = 1")
         assert conn.execute("SELECT current_first_chunk_id, current_chunk_count FROM document "
                             "WHERE id = 1").fetchone() == (None, 0)  # fmt: skip

@@ -94,7 +94,8 @@ def migrate(conn: psycopg.Connection[Any], *, target: int | None = None) -> list
             f"({len(migrations)}): upgrade kbmcp",
             details={"schema_version": found},
         )
-    distributing = goal == len(migrations) and citus.citus_version(conn) is not None
+    on_citus = citus.citus_version(conn) is not None
+    distributing = goal == len(migrations) and on_citus
     if found >= goal and not (distributing and citus.needs_distribution(conn)):
         return []
     try:
@@ -105,8 +106,7 @@ def migrate(conn: psycopg.Connection[Any], *, target: int | None = None) -> list
             if pending:
                 conn.execute(CREATE_VECTOR_EXTENSION)
                 conn.execute(CREATE_VERSION_TABLE)
-            one_by_one = citus.citus_version(conn) is not None
-            if one_by_one and pending:
+            if on_citus and pending:
                 # (Citus: DDL on distributed tables and functions in one transaction over one
                 # connection per node, as distributing them is: citus.py)
                 conn.execute(citus.SEQUENTIAL)
@@ -115,7 +115,7 @@ def migrate(conn: psycopg.Connection[Any], *, target: int | None = None) -> list
                 # with the query string it came in, and a string of several commands fails
                 # there ("cannot insert multiple commands into a prepared statement"): on a
                 # coordinator each command of the file goes alone.
-                for command in statements(migration.sql) if one_by_one else [migration.sql]:
+                for command in statements(migration.sql) if on_citus else [migration.sql]:
                     conn.execute(command)
                 conn.execute(SET_VERSION, {"version": migration.version})
             if pending and goal == len(migrations):
