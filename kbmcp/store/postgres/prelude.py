@@ -88,7 +88,9 @@ def prelude(
         params.update(scope.params)
     # Prepared as psycopg does (the scope statement always was): a scope's plan is index
     # ranges and lookups whatever its values, and its planning was half its time at 0.1%.
-    row = conn.execute(sql, params).fetchone()
+    # Binary: a scope's arrays of ids are read as machine integers, not parsed from text.
+    with conn.cursor(binary=True) as cursor:
+        row = cursor.execute(sql, params).fetchone()
     store_rows, has_hnsw, totals, tokens, token_rows, *runs = row[3:]
     token_counts: dict[str, int] = {}
     for token, rows in zip(tokens or [], token_rows or [], strict=True):

@@ -188,15 +188,18 @@ revision_chunk AS MATERIALIZED (
     FROM scope_document AS s
     WHERE s.current_chunk_count > 0 AND s.knowledge_base_id = ANY(%(scope_stores)s::bigint[])
 )"""
-# The runs' columns (`runs_of_rows`'s arguments): each run as [first id, last id, store], in
-# one sorted pass, and the single ids of revisions whose chunks are not consecutive as [id,
-# store]; scalar subqueries, also columns of the search's first statement
-# (prelude.py).
+# The runs' columns (`runs_of_rows`'s arguments): the revisions whose chunks are consecutive
+# as three arrays, [first ids, last ids, stores], and the single ids of the others as two,
+# [ids, stores]; scalar subqueries, also columns of the search's first statement (prelude.py).
+# Flat arrays in no order: `runs_of` sorts and merges them, and an ARRAY[lo, hi, store] per
+# revision in a sorted aggregate cost ~0.15 ms more for 1,000 revisions.
 SCOPE_RUN_COLUMNS = """
-       (SELECT coalesce(array_agg(ARRAY[lo, hi, store] ORDER BY lo)
-                        FILTER (WHERE n = hi - lo + 1), '{}')
-        FROM revision_chunk),
-       (SELECT coalesce(array_agg(ARRAY[c.id, c.knowledge_base_id] ORDER BY c.id), '{}')
+       (SELECT ARRAY[coalesce(array_agg(lo), '{}'), coalesce(array_agg(hi), '{}'),
+                     coalesce(array_agg(store), '{}')]
+        FROM revision_chunk
+        WHERE n = hi - lo + 1),
+       (SELECT ARRAY[coalesce(array_agg(c.id), '{}'),
+                     coalesce(array_agg(c.knowledge_base_id), '{}')]
         FROM revision_chunk AS r
         JOIN chunk AS c ON c.knowledge_base_id = r.store AND c.revision_id = r.revision_id
         WHERE r.n <> r.hi - r.lo + 1 AND c.knowledge_base_id = ANY(%(scope_stores)s::bigint[]))"""
@@ -351,11 +354,11 @@ def runs_of(
 
 def runs_of_rows(runs: Sequence[Sequence[int]] | None, singles: Sequence[Sequence[int]] | None
                  ) -> ScopeRuns:  # fmt: skip
-    """Runs from SCOPE_RUN_COLUMNS' rows: [first, last, store] per run, [id, store] per single
-    id (None: no rows)."""
-    found = np.asarray(runs or [], dtype=np.int64).reshape(-1, 3)
-    alone = np.asarray(singles or [], dtype=np.int64).reshape(-1, 2)
-    return runs_of(found[:, 0], found[:, 1], alone[:, 0], found[:, 2], alone[:, 1])
+    """Runs from SCOPE_RUN_COLUMNS' arrays: [first ids, last ids, stores] of the consecutive
+    revisions, [ids, stores] of the single ids (empty arrays, or None: no rows)."""
+    found = np.asarray(runs or [], dtype=np.int64).reshape(3, -1)
+    alone = np.asarray(singles or [], dtype=np.int64).reshape(2, -1)
+    return runs_of(found[0], found[1], alone[0], found[2], alone[1])
 
 
 def _stores(stores: Sequence[int] | None, count: int) -> np.ndarray:
