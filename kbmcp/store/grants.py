@@ -79,16 +79,19 @@ class KnowledgeBaseRow:
 class Grants(Protocol):
     # ---------------------------------------------------------------- reading rights
 
-    def readable_knowledge_base_ids(
-        self, conn: Connection, tenant_id: int, allowlist: Collection[str] | None
-    ) -> list[int]:
-        """Row ids of the knowledge bases (not memory stores) the tenant owns or has shared
-        to it (not revoked), narrowed to the public ids of `allowlist` when there is one (an
-        empty one allows none); ascending."""
-        ...
-
-    def memory_store_ids(self, conn: Connection, tenant_id: int) -> list[int]:
-        """Row ids of the tenant's own memory stores (never shared), ascending."""
+    def readable_store_ids(
+        self,
+        conn: Connection,
+        tenant_id: int,
+        allowlist: Collection[str] | None,
+        *,
+        knowledge_bases: bool = True,
+        memory_stores: bool = True,
+    ) -> tuple[list[int], list[int]]:
+        """Row ids, ascending, of (the knowledge bases the tenant owns or has shared to it (not
+        revoked), narrowed to the public ids of `allowlist` when there is one (an empty one
+        allows none); the tenant's own memory stores (never shared, never narrowed)), read in
+        one statement. A kind not asked for (`knowledge_bases`, `memory_stores`) is empty."""
         ...
 
     def stored_token(self, conn: Connection, public_id: str) -> StoredToken | None:
@@ -148,8 +151,7 @@ class SqlGrants:
 
     dialect: ClassVar[Dialect]
 
-    SELECT_READABLE_KB_IDS: ClassVar[str]
-    SELECT_READABLE_MEMORY_STORE_IDS: ClassVar[str]
+    SELECT_READABLE_STORE_IDS: ClassVar[str]
     SELECT_TOKEN: ClassVar[str]
     SELECT_SHARE_IN_FORCE: ClassVar[str]
     UPSERT_SHARE: ClassVar[str]
@@ -163,22 +165,29 @@ class SqlGrants:
 
     # ---------------------------------------------------------------- reading rights
 
-    def readable_knowledge_base_ids(
-        self, conn: Connection, tenant_id: int, allowlist: Collection[str] | None
-    ) -> list[int]:
+    def readable_store_ids(
+        self,
+        conn: Connection,
+        tenant_id: int,
+        allowlist: Collection[str] | None,
+        *,
+        knowledge_bases: bool = True,
+        memory_stores: bool = True,
+    ) -> tuple[list[int], list[int]]:
         rows = conn.execute(
-            self.SELECT_READABLE_KB_IDS,
+            self.SELECT_READABLE_STORE_IDS,
             {
                 "tenant_id": tenant_id,
+                "knowledge_bases": knowledge_bases,
+                "memory_stores": memory_stores,
                 "allow_all": allowlist is None,
                 "allowed": self.dialect.list_param(sorted(allowlist or ())),
             },
         )
-        return [row[0] for row in rows]
-
-    def memory_store_ids(self, conn: Connection, tenant_id: int) -> list[int]:
-        rows = conn.execute(self.SELECT_READABLE_MEMORY_STORE_IDS, {"tenant_id": tenant_id})
-        return [row[0] for row in rows]
+        found: tuple[list[int], list[int]] = ([], [])
+        for row_id, is_memory_store in rows:
+            found[int(bool(is_memory_store))].append(row_id)
+        return found
 
     def stored_token(self, conn: Connection, public_id: str) -> StoredToken | None:
         row = conn.execute(self.SELECT_TOKEN, {"public_id": public_id}).fetchone()

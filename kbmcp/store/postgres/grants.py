@@ -15,19 +15,16 @@ from kbmcp.store.postgres.dialect import POSTGRES
 
 class PostgresGrants(SqlGrants):
     dialect = POSTGRES
-    SELECT_READABLE_KB_IDS = """
-    SELECT kb.id
+    SELECT_READABLE_STORE_IDS = """
+    SELECT kb.id, kb.kind = 'memories'
     FROM knowledge_base AS kb
-    WHERE (kb.tenant_id = %(tenant_id)s
-           OR kb.id IN (SELECT s.knowledge_base_id FROM share AS s
-                        WHERE s.tenant_id = %(tenant_id)s AND s.revoked_at IS NULL))
-      AND (%(allow_all)s::boolean OR kb.public_id = ANY(%(allowed)s::text[]))
-      AND kb.kind = 'documents'
-    ORDER BY kb.id
-    """
-    SELECT_READABLE_MEMORY_STORE_IDS = """
-    SELECT kb.id FROM knowledge_base AS kb
-    WHERE kb.tenant_id = %(tenant_id)s AND kb.kind = 'memories'
+    WHERE (%(knowledge_bases)s::boolean AND kb.kind = 'documents'
+           AND (kb.tenant_id = %(tenant_id)s
+                OR kb.id IN (SELECT s.knowledge_base_id FROM share AS s
+                             WHERE s.tenant_id = %(tenant_id)s AND s.revoked_at IS NULL))
+           AND (%(allow_all)s::boolean OR kb.public_id = ANY(%(allowed)s::text[])))
+       OR (%(memory_stores)s::boolean AND kb.kind = 'memories'
+           AND kb.tenant_id = %(tenant_id)s)
     ORDER BY kb.id
     """
     SELECT_TOKEN = """

@@ -10,23 +10,19 @@ from kbmcp.store.sqlite.dialect import SQLITE
 class SqliteGrants(SqlGrants):
     dialect = SQLITE
     # Own knowledge bases plus those shared to the tenant and not revoked, narrowed by the token's
-    # allow-list when it has one (`:allow_all` is 1 for "no allow-list"; an empty list allows none).
-    SELECT_READABLE_KB_IDS = """
-    SELECT kb.id
+    # allow-list when it has one (`:allow_all` is 1 for "no allow-list"; an empty list allows
+    # none); and the tenant's own memory stores, never shared and not limited by a token's
+    # knowledge-base allow-list. One statement for both kinds (a search reads them twice), each
+    # row with whether it is a memory store; a kind is read when its flag is 1.
+    SELECT_READABLE_STORE_IDS = """
+    SELECT kb.id, kb.kind = 'memories'
     FROM knowledge_base AS kb
-    WHERE (kb.tenant_id = :tenant_id
-           OR kb.id IN (SELECT s.knowledge_base_id FROM share AS s
-                        WHERE s.tenant_id = :tenant_id AND s.revoked_at IS NULL))
-      AND (:allow_all OR kb.public_id IN (SELECT value FROM json_each(:allowed)))
-      AND kb.kind = 'documents'
-    ORDER BY kb.id
-    """
-
-    # Memory stores are never shared and not limited by a token's knowledge-base allow-list: a
-    # tenant reads its own, when the principal has the memory:read scope.
-    SELECT_READABLE_MEMORY_STORE_IDS = """
-    SELECT kb.id FROM knowledge_base AS kb
-    WHERE kb.tenant_id = :tenant_id AND kb.kind = 'memories'
+    WHERE (:knowledge_bases AND kb.kind = 'documents'
+           AND (kb.tenant_id = :tenant_id
+                OR kb.id IN (SELECT s.knowledge_base_id FROM share AS s
+                             WHERE s.tenant_id = :tenant_id AND s.revoked_at IS NULL))
+           AND (:allow_all OR kb.public_id IN (SELECT value FROM json_each(:allowed))))
+       OR (:memory_stores AND kb.kind = 'memories' AND kb.tenant_id = :tenant_id)
     ORDER BY kb.id
     """
 
