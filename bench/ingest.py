@@ -19,6 +19,8 @@ under 5 s.
     python bench/ingest.py                   # defaults: 2,000 files, 10,000 re-add, ~300 MiniLM
     python bench/ingest.py --files 500 --readd-files 2000 --minilm-chunks 0   # quick
     python bench/ingest.py --docs docs      # only: the default model on a real folder (chunks/s)
+    python bench/ingest.py --postgres URL   # only: the hashing ingest into a file, then into an
+                                            # empty PostgreSQL database (one per run: createdb)
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ class Timing:
     cpu_seconds: float  # this process's CPU time: steadier than wall time on a busy machine
 
 
-def ingest(db: Path, folder: Path, embedder: Embedder) -> tuple[IngestReport, Timing]:
+def ingest(db: Path | str, folder: Path, embedder: Embedder) -> tuple[IngestReport, Timing]:
     with Workspace(Settings(db=db, embedder="hash"), embedder=embedder) as workspace:
         started, cpu_started = time.perf_counter(), time.process_time()
         report = add_paths(workspace, workspace.local_principal(), [folder])
@@ -136,12 +138,56 @@ def ingest(db: Path, folder: Path, embedder: Embedder) -> tuple[IngestReport, Ti
         return report, elapsed
 
 
-def bench_hashing(tmp: Path, files: int) -> dict[str, float]:
+def bench_hashing(tmp: Path, files: int, db: Path | str | None = None) -> dict[str, float]:
+    """The hashing run, into a new file (or `db`: an empty PostgreSQL database)."""
     folder = tmp / "corpus"
-    write_corpus(folder, files, (2, 6), seed=1)
+    if not folder.exists():
+        write_corpus(folder, files, (2, 6), seed=1)
     embedder = TimedEmbedder(HashingEmbedder())
-    report, elapsed = ingest(tmp / "hash.db", folder, embedder)
+    report, elapsed = ingest(tmp / "hash.db" if db is None else db, folder, embedder)
     return rates(report.chunks_indexed, elapsed, embedder) | {"files": files}
+
+
+COUNT_DOCUMENTS = "SELECT count(*) FROM document"
+
+
+def require_empty(url: str) -> None:
+    """Stop unless the database at `url` holds no documents (an ingest into it would then be
+    a re-add, not the timed first add)."""
+    with Workspace(Settings(db=url, embedder="hash"), embedder=HashingEmbedder()) as workspace:
+        held = int(workspace.conn.execute(COUNT_DOCUMENTS).fetchone()[0])
+    if held:
+        raise SystemExit(
+            f"--postgres: the database holds {held:,} documents; give it an empty one "
+            "(a new database per run)"
+        )
+
+
+def hashing_rows(result: dict[str, float], where: str) -> list[tuple[str, str, str, str]]:
+    return [
+        (
+            f"ingest into {where}, hashing embedder ({result['files']:,} files, "
+            f"{result['chunks']:,} chunks)",
+            f"{result['chunks_per_s']:,.0f}",
+            f"{result['chunks_per_cpu_s']:,.0f}",
+            f"{result['seconds']:.2f} s",
+        ),
+        (
+            "  excluding embedding (target >= 3,000 chunks/s)",
+            f"{result['rest_chunks_per_s']:,.0f}",
+            f"{result['rest_chunks_per_cpu_s']:,.0f}",
+            f"{result['rest_seconds']:.2f} s",
+        ),
+    ]
+
+
+def print_rows(rows: list[tuple[str, str, str, str]]) -> None:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"kbmcp ingest benchmark ({os.cpu_count()} CPUs, load average {load:.2f})")
+    width = max(len(row[0]) for row in rows)
+    print(f"{'run (chunks/s unless noted)':<{width}}  {'wall':>8}  {'per CPU-s':>9}  time")
+    for label, wall, cpu, elapsed_text in rows:
+        print(f"{label:<{width}}  {wall:>8}  {cpu:>9}  {elapsed_text}")
 
 
 def rates(chunks: int, elapsed: Timing, embedder: TimedEmbedder) -> dict[str, float]:
@@ -253,7 +299,22 @@ def main(argv: list[str] | None = None) -> None:
         metavar="FOLDER",
         help="only ingest FOLDER (e.g. the repository's docs/) with the default model",
     )
+    parser.add_argument(
+        "--postgres",
+        default=None,
+        metavar="URL",
+        help="only the hashing ingest, into a new file and then into this PostgreSQL database, "
+        "which must hold no documents (the server's CPU is not this process's: compare the "
+        "wall rates)",
+    )
     args = parser.parse_args(argv)
+    if args.postgres is not None:
+        require_empty(args.postgres)
+        with tempfile.TemporaryDirectory(prefix="kbmcp-bench-") as name:
+            in_file = bench_hashing(Path(name), args.files)
+            in_postgres = bench_hashing(Path(name), args.files, args.postgres)
+        print_rows(hashing_rows(in_file, "a file") + hashing_rows(in_postgres, "PostgreSQL"))
+        return
     if args.docs is not None:
         with tempfile.TemporaryDirectory(prefix="kbmcp-bench-") as name:
             print_folder(args.docs, bench_folder(Path(name), args.docs))
@@ -263,20 +324,7 @@ def main(argv: list[str] | None = None) -> None:
         hashing = bench_hashing(tmp, args.files)
         minilm = bench_minilm(tmp, args.minilm_chunks) if args.minilm_chunks > 0 else None
         readd = bench_readd(tmp, args.readd_files)
-    rows = [
-        (
-            f"ingest, hashing embedder ({hashing['files']:,} files, {hashing['chunks']:,} chunks)",
-            f"{hashing['chunks_per_s']:,.0f}",
-            f"{hashing['chunks_per_cpu_s']:,.0f}",
-            f"{hashing['seconds']:.2f} s",
-        ),
-        (
-            "  excluding embedding (target >= 3,000 chunks/s)",
-            f"{hashing['rest_chunks_per_s']:,.0f}",
-            f"{hashing['rest_chunks_per_cpu_s']:,.0f}",
-            f"{hashing['rest_seconds']:.2f} s",
-        ),
-    ]
+    rows = hashing_rows(hashing, "a file")
     if minilm:
         rows += [
             (
@@ -306,12 +354,7 @@ def main(argv: list[str] | None = None) -> None:
             f"{readd['seconds']:.2f} s ({readd['cpu_seconds']:.2f} s CPU)",
         ),
     ]
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"kbmcp ingest benchmark ({os.cpu_count()} CPUs, load average {load:.2f})")
-    width = max(len(row[0]) for row in rows)
-    print(f"{'run (chunks/s unless noted)':<{width}}  {'wall':>8}  {'per CPU-s':>9}  time")
-    for label, wall, cpu, elapsed_text in rows:
-        print(f"{label:<{width}}  {wall:>8}  {cpu:>9}  {elapsed_text}")
+    print_rows(rows)
 
 
 if __name__ == "__main__":
