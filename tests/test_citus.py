@@ -70,6 +70,8 @@ from tests.test_multi_server import (  # noqa: F401 (tests collected here)
     test_a_token_revoked_is_refused_by_both_servers_on_their_next_request,
     two_servers,
 )
+from tests.test_postgres_trigger_plans import SETTING as TRIGGER_PLANS
+from tests.test_postgres_trigger_plans import TRIGGER_FUNCTIONS
 
 pytestmark = [
     pytest.mark.anyio,
@@ -133,9 +135,11 @@ def test_the_migration_makes_reference_tables_and_distributes_the_rest_by_store(
 def test_a_distributed_database_takes_the_document_chunk_ranges_on_upgrade(
     cluster: CitusCluster,
 ) -> None:
-    """A cluster distributed at schema 9 upgraded to migration 10 (columns, an index and row
-    triggers added to distributed tables): existing documents get their ranges, and the
-    triggers keep them on the shards as chunks go out and documents change revision."""
+    """A cluster distributed at schema 9 upgraded to the latest (migration 10: columns, an
+    index and row triggers added to distributed tables; 11: the trigger functions' settings):
+    existing documents get their ranges, the triggers keep them on the shards as chunks go out
+    and documents change revision, and the workers' trigger functions, which run on the shards,
+    are planned at each call as the coordinator's are."""
     from kbmcp.store.postgres.id_key import ensure_id_key
     from tests.test_postgres_revision_ranges import _mismatches
     from tests.test_postgres_scope_runs import _documents
@@ -148,7 +152,7 @@ def test_a_distributed_database_takes_the_document_chunk_ranges_on_upgrade(
             citus.distribute(conn)
         with conn.transaction():
             _documents(conn)
-        assert migrations.migrate(conn) == [10]
+        assert migrations.migrate(conn) == [10, 11]
         assert _mismatches(conn) == []
         conn.execute("DELETE FROM chunk WHERE knowledge_base_id = 2 AND id IN (21, 30)")
         conn.execute("UPDATE document SET current_revision_id = 3 "
@@ -158,6 +162,11 @@ def test_a_distributed_database_takes_the_document_chunk_ranges_on_upgrade(
                             "current_chunk_count FROM document WHERE knowledge_base_id = 2 "
                             "AND id = 4").fetchone()  # fmt: skip
         assert four == (22, 25, 4)
+    for worker in cluster.workers:
+        with psycopg.connect(worker.admin_url("kbmcp_upgrade"), autocommit=True) as conn:
+            functions = dict(conn.execute(TRIGGER_FUNCTIONS).fetchall())
+        assert "revision_chunk_range_update" in functions
+        assert all(TRIGGER_PLANS in (config or []) for config in functions.values()), functions
 
 
 # ------------------------------------------------------------------ search parity
