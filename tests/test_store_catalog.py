@@ -103,6 +103,8 @@ def test_a_document_written_reads_back_alike(ws: Workspace) -> None:
         stored[1].id, 1, dump_json(["Title", "Part 1"]), 10, 19, 2, 2, f"text 1 of {first:02x}"
     )
     assert [c.id for c in stored] == sorted(c.id for c in stored)  # ids in the order given
+    # consecutive: a filtered search reads a revision's chunks as one run of ids
+    assert [c.id for c in stored] == list(range(stored[0].id, stored[0].id + 3))
     with_vectors = sorted(catalog.chunks_with_vectors(conn, revision_id), key=lambda c: c.text)
     assert with_vectors == [
         ChunkWithVector(c.heading_path, c.text, to_blob([float(c.id), 1.0])) for c in stored[:2]

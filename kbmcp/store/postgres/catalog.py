@@ -127,12 +127,23 @@ class PostgresCatalog(SqlCatalog):
     # the inserts then go to the store's shard, where reading the store per chunk would ask
     # every shard once a chunk.
     REVISION_STORE = "SELECT knowledge_base_id FROM revision WHERE id = %(revision_id)s"
-    INSERT_CHUNK = """
+    # A revision's chunks in one statement (`insert_chunks`): the range trigger (migration 8)
+    # then counts the revision once, where a statement per chunk ran it, and planned it
+    # (migration 11), once per chunk. Ids are drawn in the rows' order (ORDER BY the list's
+    # position), so a revision's chunks get ascending ids in ordinal order, as one by one.
+    INSERT_CHUNKS = """
     INSERT INTO chunk (public_id, revision_id, ordinal, heading_path, char_start, char_end,
                        line_start, line_end, text, knowledge_base_id)
-    VALUES (%(public_id)s, %(revision_id)s, %(ordinal)s, %(heading_path)s, %(char_start)s,
-            %(char_end)s, %(line_start)s, %(line_end)s, %(text)s, %(kb_id)s)
-    RETURNING id
+    SELECT c.public_id, %(revision_id)s, c.ordinal, c.heading_path::json, c.char_start,
+           c.char_end, c.line_start, c.line_end, c.text, %(kb_id)s
+    FROM unnest(%(public_ids)s::text[], %(ordinals)s::integer[], %(heading_paths)s::text[],
+                %(char_starts)s::integer[], %(char_ends)s::integer[],
+                %(line_starts)s::integer[], %(line_ends)s::integer[], %(texts)s::text[])
+         WITH ORDINALITY
+         AS c(public_id, ordinal, heading_path, char_start, char_end, line_start, line_end,
+              text, position)
+    ORDER BY c.position
+    RETURNING id, ordinal
     """
     SELECT_STORED_CHUNKS = """
     SELECT id, ordinal, heading_path, char_start, char_end, line_start, line_end, text
@@ -148,22 +159,24 @@ class PostgresCatalog(SqlCatalog):
     def insert_chunks(
         self, conn: PgConnection, revision_id: int, chunks: Sequence[NewChunk]
     ) -> list[int]:
-        """One round trip for all the chunks (psycopg pipelines executemany); each insert's
-        RETURNING row is its own result set, read in the order given."""
+        """The chunks' ids, in the order given: one statement for all of them
+        (INSERT_CHUNKS)."""
         if not chunks:
             return []
         store = conn.execute(self.REVISION_STORE, {"revision_id": revision_id}).fetchone()
         if store is None:
             raise StoreError(f"revision {revision_id} does not exist: its chunks cannot be written")
-        params = [{**row, "kb_id": store[0]} for row in chunk_parameters(revision_id, chunks)]
-        chunk_ids = []
-        with conn.cursor() as cur:
-            cur.executemany(self.INSERT_CHUNK, params, returning=True)
-            while True:
-                chunk_ids.append(int(cur.fetchone()[0]))
-                if not cur.nextset():
-                    break
-        return chunk_ids
+        rows = chunk_parameters(revision_id, chunks)
+        columns = {
+            "public_ids": "public_id", "ordinals": "ordinal", "heading_paths": "heading_path",
+            "char_starts": "char_start", "char_ends": "char_end", "line_starts": "line_start",
+            "line_ends": "line_end", "texts": "text",
+        }  # fmt: skip
+        params = {name: [row[column] for row in rows] for name, column in columns.items()}
+        params |= {"revision_id": revision_id, "kb_id": store[0]}
+        ids = dict((ordinal, chunk_id) for chunk_id, ordinal in conn.execute(
+            self.INSERT_CHUNKS, params).fetchall())  # fmt: skip
+        return [int(ids[chunk.ordinal]) for chunk in chunks]
 
     def chunks_with_vectors(self, conn: PgConnection, revision_id: int) -> list[ChunkWithVector]:
         with conn.cursor(binary=True) as cur:
