@@ -145,6 +145,8 @@ class PostgresCatalog(SqlCatalog):
     ORDER BY c.position
     RETURNING id, ordinal
     """
+    CHUNK_ARRAYS = ("public_id", "ordinal", "heading_path", "char_start", "char_end",
+                    "line_start", "line_end", "text")  # fmt: skip
     SELECT_STORED_CHUNKS = """
     SELECT id, ordinal, heading_path, char_start, char_end, line_start, line_end, text
     FROM chunk WHERE revision_id = %(revision_id)s ORDER BY ordinal
@@ -167,12 +169,8 @@ class PostgresCatalog(SqlCatalog):
         if store is None:
             raise StoreError(f"revision {revision_id} does not exist: its chunks cannot be written")
         rows = chunk_parameters(revision_id, chunks)
-        columns = {
-            "public_ids": "public_id", "ordinals": "ordinal", "heading_paths": "heading_path",
-            "char_starts": "char_start", "char_ends": "char_end", "line_starts": "line_start",
-            "line_ends": "line_end", "texts": "text",
-        }  # fmt: skip
-        params = {name: [row[column] for row in rows] for name, column in columns.items()}
+        # Each column's values as one array parameter, named as the column with an "s".
+        params = {f"{column}s": [row[column] for row in rows] for column in self.CHUNK_ARRAYS}
         params |= {"revision_id": revision_id, "kb_id": store[0]}
         ids = dict((ordinal, chunk_id) for chunk_id, ordinal in conn.execute(
             self.INSERT_CHUNKS, params).fetchall())  # fmt: skip
